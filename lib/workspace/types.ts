@@ -1,0 +1,26 @@
+/**
+ * The secret-store seam. Every credential and signing record a Cotal daemon reads or writes
+ * goes through one of these, so a hosted composition can swap the filesystem for its own
+ * backend (KMS, Vault, a database) without touching daemon code.
+ *
+ * `get` hands raw bytes into process memory: this is a blob seam, not a remote signer.
+ *
+ * Contract:
+ * - `get(key)` resolves `undefined` when the key is absent; a rejection means refusal
+ *   (bad key, unsafe path, I/O failure), never absence.
+ * - `put(key, value)` replaces the whole value atomically: a concurrent reader sees the old
+ *   value or the new one, never a torn mix. Daemons re-read creds while running, so this matters.
+ * - `create(key, value)` writes only when the key is absent and resolves `false` otherwise;
+ *   of two concurrent creators exactly one sees `true`.
+ * - `delete(key)` is idempotent (absent is success). It is not shredding and not revocation.
+ *
+ * @module
+ */
+
+/** A store of named secret blobs; see the module doc for the contract every backend keeps. */
+export interface SecretStore {
+  get(key: string): Promise<string | undefined>;
+  put(key: string, value: string): Promise<void>; // atomic replace
+  create(key: string, value: string): Promise<boolean>; // create-only; false when the key exists
+  delete(key: string): Promise<void>;
+}
