@@ -1,0 +1,84 @@
+/**
+ * Receive-side checks on a delivered message. The subject is the authority: the kind, the
+ * sender and the routing field come from it, and a payload that disagrees is dropped.
+ *
+ * @module
+ */
+
+import type { CotalMessage, EndpointRef, Part } from "./envelope.ts";
+import { isPrincipalOwnerToken, type Principal } from "./names.ts";
+import { type ParsedSubject, parseSubject } from "./subjects.ts";
+
+/** Delivery kind, derived from the delivering subject only (never from `to`/`toService`). */
+export type DeliveryKind = "channel" | "dm" | "anycast";
+
+/**
+ * Why a delivered message was dropped. The first three are permanent anomalies a JetStream
+ * consumer must `term` (never redeliver); `echo` is the receiver's own message (ack it).
+ */
+export type DropReason =
+  | "malformed-subject"
+  | "malformed-json"
+  | "sender-mismatch"
+  | "not-principal-owner"
+  | "unusable-id"
+  | "echo";
+
+/** The result of {@linkcode decodeMessage}. */
+export type Decoded =
+  | { ok: true; kind: DeliveryKind; sender: Principal; message: CotalMessage }
+  | { ok: false; reason: DropReason; detail: string };
+
+const KINDS: Record<string, DeliveryKind> = { chat: "channel", inst: "dm", svc: "anycast" };
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Decode and check a message delivered on `subject`. On success the routing field is
+ * rewritten from the subject (the channel, recipient or role) and the other two are removed,
+ * so a forged payload label cannot redirect attention. Unknown fields are kept (ignored).
+ */
+export function decodeMessage(
+  subject: string,
+  data: Uint8Array,
+  opts: { space?: string; self?: Principal } = {},
+): Decoded {
+  const drop = (reason: DropReason, detail: string): Decoded => ({ ok: false, reason, detail });
+  const parsed = parseSubject(subject, { space: opts.space });
+  if (!parsed.ok || !(parsed.kind in KINDS)) {
+    return drop("malformed-subject", `subject is not a chat, inst or svc subject`);
+  }
+  const ps = parsed as ParsedSubject & { kind: "chat" | "inst" | "svc" };
+  let body: unknown;
+  try {
+    body = JSON.parse(decoder.decode(data));
+  } catch {
+    return drop("malformed-json", "payload is not UTF-8 JSON");
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    return drop("malformed-json", "payload is not a JSON object");
+  }
+  const msg = body as Record<string, unknown>;
+  const from = msg.from as EndpointRef | undefined;
+  const senderId = `${ps.sender.owner}.${ps.sender.actor}`;
+  if (typeof from !== "object" || from === null || from.id !== senderId) {
+    return drop("sender-mismatch", "from.id does not equal the subject's sender");
+  }
+  if (!isPrincipalOwnerToken(ps.sender.owner)) {
+    return drop("not-principal-owner", "the subject's owner is not local or a derived u_ owner");
+  }
+  if (typeof msg.id !== "string" || msg.id === "") {
+    return drop("unusable-id", "the message id is missing or empty");
+  }
+  if (opts.self && opts.self.owner === ps.sender.owner && opts.self.actor === ps.sender.actor) {
+    return drop("echo", "the message is the receiver's own");
+  }
+  if (!Array.isArray(msg.parts)) return drop("malformed-json", "parts is not an array");
+  const message = { ...msg, parts: msg.parts as Part[] } as unknown as CotalMessage;
+  delete message.channel;
+  delete message.to;
+  delete message.toService;
+  if (ps.kind === "chat") message.channel = ps.channel;
+  if (ps.kind === "inst") message.to = `${ps.recipient.owner}.${ps.recipient.actor}`;
+  if (ps.kind === "svc") message.toService = ps.role;
+  return { ok: true, kind: KINDS[ps.kind], sender: ps.sender, message };
+}
