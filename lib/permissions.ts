@@ -1,0 +1,223 @@
+/**
+ * The one table of per-executable Deno permissions. Every daemon runs with exactly what its row
+ * grants, rendered for a given deployment layout either as `deno run` flags (development) or as
+ * `deno compile` flags (release binaries built for a fixed layout). Widening a row is a security
+ * decision: say why in the change.
+ *
+ * @module
+ */
+
+/** The executables Cotal ships, one per daemon plus the operator CLI and the agent runner. */
+export const EXECUTABLES = Object.freeze(
+  [
+    "cotal",
+    "cotal-auth-service",
+    "cotal-delivery",
+    "cotal-supervise",
+    "cotal-agent",
+  ] as const,
+);
+/** One of {@linkcode EXECUTABLES}. */
+export type Executable = typeof EXECUTABLES[number];
+
+/** The entry point each executable is built from. */
+export const ENTRY_POINTS: Readonly<Record<Executable, string>> = Object.freeze({
+  "cotal": "cmd/cotal.ts",
+  "cotal-auth-service": "cmd/auth-service.ts",
+  "cotal-delivery": "cmd/delivery.ts",
+  "cotal-supervise": "cmd/supervise.ts",
+  "cotal-agent": "cmd/agent.ts",
+});
+
+/** Where things live in one deployment; everything but `root` and `broker` has a default. */
+export interface DeploymentLayout {
+  /** The state directory (`.cotal` in development, `/var/lib/cotal` under systemd). */
+  root: string;
+  /** The secret store; default `<root>/secrets`. */
+  store?: string;
+  /** Where signing seeds live; default `<store>/auth`. */
+  signer?: string;
+  /** Runtime files (pid files, the auth-service discovery file); default `<root>/run`. */
+  runDir?: string;
+  /** Daemon logs; default `<root>/logs`. */
+  logDir?: string;
+  /** The machine's mesh registry home; default `$HOME/.cotal` (`COTAL_HOME`). */
+  machineHome?: string;
+  /** Broker addresses as `host:port` (several for a cluster). */
+  broker: string[];
+  /** The auth-service HTTP listen address, `host:port`. */
+  authListen?: string;
+  /** When the daemon serves one space: the space's store dir name (`space.<hex>`). */
+  spaceKey?: string;
+  /** Programs the CLI may start: nats-server, the daemon executables, deno in development. */
+  cliPrograms?: string[];
+  /** What the supervisor starts agents with: the runner executable (or deno) and bwrap. */
+  supervisorPrograms?: string[];
+  /** Extra variables the supervisor passes through to agents (names only). */
+  agentEnvPassThrough?: string[];
+}
+
+/** The per-agent part of the runner's row. */
+export interface AgentLayout {
+  /** The agent's own directory: the only place it may write. */
+  agentDir: string;
+  /** The 0600 launch-material file. */
+  launchFile: string;
+  /** The one external program the agent declared, if any. */
+  program?: string;
+  /** Environment variables the runner may read. */
+  envAllow?: string[];
+}
+
+/** A rendered permission set: exact lists, never a bare allow-all. */
+export interface PermissionSet {
+  read: string[];
+  denyRead: string[];
+  write: string[];
+  denyWrite: string[];
+  net: string[];
+  env: string[];
+  run: string[];
+  ffi: boolean;
+  sys: string[];
+}
+
+/** The variables an agent runner may read: its launch pointer and a few harmless ones. */
+export const AGENT_ENV_ALLOWLIST = Object.freeze([
+  "COTAL_LAUNCH",
+  "HOME",
+  "PATH",
+  "LANG",
+  "TERM",
+  "TZ",
+]);
+
+function defaults(l: DeploymentLayout) {
+  const store = l.store ?? `${l.root}/secrets`;
+  return {
+    store,
+    signer: l.signer ?? `${store}/auth`,
+    runDir: l.runDir ?? `${l.root}/run`,
+    logDir: l.logDir ?? `${l.root}/logs`,
+    machineHome: l.machineHome ?? `${Deno.env.get("HOME") ?? "/root"}/.cotal`,
+  };
+}
+
+function empty(): PermissionSet {
+  return {
+    read: [],
+    denyRead: [],
+    write: [],
+    denyWrite: [],
+    net: [],
+    env: [],
+    run: [],
+    ffi: false,
+    sys: [],
+  };
+}
+
+/**
+ * Renders one executable's row for a layout. `agent` is required for `cotal-agent`.
+ */
+export function permissionsFor(
+  exe: Executable,
+  layout: DeploymentLayout,
+  agent?: AgentLayout,
+): PermissionSet {
+  const d = defaults(layout);
+  const p = empty();
+  p.net = [...layout.broker];
+  switch (exe) {
+    case "cotal":
+      p.read = [layout.root, d.machineHome];
+      p.write = [layout.root, d.machineHome];
+      p.net.push("127.0.0.1", "localhost");
+      p.env = ["COTAL_*", "HOME", "PATH", "XDG_*", "NATS_SERVER", "DENORT_BIN"];
+      p.run = [...(layout.cliPrograms ?? [])];
+      break;
+    case "cotal-auth-service": {
+      const spaceDir = layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store;
+      p.read = [d.signer, spaceDir, `${d.store}/auth-service`, d.runDir];
+      p.write = [d.runDir, `${d.store}/auth-service`];
+      if (layout.authListen) p.net.push(layout.authListen);
+      p.env = ["COTAL_*"];
+      break;
+    }
+    case "cotal-delivery":
+      // Only its own cred key; the signer is denied outright even though the allow list
+      // already leaves it out, so a widened read can never reach it.
+      p.read = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
+      p.denyRead = [d.signer];
+      p.write = [d.logDir];
+      p.env = ["COTAL_*"];
+      break;
+    case "cotal-supervise":
+      p.read = [layout.root];
+      p.write = [layout.root];
+      p.env = ["COTAL_*", ...AGENT_ENV_ALLOWLIST, ...(layout.agentEnvPassThrough ?? [])];
+      p.run = [...(layout.supervisorPrograms ?? [])];
+      // The pty runtime is a Node-API addon.
+      p.ffi = true;
+      p.sys = ["osRelease", "uid", "gid"];
+      break;
+    case "cotal-agent": {
+      if (!agent) throw new TypeError("permissionsFor('cotal-agent') needs the agent's layout.");
+      p.read = [agent.agentDir, agent.launchFile];
+      p.denyRead = [d.signer, d.store];
+      p.write = [agent.agentDir];
+      p.env = [...(agent.envAllow ?? AGENT_ENV_ALLOWLIST)];
+      p.run = agent.program ? [agent.program] : [];
+      break;
+    }
+  }
+  return p;
+}
+
+function list(flag: string, values: string[]): string[] {
+  return values.length ? [`${flag}=${values.join(",")}`] : [];
+}
+
+/** Renders a permission set as flags; `deno run` and `deno compile` take the same ones. */
+export function renderFlags(p: PermissionSet): string[] {
+  return [
+    "--no-prompt",
+    ...list("--allow-read", p.read),
+    ...list("--deny-read", p.denyRead),
+    ...list("--allow-write", p.write),
+    ...list("--deny-write", p.denyWrite),
+    ...list("--allow-net", p.net),
+    ...list("--allow-env", p.env),
+    ...list("--allow-run", p.run),
+    ...list("--allow-sys", p.sys),
+    ...(p.ffi ? ["--allow-ffi"] : []),
+  ];
+}
+
+/** `deno run` flags for one executable in a layout (development). */
+export function denoRunFlags(
+  exe: Executable,
+  layout: DeploymentLayout,
+  agent?: AgentLayout,
+): string[] {
+  return renderFlags(permissionsFor(exe, layout, agent));
+}
+
+/**
+ * `deno compile` flags for one executable (release): the same permissions baked in, plus the
+ * output name. Agent runners are compiled without a per-agent row: the supervisor runs them with
+ * `deno run`-style flags rendered per agent, so the compiled runner carries only the deny list.
+ */
+export function denoCompileFlags(
+  exe: Executable,
+  layout: DeploymentLayout,
+  outDir: string,
+): string[] {
+  const perms = exe === "cotal-agent"
+    ? permissionsFor(exe, layout, {
+      agentDir: `${layout.root}/agents`,
+      launchFile: `${layout.root}/agents`,
+    })
+    : permissionsFor(exe, layout);
+  return [...renderFlags(perms), "--output", `${outDir}/${exe}`];
+}
