@@ -1,0 +1,102 @@
+/**
+ * NATS creds files: a user JWT and its user seed in the decorated text format that
+ * `nats`, `nsc`, nats.go and npm:nats `credsAuthenticator` read.
+ *
+ * @module
+ */
+
+import { CotalError } from "../errors.ts";
+import { decodeJwtUnverified } from "./jwt.ts";
+import { parseSeed, publicKeyFromSeed, withArticle } from "./nkeys.ts";
+
+/** A parsed creds file. `seed` is a secret. */
+export interface Creds {
+  readonly jwt: string;
+  readonly seed: string;
+}
+
+/**
+ * Renders a creds file. Refuses a JWT that is not a user JWT, a seed that is not a user seed,
+ * and a seed whose public key is not the JWT's `sub` (the broker would reject the connect).
+ * Lines end in `\n` only: npm:nats's parser does not accept `\r\n`.
+ */
+export async function renderCreds(jwt: string, seed: string): Promise<string> {
+  const claims = decodeJwtUnverified(jwt);
+  if (claims.nats.type !== "user") {
+    throw new CotalError(
+      "creds_not_user",
+      `A creds file holds a user JWT, not ${withArticle(claims.nats.type)} JWT.`,
+    );
+  }
+  await checkPair(claims.sub, seed);
+  return `-----BEGIN NATS USER JWT-----
+${jwt}
+------END NATS USER JWT------
+
+************************* IMPORTANT *************************
+The NKEY seed below proves this user's identity to the server.
+Anyone holding this file can connect as the user: keep it secret.
+
+-----BEGIN USER NKEY SEED-----
+${seed}
+------END USER NKEY SEED------
+
+*************************************************************
+`;
+}
+
+const JWT_BLOCK =
+  /^-{3,}BEGIN NATS USER JWT-{3,}\r?\n\s*([A-Za-z0-9_\-.]+)\s*\r?\n-{3,}END NATS USER JWT-{3,}$/m;
+const SEED_BLOCK =
+  /^-{3,}BEGIN USER NKEY SEED-{3,}\r?\n\s*([A-Z2-7]+)\s*\r?\n-{3,}END USER NKEY SEED-{3,}$/m;
+
+/**
+ * Parses a creds file into its JWT and seed. Refuses text without both blocks, a JWT that
+ * is not a user JWT, a seed that is not a user seed, and a seed that does not belong to the
+ * JWT's subject. It does not verify the JWT's signature: the broker does, at connect.
+ */
+export async function parseCreds(text: string): Promise<Creds> {
+  if (typeof text !== "string") {
+    throw new CotalError("creds_bad_format", "Creds must be text (the content of a .creds file).");
+  }
+  const jwt = JWT_BLOCK.exec(text)?.[1];
+  if (jwt === undefined) {
+    throw new CotalError(
+      "creds_bad_format",
+      "The creds text has no '-----BEGIN NATS USER JWT-----' block; pass the content of a .creds file.",
+    );
+  }
+  const seed = SEED_BLOCK.exec(text)?.[1];
+  if (seed === undefined) {
+    throw new CotalError(
+      "creds_bad_format",
+      "The creds text has no '-----BEGIN USER NKEY SEED-----' block; the file is truncated or is a bare JWT.",
+    );
+  }
+  const claims = decodeJwtUnverified(jwt);
+  if (claims.nats.type !== "user") {
+    throw new CotalError(
+      "creds_not_user",
+      `The creds file holds ${
+        withArticle(claims.nats.type)
+      } JWT; a creds file must hold a user JWT.`,
+    );
+  }
+  await checkPair(claims.sub, seed);
+  return { jwt, seed };
+}
+
+async function checkPair(subject: string, seed: string): Promise<void> {
+  if (parseSeed(seed).kind !== "user") {
+    throw new CotalError(
+      "creds_not_user",
+      "The seed in a creds file must be a user seed (SU…), not an operator or account seed.",
+    );
+  }
+  if (await publicKeyFromSeed(seed) !== subject) {
+    throw new CotalError(
+      "creds_mismatch",
+      `The seed does not belong to the JWT's subject ${subject}; pair each user JWT with the seed it was minted for.`,
+    );
+  }
+}
