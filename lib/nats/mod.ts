@@ -72,3 +72,4 @@ export type {
   WeightedMapping,
 } from "./types.ts";
 export { type Creds, parseCreds, renderCreds } from "./creds.ts";
+export { xkeyOpen, XKeyPair, xkeySeal } from "./xkey.ts";
