@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import * as nkeysJs from "nkeys.js";
 import { isCotalError } from "../../lib/errors.ts";
-import { createCurve, createUser, xkeyOpen, XKeyPair, xkeySeal } from "../../lib/nats/mod.ts";
+import {
+  createCurve,
+  createUser,
+  encodePublicKey,
+  xkeyOpen,
+  XKeyPair,
+  xkeySeal,
+} from "../../lib/nats/mod.ts";
 
 const TE = new TextEncoder();
 const TD = new TextDecoder();
