@@ -1,0 +1,27 @@
+/**
+ * CLI kernel: flag specs drive parsing, `--help` and usage; output helpers split human and
+ * `--json` printing; a progress reporter for long steps; `dispatch` runs a registered command.
+ *
+ * @module
+ */
+
+export type {
+  CommandSpec,
+  FlagSpec,
+  FlagsSpec,
+  FlagValue,
+  FlagValues,
+  ParsedArgs,
+  PositionalSpec,
+} from "./types.ts";
+export { checkCommandSpec } from "./spec.ts";
+export { helpRequested, parseCommandArgs, usageError } from "./parse.ts";
+export type { ParseOptions } from "./parse.ts";
+export { helpText, usageLine } from "./help.ts";
+export { bufferIo, denoIo, JSON_FLAG, printError, printResult } from "./output.ts";
+export type { BufferIo, CliIo } from "./output.ts";
+export { createProgress } from "./progress.ts";
+export type { Progress, ProgressOptions } from "./progress.ts";
+export { dispatch, overviewText } from "./dispatch.ts";
+export type { DispatchOptions } from "./dispatch.ts";
+export { defineCommand } from "./define.ts";
