@@ -11,9 +11,34 @@
 export { CotalError, isCotalError } from "./lib/errors.ts";
 
 // Daemon runners and lifecycle
+export {
+  DELIVERY_CREDS_KIND,
+  deliveryCredsKey,
+  MEMBERSHIP_RW_CREDS_KIND,
+  membershipRwCredsKey,
+} from "./lib/workspace/mod.ts";
+export type { SecretStoreComposition } from "./lib/workspace/mod.ts";
 
 // Provisioning and minting
 
 // Auth building blocks
 
 // Seams and the wire
+export type { SecretStore } from "./lib/workspace/mod.ts";
+export { FsSecretStore, workspaceSecretStore } from "./lib/workspace/mod.ts";
+export { registry } from "./lib/registry.ts";
+export type {
+  AuthProvider,
+  AuthProviderContext,
+  AuthProviderSession,
+  Command,
+  Connector,
+  LaunchContext,
+  LaunchSpec,
+  Runtime,
+  RuntimeExit,
+  RuntimeHandle,
+  SpawnOptions,
+  UserCredentials,
+} from "./lib/registry.ts";
+export type { ParsedArgs } from "./lib/cli/mod.ts";
