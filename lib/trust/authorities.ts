@@ -1,0 +1,234 @@
+/**
+ * The trust authorities: one operator + system account per broker, one data account (with a
+ * signing key) per space, and the operations that compose, strip and rotate them.
+ *
+ * @module
+ */
+import { CotalError } from "../errors.ts";
+import {
+  type AccountClaims,
+  createAccount,
+  createOperator,
+  decodeJwt,
+  encodeJwt,
+  type OperatorLimits,
+  publicKeyFromSeed,
+  seedSigner,
+} from "../nats/mod.ts";
+import { decodeJwtUnverified } from "../nats/jwt.ts";
+import { token } from "./space_token.ts";
+import type { BrokerAuth, SpaceAccountAuth, SpaceAuth } from "./types.ts";
+
+/** The system account: unlimited connections, JetStream off (it must never hold streams). */
+const SYS_LIMITS: Readonly<OperatorLimits> = Object.freeze({
+  subs: -1,
+  data: -1,
+  payload: -1,
+  imports: -1,
+  exports: -1,
+  wildcards: true,
+  conn: -1,
+  leaf: -1,
+  mem_storage: 0,
+  disk_storage: 0,
+});
+
+/**
+ * A data account: unlimited, JetStream on. Without explicit limits a JWT account defaults to
+ * zero connections and no JetStream.
+ */
+const DATA_LIMITS: Readonly<OperatorLimits> = Object.freeze({
+  subs: -1,
+  data: -1,
+  payload: -1,
+  imports: -1,
+  exports: -1,
+  wildcards: true,
+  conn: -1,
+  leaf: -1,
+  mem_storage: -1,
+  disk_storage: -1,
+  streams: -1,
+  consumer: -1,
+  max_ack_pending: -1,
+  mem_max_stream_bytes: -1,
+  disk_max_stream_bytes: -1,
+});
+
+/** The operator JWT name for a broker label. */
+export function operatorName(label: string): string {
+  return `cotal-${token(label)}`;
+}
+
+function refuse(code: string, message: string): never {
+  throw new CotalError(code, message);
+}
+
+/**
+ * Mints broker trust: a fresh operator (self-signed, `system_account` set) and system account.
+ * The SYS seed stays in memory (`sys.signingSeed`) so `$SYS` creds can be minted now; the
+ * records never persist it.
+ */
+export async function createBrokerAuth(label: string): Promise<BrokerAuth> {
+  if (typeof label !== "string" || label.trim() === "") {
+    refuse("invalid_label", "The broker label is empty; pass a name such as the space or host.");
+  }
+  const op = await createOperator();
+  const sys = await createAccount();
+  const opSigner = await seedSigner(op.seed);
+  const operatorJwt = await encodeJwt({
+    sub: op.publicKey,
+    name: operatorName(label),
+    nats: { type: "operator", system_account: sys.publicKey },
+  }, opSigner);
+  const sysJwt = await encodeJwt({
+    sub: sys.publicKey,
+    name: "SYS",
+    nats: { type: "account", limits: { ...SYS_LIMITS } },
+  }, opSigner);
+  return {
+    operator: { pub: op.publicKey, seed: op.seed, jwt: operatorJwt },
+    sys: { pub: sys.publicKey, jwt: sysJwt, signingSeed: sys.seed },
+    gen: 0,
+  };
+}
+
+async function operatorSigner(broker: Pick<BrokerAuth, "operator">) {
+  if (!broker?.operator?.seed) {
+    refuse(
+      "missing_operator_seed",
+      "This trust bundle has no operator seed (it is stripped or a public record); load the full broker.json.",
+    );
+  }
+  const signer = await seedSigner(broker.operator.seed);
+  if (signer.publicKey !== broker.operator.pub) {
+    refuse(
+      "operator_mismatch",
+      "The operator seed does not match the operator public key in this bundle; the broker record is corrupt.",
+    );
+  }
+  return signer;
+}
+
+/**
+ * Signs a new data account for `space` under `broker`'s operator: named `token(space)`, one
+ * signing key (which signs every user of the space), JetStream enabled.
+ */
+export async function createSpaceAccountAuth(
+  broker: Pick<BrokerAuth, "operator">,
+  space: string,
+): Promise<SpaceAccountAuth> {
+  if (typeof space !== "string" || space.trim() === "") {
+    refuse("invalid_space", "The space name is empty; pass the space to create an account for.");
+  }
+  const signer = await operatorSigner(broker);
+  const account = await createAccount();
+  const signing = await createAccount();
+  const jwt = await encodeJwt({
+    sub: account.publicKey,
+    name: token(space),
+    nats: { type: "account", limits: { ...DATA_LIMITS }, signing_keys: [signing.publicKey] },
+  }, signer);
+  return {
+    space,
+    account: {
+      pub: account.publicKey,
+      seed: account.seed,
+      jwt,
+      signingSeed: signing.seed,
+      signingPub: signing.publicKey,
+    },
+  };
+}
+
+/**
+ * Merges broker trust and one space account into the {@linkcode SpaceAuth} read view,
+ * refusing an account that this operator did not sign.
+ */
+export function composeSpaceAuth(broker: BrokerAuth, account: SpaceAccountAuth): SpaceAuth {
+  const iss = decodeJwtUnverified(account.account.jwt).iss;
+  if (iss !== broker.operator.pub) {
+    refuse(
+      "foreign_account",
+      `The account of space ${
+        JSON.stringify(account.space)
+      } was signed by another operator; use the broker trust it was created under.`,
+    );
+  }
+  return {
+    space: account.space,
+    operator: { ...broker.operator },
+    sys: { ...broker.sys },
+    account: { ...account.account },
+    gen: broker.gen,
+  };
+}
+
+/** The one-space convenience: new broker trust plus one data account, composed. */
+export async function createSpaceAuth(space: string): Promise<SpaceAuth> {
+  const broker = await createBrokerAuth(space);
+  return composeSpaceAuth(broker, await createSpaceAccountAuth(broker, space));
+}
+
+/**
+ * The mint-only bundle: keeps `space`, `account.pub` and `account.signingSeed`, blanks every
+ * other seed and JWT. It still holds the signing seed, so it can mint any profile in the space.
+ */
+export function stripSpaceAuth(auth: SpaceAuth): SpaceAuth {
+  return {
+    space: auth.space,
+    operator: { pub: "", seed: "", jwt: "" },
+    sys: { pub: "", jwt: "" },
+    account: {
+      pub: auth.account.pub,
+      seed: "",
+      jwt: "",
+      signingSeed: auth.account.signingSeed,
+      signingPub: "",
+    },
+    gen: 0,
+  };
+}
+
+/** True for a bundle made by {@linkcode stripSpaceAuth} (no operator seed or account JWT). */
+export function isStrippedSpaceAuth(auth: SpaceAuth): boolean {
+  return auth.operator.seed === "" || auth.account.jwt === "";
+}
+
+/**
+ * Replaces the space's signing key: the account JWT is re-signed with `signing_keys: [new]`,
+ * so once the broker reloads the re-rendered config every cred signed by the old key is
+ * refused. Needs the operator and account seeds (a stripped bundle is refused). SYS is untouched.
+ */
+export async function rotateDataAccountSigningKey(auth: SpaceAuth): Promise<SpaceAuth> {
+  if (!auth.account.seed || !auth.account.jwt) {
+    refuse(
+      "stripped_bundle",
+      "Rotating the signing key needs the full trust bundle (operator and account seeds); a stripped bundle cannot re-sign the account.",
+    );
+  }
+  const signer = await operatorSigner(auth);
+  if (await publicKeyFromSeed(auth.account.seed) !== auth.account.pub) {
+    refuse("account_mismatch", "The account seed does not match the account public key.");
+  }
+  const old = await decodeJwt(auth.account.jwt, { type: "account" }) as AccountClaims;
+  if (old.iss !== auth.operator.pub || old.sub !== auth.account.pub) {
+    refuse(
+      "foreign_account",
+      "The account JWT was not issued by this operator for this account; the bundle is corrupt.",
+    );
+  }
+  const signing = await createAccount();
+  const { version: _v, ...nats } = old.nats;
+  const jwt = await encodeJwt({
+    sub: old.sub,
+    name: old.name,
+    nats: { ...nats, signing_keys: [signing.publicKey] },
+  }, signer);
+  return {
+    ...auth,
+    operator: { ...auth.operator },
+    sys: { ...auth.sys },
+    account: { ...auth.account, jwt, signingSeed: signing.seed, signingPub: signing.publicKey },
+  };
+}

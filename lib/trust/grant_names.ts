@@ -1,0 +1,114 @@
+/**
+ * The subject, stream, bucket and durable names grants are built from (reference A §3).
+ * lib/wire owns the public names; trust keeps this private copy because dependencies point
+ * `trust <- wire`, and the profile tests pin both to the same strings against a real broker.
+ *
+ * @module
+ */
+import { token } from "./space_token.ts";
+
+/** The wire names of one space, as grants need them. */
+export interface SpaceNames {
+  /** `cotal.<token>`: the subject root. */
+  root: string;
+  streams: { chat: string; dm: string; task: string; inbox: string; dlv: string };
+  buckets: {
+    presence: string;
+    channels: string;
+    members: string;
+    acl: string;
+    membership: string;
+    delivery: string;
+    manager: string;
+  };
+}
+
+/** The names of `space` (token applied once, here). */
+export function spaceNames(space: string): SpaceNames {
+  const s = token(space);
+  return {
+    root: `cotal.${s}`,
+    streams: {
+      chat: `CHAT_${s}`,
+      dm: `DM_${s}`,
+      task: `TASK_${s}`,
+      inbox: `INBOX_${s}`,
+      dlv: `DLV_${s}`,
+    },
+    buckets: {
+      presence: `cotal_presence_${s}`,
+      channels: `cotal_channels_${s}`,
+      members: `cotal_members_${s}`,
+      acl: `cotal_acl_${s}`,
+      membership: `cotal_membership_${s}`,
+      delivery: `cotal_delivery_${s}`,
+      manager: `cotal_manager_${s}`,
+    },
+  };
+}
+
+/** The JetStream stream that backs KV bucket `bucket`. */
+export function kvStream(bucket: string): string {
+  return `KV_${bucket}`;
+}
+
+/** The `<owner>-<actor>-<uid>` suffix of lifecycle-keyed durables (`-` never occurs in a token). */
+export function lifecycleKey(owner: string, actor: string, uid: string): string {
+  return `${owner}-${actor}-${uid}`;
+}
+
+const API = "$JS.API";
+
+/** `$JS.API.INFO`: every JetStream client asks it first. */
+export const JS_INFO = `${API}.INFO`;
+
+/** Builders for the enumerated `$JS` grants (never `$JS.>`). */
+export const js = {
+  streamInfo: (st: string) => `${API}.STREAM.INFO.${st}`,
+  streamCreate: (st: string) => `${API}.STREAM.CREATE.${st}`,
+  streamUpdate: (st: string) => `${API}.STREAM.UPDATE.${st}`,
+  streamDelete: (st: string) => `${API}.STREAM.DELETE.${st}`,
+  streamPurge: (st: string) => `${API}.STREAM.PURGE.${st}`,
+  msgGet: (st: string) => `${API}.STREAM.MSG.GET.${st}`,
+  /** Direct Get by sequence (bare) and by last-for-subject (`.>`). */
+  directGet: (st: string) => [`${API}.DIRECT.GET.${st}`, `${API}.DIRECT.GET.${st}.>`],
+  /** Consumer create, old bare form and the named/filtered form. */
+  consumerCreate: (
+    st: string,
+  ) => [`${API}.CONSUMER.CREATE.${st}`, `${API}.CONSUMER.CREATE.${st}.>`],
+  durableCreate: (st: string, name = ">") => `${API}.CONSUMER.DURABLE.CREATE.${st}.${name}`,
+  /** The extended create subject whose trailing filter the server pins (code 10131). */
+  consumerCreateFiltered: (st: string, name: string, filter: string) =>
+    `${API}.CONSUMER.CREATE.${st}.${name}.${filter}`,
+  consumerInfo: (st: string, name = ">") => `${API}.CONSUMER.INFO.${st}.${name}`,
+  consumerDelete: (st: string, name = ">") => `${API}.CONSUMER.DELETE.${st}.${name}`,
+  msgNext: (st: string, name = ">") => `${API}.CONSUMER.MSG.NEXT.${st}.${name}`,
+  ack: (st: string, name = "*") => `$JS.ACK.${st}.${name}.>`,
+  /** Flow-control replies of push consumers (KV watchers) on one stream. */
+  flowControl: (st: string) => `$JS.FC.${st}.>`,
+} as const;
+
+/** Every verb a KV reader needs: bind, get (stream and direct), watch, and watcher cleanup. */
+export function kvRead(bucket: string): string[] {
+  const st = kvStream(bucket);
+  return [
+    js.streamInfo(st),
+    js.msgGet(st),
+    ...js.directGet(st),
+    ...js.consumerCreate(st),
+    js.consumerInfo(st),
+    js.consumerDelete(st),
+    js.flowControl(st),
+  ];
+}
+
+/** A point read of a KV bucket (bind and get) without a watch. */
+export function kvGet(bucket: string): string[] {
+  const st = kvStream(bucket);
+  return [js.streamInfo(st), js.msgGet(st), ...js.directGet(st)];
+}
+
+/** The write subject of `key` (or a key pattern) in `bucket`. */
+export function kvKey(bucket: string, key: string): string {
+  return `$KV.${bucket}.${key}`;
+}

@@ -1,0 +1,127 @@
+/**
+ * Credential lifetime policy: every kind has a bounded default and a hard maximum.
+ *
+ * The table is deep-frozen at load and mints read a private copy, so neither mutation of the
+ * exported record, options nor environment variables can lengthen a credential's life.
+ *
+ * @module
+ */
+import { CotalError } from "../errors.ts";
+import type { CredentialKind, LifetimeOpts } from "./types.ts";
+
+/** How a kind's expiry is renewed. */
+export type LifetimeClass =
+  | "standing-renewable"
+  | "rotation-renewed"
+  | "one-shot"
+  | "operator-managed";
+
+/** The policy of one credential kind. */
+export interface LifetimePolicy {
+  readonly class: LifetimeClass;
+  /** Lifetime when the caller names none. */
+  readonly defaultTtlSeconds: number;
+  /** Longest lifetime any caller may request. */
+  readonly maxTtlSeconds: number;
+}
+
+const MINUTE = 60;
+const HOUR = 3600;
+const DAY = 86400;
+
+/** Standing daemon creds: 24 h, re-signed by their renewal owner at 75 %. */
+export const STANDING_RENEWABLE_TTL_SEC = DAY;
+/** `$SYS` creds: 30 d, renewed only by a system-account rotation. */
+export const ROTATION_RENEWED_TTL_SEC = 30 * DAY;
+
+function policy(cls: LifetimeClass, def: number, max: number): LifetimePolicy {
+  return Object.freeze({ class: cls, defaultTtlSeconds: def, maxTtlSeconds: max });
+}
+
+const TABLE: Record<CredentialKind, LifetimePolicy> = {
+  // The reference leaves static agent creds unbounded; ours expire and the manager renews them.
+  agent: policy("standing-renewable", DAY, 7 * DAY),
+  observer: policy("operator-managed", DAY, 30 * DAY),
+  // Admin reads every DM in the space: a shorter leash than the observer.
+  admin: policy("operator-managed", 12 * HOUR, 7 * DAY),
+  supervisor: policy("standing-renewable", DAY, 7 * DAY),
+  delivery: policy("standing-renewable", DAY, 7 * DAY),
+  "membership-rw": policy("standing-renewable", DAY, 7 * DAY),
+  provisioner: policy("one-shot", 5 * MINUTE, HOUR),
+  deprovisioner: policy("one-shot", 5 * MINUTE, HOUR),
+  purger: policy("one-shot", 5 * MINUTE, HOUR),
+  "channel-writer": policy("one-shot", 5 * MINUTE, HOUR),
+  // The reference's teardown has no expiry at all; it is the only holder of STREAM.DELETE.
+  teardown: policy("one-shot", 5 * MINUTE, HOUR),
+  operator: policy("one-shot", 5 * MINUTE, HOUR),
+  probe: policy("one-shot", MINUTE, 5 * MINUTE),
+  "membership-observer": policy("rotation-renewed", ROTATION_RENEWED_TTL_SEC, 30 * DAY),
+  "connection-evictor": policy("rotation-renewed", ROTATION_RENEWED_TTL_SEC, 30 * DAY),
+};
+
+/** The frozen lifetime policy of every credential kind. A policy record, not an authz boundary. */
+export const CREDENTIAL_LIFETIMES: Readonly<Record<CredentialKind, LifetimePolicy>> = Object
+  .freeze(TABLE);
+
+// Mints read this private snapshot, never the exported object, so even a runtime that somehow
+// thawed the export could not widen a lifetime.
+const SNAPSHOT: ReadonlyMap<CredentialKind, { def: number; max: number }> = new Map(
+  Object.entries(TABLE).map((
+    [k, p],
+  ) => [k as CredentialKind, { def: p.defaultTtlSeconds, max: p.maxTtlSeconds }]),
+);
+
+/** True when `kind` names a credential kind with a policy. */
+export function isCredentialKind(kind: unknown): kind is CredentialKind {
+  return typeof kind === "string" && SNAPSHOT.has(kind as CredentialKind);
+}
+
+function badLifetime(kind: string, what: string): CotalError {
+  return new CotalError("invalid_lifetime", `The ${kind} credential lifetime ${what}.`);
+}
+
+/**
+ * The `exp` (Unix seconds) of a `kind` credential minted at `nowSec`, refusing both options
+ * together, NaN, non-integers, zero or negative values, and anything past the kind's maximum.
+ */
+export function resolveExpiry(kind: CredentialKind, opts: LifetimeOpts, nowSec: number): number {
+  const limits = SNAPSHOT.get(kind);
+  if (!limits) {
+    throw new CotalError(
+      "unknown_profile",
+      `Unknown credential kind ${JSON.stringify(String(kind))}; use one of ${
+        [...SNAPSHOT.keys()].join(", ")
+      }.`,
+    );
+  }
+  const { expiresAt, expiresInSeconds } = opts;
+  if (expiresAt !== undefined && expiresInSeconds !== undefined) {
+    throw badLifetime(kind, "was given as both expiresAt and expiresInSeconds; pass only one");
+  }
+  if (expiresAt !== undefined) {
+    if (typeof expiresAt !== "number" || !Number.isSafeInteger(expiresAt) || expiresAt <= 0) {
+      throw badLifetime(kind, "expiresAt must be a positive integer of Unix seconds");
+    }
+    if (expiresAt <= nowSec) {
+      throw badLifetime(kind, "expiresAt is not in the future; pass a later time");
+    }
+    if (expiresAt - nowSec > limits.max) {
+      throw badLifetime(
+        kind,
+        `expiresAt is more than the maximum ${limits.max} s away; pass an earlier time`,
+      );
+    }
+    return expiresAt;
+  }
+  const ttl = expiresInSeconds ?? limits.def;
+  if (typeof ttl !== "number" || !Number.isSafeInteger(ttl) || ttl <= 0) {
+    throw badLifetime(kind, "expiresInSeconds must be a positive integer number of seconds");
+  }
+  if (ttl > limits.max) {
+    throw badLifetime(
+      kind,
+      `of ${ttl} s exceeds the maximum ${limits.max} s; request at most the maximum`,
+    );
+  }
+  return nowSec + ttl;
+}

@@ -1,0 +1,157 @@
+/**
+ * `mintCreds`: a scoped, bounded user credential for any data-account profile.
+ *
+ * @module
+ */
+import { CotalError } from "../errors.ts";
+import {
+  encodeJwt,
+  isPublicKey,
+  parseSeed,
+  renderCreds,
+  seedSigner,
+  type Signer,
+} from "../nats/mod.ts";
+import { resolveExpiry } from "./lifetimes.ts";
+import { isProfile, permissionsFor, PROFILES } from "./profiles.ts";
+import type { Identity, MintAuth, MintOpts, Permissions, Principal, Profile } from "./types.ts";
+
+/**
+ * The broker's `max_control_line` ({@linkcode serverConfig} renders it). A user JWT rides the
+ * CONNECT line, so it must fit with room for the signature and connect options.
+ */
+export const MAX_CONTROL_LINE = 65536;
+/** The largest user JWT a mint produces (the CONNECT line also carries ~1 KiB of options). */
+export const MAX_USER_JWT_BYTES = MAX_CONTROL_LINE - 4096;
+
+// Imported signing keys per signing-seed holder, so a burst of mints imports the key once.
+// Keyed by the account object (not the seed string) and re-checked, so a changed seed re-imports.
+const signers = new WeakMap<object, { seed: string; signer: Promise<Signer> }>();
+
+/** The (cached) signer of an account's signing seed. */
+export function accountSigner(account: MintAuth["account"]): Promise<Signer> {
+  const hit = signers.get(account);
+  if (hit && hit.seed === account.signingSeed) return hit.signer;
+  const signer = seedSigner(account.signingSeed);
+  signers.set(account, { seed: account.signingSeed, signer });
+  signer.catch(() => signers.delete(account));
+  return signer;
+}
+
+/** The CONNZ-visible tags that attribute a connection to its principal. */
+export function principalTags(p: Principal): string[] {
+  return [`owner:${p.owner}`, `actor:${p.actor}`, `principal:${p.owner}.${p.actor}`];
+}
+
+function refuse(code: string, message: string): never {
+  throw new CotalError(code, message);
+}
+
+function checkSigner(auth: MintAuth): void {
+  if (typeof auth?.account?.signingSeed !== "string" || auth.account.signingSeed === "") {
+    refuse(
+      "missing_signing_seed",
+      "This trust bundle has no account signing seed; load the space's account record (or a stripped signer bundle).",
+    );
+  }
+  if (!isPublicKey(auth.account.pub, "account")) {
+    refuse("invalid_account", "The bundle's account.pub is not an account public key (A…).");
+  }
+  if (parseSeed(auth.account.signingSeed).kind !== "account") {
+    refuse("invalid_signing_seed", "The account signing seed is not an account seed (SA…).");
+  }
+}
+
+function checkIdentity(identity: Identity): void {
+  if (!isPublicKey(identity?.id, "user")) {
+    refuse("invalid_identity", "The identity id is not a user public key (U…); use newIdentity().");
+  }
+  if (typeof identity.seed !== "string" || parseSeed(identity.seed).kind !== "user") {
+    refuse("invalid_identity", "The identity seed is not a user seed (SU…); use newIdentity().");
+  }
+}
+
+/** Refuses a permission block that would fall back to the NATS default (allow everything). */
+export function assertExplicitPermissions(perms: Permissions, what: string): void {
+  const ok = perms && Array.isArray(perms.pub?.allow) && Array.isArray(perms.sub?.allow) &&
+    (perms.pub.allow.length > 0 || perms.pub.deny.length > 0) && perms.sub.allow.length > 0;
+  if (!ok) {
+    refuse(
+      "missing_permissions",
+      `Refusing to mint a ${what} credential without an explicit permission block; NATS would allow everything.`,
+    );
+  }
+  for (const s of [...perms.pub.allow, ...perms.sub.allow]) {
+    if (s === ">" || s === "$JS.>" || s === "$JS.API.>" || s === "$SYS.>") {
+      refuse("permission_too_broad", `Refusing the allow-all grant ${s} in a ${what} credential.`);
+    }
+  }
+}
+
+function list(l: { allow: string[]; deny: string[] }) {
+  return l.deny.length > 0 ? { allow: l.allow, deny: l.deny } : { allow: l.allow };
+}
+
+/**
+ * Mints a `profile` credential for `identity` in `auth`'s space and returns the creds file
+ * text. The expiry is always bounded: the profile's default, or `expiresInSeconds` /
+ * `expiresAt` up to the profile's maximum. Refuses an unknown profile, both expiry options,
+ * NaN / non-integer / non-positive values, a TTL above the maximum, an agent without a
+ * `lifecycleUid`, channels the token rules would rewrite, and options foreign to the profile.
+ *
+ * @example
+ * ```ts
+ * const auth = await createSpaceAuth("demo");
+ * const creds = await mintCreds(auth, newIdentity(), "provisioner");
+ * ```
+ */
+export async function mintCreds(
+  auth: MintAuth,
+  identity: Identity,
+  profile: Profile,
+  opts: MintOpts = {},
+): Promise<string> {
+  if (!isProfile(profile)) {
+    const sys = profile === "membership-observer" || profile === "connection-evictor";
+    refuse(
+      "unknown_profile",
+      sys
+        ? `The ${profile} credential lives in the system account; mint it with mint${
+          profile === "membership-observer" ? "MembershipObserver" : "ConnectionEvictor"
+        }Creds while the SYS seed is in memory.`
+        : `Unknown profile ${JSON.stringify(String(profile))}; use one of ${PROFILES.join(", ")}.`,
+    );
+  }
+  checkSigner(auth);
+  checkIdentity(identity);
+  const now = Math.floor(Date.now() / 1000);
+  const exp = resolveExpiry(profile, opts, now);
+  const connId = opts.connId ?? identity.id;
+  const perms = permissionsFor(auth.space, profile, { ...opts, connId });
+  assertExplicitPermissions(perms, profile);
+  const principal = opts.principal ?? { owner: "local", actor: connId };
+  const signer = await accountSigner(auth.account);
+  const jwt = await encodeJwt(
+    {
+      sub: identity.id,
+      name: profile,
+      exp,
+      nats: {
+        type: "user",
+        pub: list(perms.pub),
+        sub: list(perms.sub),
+        issuer_account: auth.account.pub,
+        tags: principalTags(principal),
+      },
+    },
+    signer,
+    { iat: now },
+  );
+  if (jwt.length > MAX_USER_JWT_BYTES) {
+    refuse(
+      "creds_too_large",
+      `The ${profile} JWT is ${jwt.length} bytes, over the ${MAX_USER_JWT_BYTES}-byte limit the broker's control line allows; grant fewer channels (use a wildcard subtree).`,
+    );
+  }
+  return await renderCreds(jwt, identity.seed);
+}

@@ -1,0 +1,89 @@
+/**
+ * lib/trust: broker and space authorities, the profile matrix with its lifetimes, minting,
+ * the broker config, the persisted trust records, and the fast creds authenticator.
+ *
+ * @module
+ */
+export {
+  composeSpaceAuth,
+  createBrokerAuth,
+  createSpaceAccountAuth,
+  createSpaceAuth,
+  isStrippedSpaceAuth,
+  operatorName,
+  rotateDataAccountSigningKey,
+  stripSpaceAuth,
+} from "./authorities.ts";
+export { credsAuthenticatorFast, type CredsSource } from "./connect_auth.ts";
+export {
+  CREDENTIAL_LIFETIMES,
+  isCredentialKind,
+  type LifetimeClass,
+  type LifetimePolicy,
+  resolveExpiry,
+  ROTATION_RENEWED_TTL_SEC,
+  STANDING_RENEWABLE_TTL_SEC,
+} from "./lifetimes.ts";
+export {
+  accountSigner,
+  assertExplicitPermissions,
+  MAX_CONTROL_LINE,
+  MAX_USER_JWT_BYTES,
+  mintCreds,
+  principalTags,
+} from "./mint.ts";
+export { isProfile, type PermissionOpts, permissionsFor, PROFILES } from "./profiles.ts";
+export {
+  parseBrokerAuth,
+  parseSpaceAccountAuth,
+  serializeBrokerAuth,
+  serializeSpaceAccountAuth,
+  validateSpaceAuth,
+} from "./records.ts";
+export {
+  type ClusterConfig,
+  type PreloadAccount,
+  serverConfig,
+  type ServerConfigOpts,
+  type TlsConfig,
+} from "./server_config.ts";
+export {
+  assertConnId,
+  assertLifecycleUid,
+  assertPrincipalOwner,
+  assertValidActor,
+  assertValidChannel,
+  assertValidRole,
+  isPrincipalOwnerToken,
+  MAX_CHANNEL_LENGTH,
+  MAX_PRINCIPAL_TOKEN_LENGTH,
+  newLifecycleUid,
+  token,
+} from "./space_token.ts";
+export {
+  connectionEvictorPermissions,
+  EVICTOR_INBOX_PREFIX,
+  MEMBERSHIP_INBOX_PREFIX,
+  membershipObserverPermissions,
+  mintConnectionEvictorCreds,
+  mintMembershipObserverCreds,
+} from "./sys_mint.ts";
+export { newIdentity, type SyncSigner, syncSigner } from "./sync_keys.ts";
+export type {
+  BrokerAuth,
+  CredentialKind,
+  DataAccountKeys,
+  Identity,
+  LifetimeOpts,
+  MintAuth,
+  MintOpts,
+  OperatorKeys,
+  PermissionList,
+  Permissions,
+  Principal,
+  Profile,
+  SpaceAccountAuth,
+  SpaceAuth,
+  SysAccountKeys,
+  SysCredentialKind,
+} from "./types.ts";

@@ -1,0 +1,124 @@
+/**
+ * Grants of the host-side profiles: supervisor, provisioner, deprovisioner, delivery,
+ * membership-rw, purger, channel-writer and teardown (reference B §2.1).
+ *
+ * @module
+ */
+import { js, JS_INFO, kvGet, kvKey, kvRead, kvStream, lifecycleKey } from "./grant_names.ts";
+import type { GrantContext, GrantSet } from "./profile_context.ts";
+
+/** The manager: its lease and renewal keys, its presence key, and the delivery-admin rail. */
+export function supervisorGrants(ctx: GrantContext, g: GrantSet): void {
+  const { names: n, principal: { owner: o, actor: a } } = ctx;
+  const P = n.root;
+  const mgr = n.buckets.manager;
+  g.pub(JS_INFO, ...kvGet(mgr), kvKey(mgr, "lease.*"), kvKey(mgr, "renewal"));
+  g.pub(...kvRead(n.buckets.presence), kvKey(n.buckets.presence, `${o}.${a}`));
+  g.pub(`${P}.ctl.delivery-admin.${o}.${a}`);
+  // Liveness responder: queue-subscribes the probe rail, replies only under it.
+  g.pub(`${P}.live.manager.*.*.reply.>`);
+  g.sub(`${P}.ctl.delivery-admin.${o}.${a}.>`, `${P}.live.manager.*.*`);
+}
+
+function allStreams(ctx: GrantContext): string[] {
+  const s = ctx.names.streams;
+  return [s.chat, s.dm, s.task, s.inbox, s.dlv];
+}
+
+function allBucketStreams(ctx: GrantContext): string[] {
+  return Object.values(ctx.names.buckets).map(kvStream);
+}
+
+/**
+ * Space setup: creates streams, buckets and bind-only durables, writes ACL and channel rows.
+ * It can create a consumer on DM/DLV/TASK (the irreducible body-exfil surface), which is why
+ * it is one-shot; it holds no MSG.NEXT/ACK there and no DELETE or PURGE anywhere.
+ */
+export function provisionerGrants(ctx: GrantContext, g: GrantSet): void {
+  const { names: n } = ctx;
+  const b = n.buckets;
+  g.pub(JS_INFO);
+  for (const st of [...allStreams(ctx), ...allBucketStreams(ctx)]) {
+    g.pub(js.streamInfo(st), js.streamCreate(st));
+  }
+  // Only the TTL'd buckets are reconciled in place (kv create never updates a bucket).
+  for (const bucket of [b.presence, b.delivery, b.manager]) {
+    g.pub(js.streamUpdate(kvStream(bucket)));
+  }
+  for (const st of [n.streams.dm, n.streams.dlv, n.streams.task]) {
+    g.pub(...js.consumerCreate(st), js.durableCreate(st), js.consumerInfo(st));
+  }
+  for (const bucket of [b.acl, b.channels]) {
+    g.pub(kvKey(bucket, ">"), js.msgGet(kvStream(bucket)), ...js.directGet(kvStream(bucket)));
+  }
+}
+
+/** Removes exactly one lifecycle's DM and DLV durables and its ACL row. */
+export function deprovisionerGrants(ctx: GrantContext, g: GrantSet): void {
+  const { names: n } = ctx;
+  const t = ctx.deprovisionTarget!;
+  const key = lifecycleKey(t.owner, t.actor, t.lifecycleUid);
+  g.pub(JS_INFO);
+  g.pub(js.consumerDelete(n.streams.dm, `dm_${key}`));
+  g.pub(js.consumerDelete(n.streams.dlv, `dlv_${key}`));
+  g.pub(js.streamInfo(kvStream(n.buckets.acl)));
+  g.pub(kvKey(n.buckets.acl, `${t.owner}.${t.actor}.${t.lifecycleUid}`));
+}
+
+/** The durable backstop: fan-out over CHAT, the pinned INBOX reader, DLV writes, control replies. */
+export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
+  const { names: n } = ctx;
+  const P = n.root;
+  const { chat, inbox, dlv } = n.streams;
+  const b = n.buckets;
+  g.pub(JS_INFO, js.streamInfo(chat), js.streamInfo(inbox), js.streamInfo(dlv));
+  g.pub(...js.consumerCreate(chat), js.durableCreate(chat), js.consumerInfo(chat));
+  g.pub(js.msgNext(chat), js.consumerDelete(chat), js.ack(chat));
+  // INBOX holds pre-authorisation copies: only the `reader` durable, by name.
+  g.pub(
+    `$JS.API.CONSUMER.CREATE.${inbox}.reader`,
+    `$JS.API.CONSUMER.CREATE.${inbox}.reader.>`,
+    js.durableCreate(inbox, "reader"),
+    js.consumerInfo(inbox, "reader"),
+    js.msgNext(inbox, "reader"),
+    js.consumerDelete(inbox, "reader"),
+    js.ack(inbox, "reader"),
+  );
+  g.pub(...kvRead(b.presence), ...kvRead(b.channels), ...kvRead(b.members), ...kvRead(b.acl));
+  g.pub(kvKey(b.members, ">"));
+  g.pub(...kvRead(b.delivery), kvKey(b.delivery, "lease.*"));
+  g.pub(`${P}.dinbox.*.*.*`, `${P}.dlv.*.*.*`);
+  g.pub(`${P}.ctl.delivery.*.*.reply.>`, `${P}.ctl.delivery-admin.*.*.reply.>`);
+  g.pub(`${P}.live.delivery.*.*.reply.>`);
+  g.sub(`${P}.ctl.delivery.*.*`, `${P}.ctl.delivery-admin.*.*`, `${P}.live.delivery.*.*`);
+}
+
+/** The membership feed writer: reads members, writes the display-only membership bucket. */
+export function membershipRwGrants(ctx: GrantContext, g: GrantSet): void {
+  const b = ctx.names.buckets;
+  g.pub(JS_INFO, ...kvRead(b.members), ...kvRead(b.membership), kvKey(b.membership, ">"));
+}
+
+/** History clear: purges CHAT and DM, reads nothing. */
+export function purgerGrants(ctx: GrantContext, g: GrantSet): void {
+  g.pub(JS_INFO, js.streamPurge(ctx.names.streams.chat), js.streamPurge(ctx.names.streams.dm));
+}
+
+/** Channel registry writes (`channels set`, defaults). */
+export function channelWriterGrants(ctx: GrantContext, g: GrantSet): void {
+  const bucket = ctx.names.buckets.channels;
+  const st = kvStream(bucket);
+  g.pub(JS_INFO, kvKey(bucket, ">"), js.streamInfo(st), js.streamCreate(st), js.msgGet(st));
+  g.pub(...js.directGet(st));
+}
+
+/** Space teardown: the only profile holding STREAM.DELETE, on every stream and bucket it owns. */
+export function teardownGrants(ctx: GrantContext, g: GrantSet): void {
+  const { names: n } = ctx;
+  g.pub(JS_INFO);
+  for (const st of [...allStreams(ctx), ...allBucketStreams(ctx)]) {
+    g.pub(js.streamInfo(st), js.streamDelete(st));
+  }
+  g.pub(js.streamPurge(n.streams.chat), kvKey(n.buckets.channels, ">"));
+  g.pub(...kvRead(n.buckets.presence), ...kvRead(n.buckets.channels));
+}

@@ -1,0 +1,98 @@
+/**
+ * Grants of the profiles that act as (or watch) space members: agent, observer, admin,
+ * operator and probe (reference B §2.1, A §6.3).
+ *
+ * @module
+ */
+import { js, JS_INFO, kvGet, kvKey, kvRead, lifecycleKey } from "./grant_names.ts";
+import type { GrantContext, GrantSet } from "./profile_context.ts";
+
+/**
+ * An agent: posts only as itself and only to `allowPublish`; reads `allowSubscribe` live and
+ * through a filter-pinned history consumer; binds (never creates) its DM, DLV and role
+ * consumers; writes only its own presence key.
+ */
+export function agentGrants(ctx: GrantContext, g: GrantSet): void {
+  const { names: n, principal: { owner: o, actor: a } } = ctx;
+  const P = n.root;
+  const uid = ctx.lifecycleUid!;
+  const key = lifecycleKey(o, a, uid);
+  const chat = n.streams.chat;
+  const hist = `chathist_${key}`;
+
+  for (const ch of ctx.allowPublish) g.pub(`${P}.chat.${o}.${a}.${ch}`);
+  g.pub(`${P}.inst.*.*.${o}.${a}`, `${P}.svc.*.${o}.${a}`, `${P}.ctl.delivery.${o}.${a}`);
+  g.pub(`${P}.live.*.${o}.${a}`);
+  g.pub(JS_INFO, js.streamInfo(chat));
+  for (const ch of ctx.allowSubscribe) {
+    g.pub(js.consumerCreateFiltered(chat, hist, `${P}.chat.*.*.${ch}`));
+  }
+  if (ctx.allowSubscribe.length > 0) {
+    g.pub(js.consumerInfo(chat, hist), js.msgNext(chat, hist), js.consumerDelete(chat, hist));
+  }
+  // DM and DLV are bind-only: the provisioner pre-created the durables with their filters.
+  for (const [st, durable] of [[n.streams.dm, `dm_${key}`], [n.streams.dlv, `dlv_${key}`]]) {
+    g.pub(js.consumerInfo(st, durable), js.msgNext(st, durable), js.ack(st, durable));
+  }
+  // Presence: watch everyone, write only the own key.
+  g.pub(...kvRead(n.buckets.presence), kvKey(n.buckets.presence, `${o}.${a}`));
+  g.pub(...kvRead(n.buckets.channels));
+  g.pub(...kvGet(n.buckets.delivery));
+  if (ctx.role) {
+    const durable = `svc_${ctx.role}`;
+    const st = n.streams.task;
+    g.pub(js.streamInfo(st), js.consumerInfo(st, durable), js.msgNext(st, durable));
+    g.pub(js.ack(st, durable));
+  }
+  // A create's filter_subject sits in the body, out of reach of the ACL: deny every form.
+  for (const st of [n.streams.dm, n.streams.task, n.streams.dlv]) {
+    g.denyPub(...js.consumerCreate(st), js.durableCreate(st));
+  }
+
+  g.sub(`${P}.ctl.delivery.${o}.${a}.>`, `${P}.inst.${o}.${a}.*.*`);
+  for (const ch of ctx.allowSubscribe) g.sub(`${P}.chat.*.*.${ch}`);
+}
+
+/** Channel-history read verbs over the whole CHAT stream (observer and admin). */
+function chatHistoryRead(ctx: GrantContext, g: GrantSet): void {
+  const chat = ctx.names.streams.chat;
+  g.pub(js.streamInfo(chat), ...js.consumerCreate(chat), js.consumerInfo(chat));
+  g.pub(js.msgNext(chat), js.consumerDelete(chat), js.ack(chat));
+}
+
+/** An observer: every channel live and in history, presence, channels and the membership feed; writes nothing. */
+export function observerGrants(ctx: GrantContext, g: GrantSet): void {
+  const n = ctx.names;
+  g.pub(JS_INFO);
+  chatHistoryRead(ctx, g);
+  g.pub(...kvRead(n.buckets.presence), ...kvRead(n.buckets.channels));
+  g.pub(...kvRead(n.buckets.membership));
+  g.sub(`${n.root}.chat.>`);
+}
+
+/** An admin: the observer plus DMs and anycast (live and DM history); still writes nothing. */
+export function adminGrants(ctx: GrantContext, g: GrantSet): void {
+  observerGrants(ctx, g);
+  const n = ctx.names;
+  const dm = n.streams.dm;
+  g.pub(js.streamInfo(dm), ...js.consumerCreate(dm), js.consumerInfo(dm), js.msgNext(dm));
+  g.pub(js.consumerDelete(dm), js.ack(dm));
+  // The messaging planes only: a space-wide `>` would also collect request nonces.
+  g.sub(`${n.root}.inst.>`, `${n.root}.svc.>`);
+}
+
+/** A transient operator (`cotal send`/`dm`/`ask`): posts as itself anywhere, reads its own DMs. */
+export function operatorGrants(ctx: GrantContext, g: GrantSet): void {
+  const { names: n, principal: { owner: o, actor: a } } = ctx;
+  const P = n.root;
+  g.pub(`${P}.chat.${o}.${a}.>`, `${P}.inst.*.*.${o}.${a}`, `${P}.svc.*.${o}.${a}`);
+  g.pub(`${P}.live.*.${o}.${a}`);
+  g.pub(JS_INFO, kvKey(n.buckets.presence, `${o}.${a}`));
+  g.pub(...kvRead(n.buckets.presence), ...kvRead(n.buckets.channels));
+  g.sub(`${P}.inst.${o}.${a}.*.*`);
+}
+
+/** A probe: proves the broker accepts a connect and nothing else. */
+export function probeGrants(_ctx: GrantContext, g: GrantSet): void {
+  g.denyPub(">");
+}

@@ -1,0 +1,213 @@
+/**
+ * `serverConfig`: the nats-server config for one operator and N space accounts (MEMORY
+ * resolver, every account preloaded, JetStream), optionally TLS-only and clustered.
+ *
+ * @module
+ */
+import { CotalError } from "../errors.ts";
+import { decodeJwtUnverified } from "../nats/jwt.ts";
+import { isPublicKey } from "../nats/mod.ts";
+import { MAX_CONTROL_LINE } from "./mint.ts";
+import type { BrokerAuth } from "./types.ts";
+
+/** An account to preload: its public key and operator-signed JWT. */
+export interface PreloadAccount {
+  pub: string;
+  jwt: string;
+}
+
+/** Client TLS: when set, every client connection is TLS (plaintext is never also accepted). */
+export interface TlsConfig {
+  certFile: string;
+  keyFile: string;
+  /** Verify client certificates against this CA (mutual TLS) when `verify` is set. */
+  caFile?: string;
+  verify?: boolean;
+}
+
+/** Clustered JetStream: three (or more) nodes each rendered with their own listen and routes. */
+export interface ClusterConfig {
+  /** The cluster name; every node of one cluster uses the same. */
+  name: string;
+  /** Unique per node; JetStream's RAFT groups identify servers by it. */
+  serverName: string;
+  /** `host:port` this node accepts routes on. */
+  listen: string;
+  /** Route URLs of the other nodes (`nats-route://host:port`, or `tls://` with route TLS). */
+  routes: string[];
+  /** Route TLS; required when client TLS is on, so no hop falls back to plaintext. */
+  tls?: TlsConfig;
+}
+
+/** Options for {@linkcode serverConfig}. */
+export interface ServerConfigOpts {
+  /** The JetStream store directory (required: never a guessed default). */
+  storeDir: string;
+  /** Accounts beyond the spaces (the auth-callout account), each preloaded once. */
+  extraAccounts?: PreloadAccount[];
+  /** Client port; default 4222. */
+  port?: number;
+  /** Client listen host; default 127.0.0.1. */
+  host?: string;
+  cluster?: ClusterConfig;
+  tls?: TlsConfig;
+}
+
+function refuse(code: string, message: string): never {
+  throw new CotalError(code, message);
+}
+
+const q = (s: string) => JSON.stringify(s);
+
+function tlsBlock(indent: string, tls: TlsConfig, what: string): string[] {
+  for (const key of ["certFile", "keyFile"] as const) {
+    if (typeof tls[key] !== "string" || tls[key] === "") {
+      refuse("invalid_tls", `The ${what} TLS config needs ${key}; pass the PEM file path.`);
+    }
+  }
+  if (tls.verify && !tls.caFile) {
+    refuse("invalid_tls", `The ${what} TLS config verifies peers but has no caFile; pass the CA.`);
+  }
+  return [
+    `${indent}tls {`,
+    `${indent}  cert_file: ${q(tls.certFile)}`,
+    `${indent}  key_file: ${q(tls.keyFile)}`,
+    ...(tls.caFile ? [`${indent}  ca_file: ${q(tls.caFile)}`] : []),
+    ...(tls.verify ? [`${indent}  verify: true`] : []),
+    `${indent}}`,
+  ];
+}
+
+function checkAccount(
+  broker: Pick<BrokerAuth, "operator">,
+  acct: PreloadAccount,
+  what: string,
+): void {
+  if (!isPublicKey(acct?.pub, "account") || typeof acct.jwt !== "string") {
+    refuse("invalid_account", `The ${what} has no account public key or JWT; pass a full record.`);
+  }
+  const claims = decodeJwtUnverified(acct.jwt);
+  if (claims.nats.type !== "account" || claims.sub !== acct.pub) {
+    refuse("invalid_account", `The ${what} JWT is not the account JWT of ${acct.pub}.`);
+  }
+  if (claims.iss !== broker.operator.pub) {
+    refuse(
+      "foreign_account",
+      `The ${what} (${acct.pub}) was signed by another operator; only accounts of this broker's operator can be preloaded.`,
+    );
+  }
+}
+
+/**
+ * Renders the broker config. Refuses a missing `storeDir`, no spaces, an account signed by
+ * another operator, any account preloaded twice, and client TLS without route TLS.
+ *
+ * @example
+ * ```ts
+ * const auth = await createSpaceAuth("demo");
+ * const conf = serverConfig(auth, [auth], { storeDir: "/var/lib/cotal/js" });
+ * ```
+ */
+export function serverConfig(
+  broker: Pick<BrokerAuth, "operator" | "sys">,
+  spaces: ReadonlyArray<{ space: string; account: PreloadAccount }>,
+  opts: ServerConfigOpts,
+): string {
+  if (typeof opts?.storeDir !== "string" || opts.storeDir.trim() === "") {
+    refuse(
+      "missing_store_dir",
+      "serverConfig needs storeDir, the JetStream store directory; pass an absolute path.",
+    );
+  }
+  if (!broker?.operator?.jwt || !isPublicKey(broker.operator.pub, "operator")) {
+    refuse("missing_operator", "serverConfig needs broker trust with the operator JWT.");
+  }
+  const op = decodeJwtUnverified(broker.operator.jwt);
+  if (op.nats.type !== "operator" || op.sub !== broker.operator.pub) {
+    refuse("invalid_operator", "The operator JWT does not belong to this broker's operator key.");
+  }
+  if ((op.nats as { system_account?: string }).system_account !== broker.sys.pub) {
+    refuse(
+      "invalid_operator",
+      "The operator JWT names a different system account than this broker trust; re-render from one broker record.",
+    );
+  }
+  if (!Array.isArray(spaces) || spaces.length === 0) {
+    refuse("no_spaces", "serverConfig needs at least one space account to preload.");
+  }
+  const preload: PreloadAccount[] = [];
+  const seen = new Set<string>();
+  const add = (acct: PreloadAccount, what: string) => {
+    checkAccount(broker, acct, what);
+    if (seen.has(acct.pub)) {
+      refuse(
+        "duplicate_account",
+        `Account ${acct.pub} (${what}) is preloaded twice; pass each space and extra account once.`,
+      );
+    }
+    seen.add(acct.pub);
+    preload.push({ pub: acct.pub, jwt: acct.jwt });
+  };
+  add(broker.sys, "system account");
+  for (const s of spaces) add(s.account, `account of space ${JSON.stringify(s.space)}`);
+  for (const e of opts.extraAccounts ?? []) add(e, "extra account");
+
+  const port = opts.port ?? 4222;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    refuse("invalid_port", `Port ${String(port)} is not a TCP port (0-65535).`);
+  }
+  const lines = [
+    "# Rendered by Cotal serverConfig; do not edit, re-render it instead.",
+    `host: ${q(opts.host ?? "127.0.0.1")}`,
+    `port: ${port}`,
+  ];
+  if (opts.cluster) lines.push(`server_name: ${q(opts.cluster.serverName)}`);
+  // Agent JWTs carry their whole grant list in CONNECT, past the 4 KiB default; the line is
+  // parsed before auth, so the cap stays modest.
+  lines.push(`max_control_line: ${MAX_CONTROL_LINE}`);
+  if (opts.tls) lines.push(...tlsBlock("", opts.tls, "client"));
+  lines.push(`jetstream {`, `  store_dir: ${q(opts.storeDir)}`, `}`);
+  if (opts.cluster) lines.push(...clusterBlock(opts.cluster, opts.tls !== undefined));
+  lines.push(
+    `operator: ${q(broker.operator.jwt)}`,
+    `system_account: ${q(broker.sys.pub)}`,
+    "resolver: MEMORY",
+    "resolver_preload: {",
+    ...preload.map((a) => `  ${a.pub}: ${q(a.jwt)}`),
+    "}",
+    "",
+  );
+  return lines.join("\n");
+}
+
+function clusterBlock(c: ClusterConfig, clientTls: boolean): string[] {
+  for (const key of ["name", "serverName", "listen"] as const) {
+    if (typeof c[key] !== "string" || !/^[A-Za-z0-9_.:\-\[\]]+$/.test(c[key])) {
+      refuse(
+        "invalid_cluster",
+        `The cluster config needs a plain ${key}; got ${q(String(c[key]))}.`,
+      );
+    }
+  }
+  if (
+    !Array.isArray(c.routes) || c.routes.some((r) => !/^(nats-route|nats|tls):\/\/\S+$/.test(r))
+  ) {
+    refuse("invalid_cluster", "Cluster routes must be URLs such as nats-route://127.0.0.1:6222.");
+  }
+  if (clientTls && !c.tls) {
+    refuse(
+      "mixed_tls",
+      "Client TLS is on but the cluster routes would be plaintext; pass cluster.tls so no hop is unencrypted.",
+    );
+  }
+  return [
+    "cluster {",
+    `  name: ${q(c.name)}`,
+    `  listen: ${q(c.listen)}`,
+    ...(c.tls ? tlsBlock("  ", c.tls, "cluster") : []),
+    "  routes: [",
+    ...c.routes.map((r) => `    ${q(r)}`),
+    "  ]",
+    "}",
+  ];
+}

@@ -1,0 +1,141 @@
+/**
+ * Shapes of the trust layer: authorities, identities, profiles and mint options.
+ *
+ * @module
+ */
+
+/** A data-account credential profile (each has exact grants and bounded lifetimes). */
+export type Profile =
+  | "agent"
+  | "observer"
+  | "admin"
+  | "supervisor"
+  | "provisioner"
+  | "deprovisioner"
+  | "delivery"
+  | "membership-rw"
+  | "purger"
+  | "channel-writer"
+  | "teardown"
+  | "operator"
+  | "probe";
+
+/** The two system-account (`$SYS`) credential kinds; minted only while the SYS seed is in memory. */
+export type SysCredentialKind = "membership-observer" | "connection-evictor";
+
+/** Every credential kind with a lifetime policy. */
+export type CredentialKind = Profile | SysCredentialKind;
+
+/** Who a credential speaks for: the two subject tokens that forge-lock its publishes. */
+export interface Principal {
+  /** `local` or a derived owner `u_<26 base32>`. */
+  owner: string;
+  /** `[A-Za-z0-9_]{1,64}`. */
+  actor: string;
+}
+
+/** An nkey user identity: `id` is the public key (`U…`), `seed` its secret (`SU…`). */
+export interface Identity {
+  readonly id: string;
+  readonly seed: string;
+}
+
+/** An operator: self-signed, one per broker. */
+export interface OperatorKeys {
+  pub: string;
+  seed: string;
+  jwt: string;
+}
+
+/**
+ * The system account. `signingSeed` (the SYS account seed, which signs `$SYS` users) exists
+ * only in memory during the call that created or rotated it and is never persisted.
+ */
+export interface SysAccountKeys {
+  pub: string;
+  jwt: string;
+  signingSeed?: string;
+}
+
+/** Broker trust: the operator and system account one nats-server trusts. */
+export interface BrokerAuth {
+  operator: OperatorKeys;
+  sys: SysAccountKeys;
+  /** Monotonic system-account generation (bumped by a SYS rotation). */
+  gen: number;
+}
+
+/** A space's data account; `signingSeed` signs every user JWT of the space. */
+export interface DataAccountKeys {
+  pub: string;
+  seed: string;
+  jwt: string;
+  signingSeed: string;
+  signingPub: string;
+}
+
+/** One space's data account, signed by a broker's operator. */
+export interface SpaceAccountAuth {
+  space: string;
+  account: DataAccountKeys;
+}
+
+/**
+ * The composed read view of broker trust plus one space account. A stripped bundle
+ * ({@linkcode stripSpaceAuth}) keeps only `space`, `account.pub` and `account.signingSeed`,
+ * every other secret or JWT is the empty string; it can still mint any profile.
+ */
+export interface SpaceAuth {
+  space: string;
+  operator: OperatorKeys;
+  sys: SysAccountKeys;
+  account: DataAccountKeys;
+  gen: number;
+}
+
+/** What a `$SYS` minter needs: broker trust whose SYS seed is still in memory. */
+export type SysMintAuth = Pick<BrokerAuth, "sys">;
+
+/** The minimal signer view {@linkcode mintCreds} needs (a full or stripped SpaceAuth). */
+export interface MintAuth {
+  space: string;
+  account: Pick<DataAccountKeys, "pub" | "signingSeed">;
+}
+
+/** Lifetime options shared by every minter; at most one of the two may be given. */
+export interface LifetimeOpts {
+  /** Seconds from now; a positive integer no larger than the kind's maximum. */
+  expiresInSeconds?: number;
+  /** Absolute expiry in Unix seconds; in the future and within the kind's maximum. */
+  expiresAt?: number;
+}
+
+/** Options for {@linkcode mintCreds}. Choose them from server-side constants, never tenant input. */
+export interface MintOpts extends LifetimeOpts {
+  /** Who the cred speaks for; default `{ owner: "local", actor: <identity public key> }`. */
+  principal?: Principal;
+  /** Required for `agent`: keys its durables (`dm_`, `dlv_`, `chathist_`). */
+  lifecycleUid?: string;
+  /** `agent`: channels it may read (live and history). An empty list means none. */
+  allowSubscribe?: readonly string[];
+  /** `agent`: concrete channels it may post to; default-deny. */
+  allowPublish?: readonly string[];
+  /** `agent`: the anycast role whose task queue it serves. */
+  role?: string;
+  /** Required for `deprovisioner`: the one lifecycle whose durables and ACL row it removes. */
+  deprovisionTarget?: { owner: string; actor: string; lifecycleUid: string };
+  /** The reply-inbox token (`_INBOX_<connId>`); default the identity's public key. */
+  connId?: string;
+}
+
+/** A NATS permission list. */
+export interface PermissionList {
+  allow: string[];
+  deny: string[];
+}
+
+/** The publish and subscribe lists a user JWT carries. */
+export interface Permissions {
+  pub: PermissionList;
+  sub: PermissionList;
+}
