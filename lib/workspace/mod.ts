@@ -24,3 +24,4 @@ export {
 } from "./keys.ts";
 export type { SecretStoreComposition } from "./keys.ts";
 export { checkStoreKey } from "./store_key.ts";
+export { BROKER_AUTH_KEY, isSignerKey, spaceAccountKey } from "./trust_keys.ts";
