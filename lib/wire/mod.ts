@@ -79,3 +79,69 @@ export type {
 } from "./envelope.ts";
 export { decodeMessage } from "./receive.ts";
 export type { Decoded, DeliveryKind, DropReason } from "./receive.ts";
+export { connectBroker, withBroker } from "./connect.ts";
+export type { BrokerTarget } from "./connect.ts";
+export { publishMessage, subjectForMessage } from "./publish.ts";
+export {
+  DEFAULT_DUPLICATE_WINDOW_MS,
+  DELIVERY_LEASE_TTL_MS,
+  isNotFound,
+  MANAGER_LEASE_TTL_MS,
+  MAX_MSGS_PER_SUBJECT,
+  MEMBERSHIP_FEED_MAX_BYTES,
+  PLANE3_DUPLICATE_WINDOW_MS,
+  PRESENCE_TTL_MS,
+  setupSpaceStreams,
+  setupSpaceStreamsOn,
+  spaceBucketConfigs,
+  spaceStreamConfigs,
+} from "./streams.ts";
+export type {
+  CanonicalStream,
+  SetupSpaceStreamsOptions,
+  SpaceSetupOptions,
+  SpaceSetupResult,
+} from "./streams.ts";
+export {
+  assertDeliveryClass,
+  effectiveDeliveryClass,
+  effectiveReplay,
+  ensureDefaultDeliveryClass,
+  ensureDefaultDeliveryClassOn,
+  MAX_DESCRIPTION_LENGTH,
+  MAX_INSTRUCTIONS_LENGTH,
+  readChannelRegistry,
+  readChannelRegistryOn,
+  seedChannelRegistry,
+  validateChannelConfig,
+} from "./channels.ts";
+export type {
+  ChannelConfig,
+  ChannelDefaults,
+  ChannelRegistry,
+  DeliveryClass,
+  EnsureDefaultDeliveryClassOptions,
+  SeedChannelRegistryOptions,
+  SpaceTarget,
+} from "./channels.ts";
+export { liveAclUids, readAclRow, reissueAclRow } from "./acl.ts";
+export type { AclRecord } from "./acl.ts";
+export { bindKv, listKeys } from "./kv.ts";
+export {
+  channelCovers,
+  deprovisionAgent,
+  DURABLE_ACK_WAIT_MS,
+  provisionAgent,
+  provisionAgentDurables,
+  resolveChannelPolicy,
+} from "./provision.ts";
+export type {
+  AgentChannelPolicy,
+  DeprovisionAgentOptions,
+  DeprovisionResult,
+  ProvisionAgentDurablesOptions,
+  ProvisionAgentOptions,
+  ProvisionedAgent,
+  ProvisionedDurables,
+  ResolvedChannelPolicy,
+} from "./provision.ts";

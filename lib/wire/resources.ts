@@ -38,6 +38,8 @@ export interface SpaceBucketNames {
   readonly members: string;
   /** `cotal_acl_<s>`: per-lifecycle read ACL rows (provisioner writes). */
   readonly acl: string;
+  /** `cotal_membership_<s>`: the display-only membership feed (never an authorization input). */
+  readonly membership: string;
   /** `cotal_delivery_<s>`: the delivery daemon's single-flight lease, bucket TTL 30 s. */
   readonly delivery: string;
   /** `cotal_manager_<s>`: manager liveness leases, bucket TTL 10 s. */
@@ -64,6 +66,7 @@ export function bucketNames(space: string): SpaceBucketNames {
     channels: `cotal_channels_${s}`,
     members: `cotal_members_${s}`,
     acl: `cotal_acl_${s}`,
+    membership: `cotal_membership_${s}`,
     delivery: `cotal_delivery_${s}`,
     manager: `cotal_manager_${s}`,
   });

@@ -158,6 +158,7 @@ Deno.test("wire - stream, bucket, durable and registry names match the reference
     channels: "cotal_channels_main",
     members: "cotal_members_main",
     acl: "cotal_acl_main",
+    membership: "cotal_membership_main",
     delivery: "cotal_delivery_main",
     manager: "cotal_manager_main",
   });

@@ -1,0 +1,283 @@
+/**
+ * The canonical JetStream configs of a space (the five message streams and the KV buckets)
+ * and `setupSpaceStreams`, which creates what is missing, checks what exists, and reconciles
+ * the TTL of the TTL'd buckets (a KV create never updates an existing bucket).
+ *
+ * @module
+ */
+
+import {
+  DiscardPolicy,
+  type JetStreamManager,
+  nanos,
+  type NatsConnection,
+  RetentionPolicy,
+  StorageType,
+  type StreamConfig,
+  type StreamInfo,
+} from "nats";
+import { CotalError } from "../errors.ts";
+import { type BrokerTarget, errorText, withBroker } from "./connect.ts";
+import { bucketNames, kvStreamName, streamNames } from "./resources.ts";
+import { subjectRoot } from "./subjects.ts";
+
+/** Presence bucket TTL: a crashed agent's row ages out after this. */
+export const PRESENCE_TTL_MS = 6_000;
+/** Delivery-daemon lease bucket TTL (the crash-safe release of `lease.0`). */
+export const DELIVERY_LEASE_TTL_MS = 30_000;
+/** Manager lease bucket TTL. */
+export const MANAGER_LEASE_TTL_MS = 10_000;
+/** Per-subject cap of CHAT (per sender and channel), INBOX and DLV (per member lifecycle). */
+export const MAX_MSGS_PER_SUBJECT = 1000;
+/** Default duplicate window of the message streams. */
+export const DEFAULT_DUPLICATE_WINDOW_MS = 2 * 60_000;
+/** Plane-3 duplicate window: the cross-path exactly-once horizon of the backstop. */
+export const PLANE3_DUPLICATE_WINDOW_MS = 2 * 60 * 60_000;
+/** Size cap of the display-only membership feed bucket. */
+export const MEMBERSHIP_FEED_MAX_BYTES = 64 * 1024 * 1024;
+
+/** Options shared by the space-setup calls. */
+export interface SpaceSetupOptions {
+  /** 1 (default) or 3 for a clustered broker. CAS publishes need R1 on CHAT. */
+  replicas?: 1 | 3;
+}
+
+/** One stream Cotal owns, with the fields a conflicting pre-existing copy must match. */
+export interface CanonicalStream {
+  config: Partial<StreamConfig> & { name: string; subjects: string[] };
+  /** Bucket TTL in ms when this is a TTL'd KV bucket (reconciled in place). */
+  ttlMs?: number;
+}
+
+function messageStream(
+  name: string,
+  subjects: string[],
+  replicas: number,
+  extra: Partial<StreamConfig> = {},
+): CanonicalStream {
+  return {
+    config: {
+      name,
+      subjects,
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.File,
+      num_replicas: replicas,
+      max_age: 0,
+      max_msgs: -1,
+      max_bytes: -1,
+      max_msg_size: -1,
+      discard: DiscardPolicy.Old,
+      duplicate_window: nanos(DEFAULT_DUPLICATE_WINDOW_MS),
+      allow_direct: false,
+      allow_rollup_hdrs: false,
+      ...extra,
+    },
+  };
+}
+
+/** The five message streams of a space, exactly as the reference configures them. */
+export function spaceStreamConfigs(space: string, opts: SpaceSetupOptions = {}): CanonicalStream[] {
+  const r = opts.replicas ?? 1;
+  const n = streamNames(space);
+  const P = subjectRoot(space);
+  const plane3 = {
+    max_msgs_per_subject: MAX_MSGS_PER_SUBJECT,
+    duplicate_window: nanos(PLANE3_DUPLICATE_WINDOW_MS),
+  };
+  return [
+    // Direct Get stays off on DM and TASK: it would read past the per-agent consumer filters.
+    messageStream(n.chat, [`${P}.chat.>`], r, {
+      max_msgs_per_subject: MAX_MSGS_PER_SUBJECT,
+      allow_direct: true,
+    }),
+    messageStream(n.dm, [`${P}.inst.>`], r),
+    messageStream(n.task, [`${P}.svc.>`], r, { retention: RetentionPolicy.Workqueue }),
+    messageStream(n.inbox, [`${P}.dinbox.>`], r, plane3),
+    messageStream(n.dlv, [`${P}.dlv.>`], r, plane3),
+  ];
+}
+
+function kvBucket(
+  bucket: string,
+  replicas: number,
+  opts: { ttlMs?: number; storage?: StorageType; maxBytes?: number } = {},
+): CanonicalStream {
+  const ttl = opts.ttlMs ?? 0;
+  return {
+    ttlMs: opts.ttlMs,
+    config: {
+      name: kvStreamName(bucket),
+      subjects: [`$KV.${bucket}.>`],
+      retention: RetentionPolicy.Limits,
+      storage: opts.storage ?? StorageType.File,
+      num_replicas: replicas,
+      max_msgs_per_subject: 1,
+      max_msgs: -1,
+      max_bytes: opts.maxBytes ?? -1,
+      max_msg_size: -1,
+      max_age: nanos(ttl),
+      // The broker refuses a duplicate window longer than max_age.
+      duplicate_window: nanos(
+        ttl > 0 ? Math.min(ttl, DEFAULT_DUPLICATE_WINDOW_MS) : DEFAULT_DUPLICATE_WINDOW_MS,
+      ),
+      discard: DiscardPolicy.New,
+      allow_rollup_hdrs: true,
+      deny_delete: true,
+      deny_purge: false,
+      allow_direct: true,
+      mirror_direct: false,
+    },
+  };
+}
+
+/** The KV buckets of a space (presence, registries, leases, membership feed). */
+export function spaceBucketConfigs(space: string, opts: SpaceSetupOptions = {}): CanonicalStream[] {
+  const r = opts.replicas ?? 1;
+  const b = bucketNames(space);
+  return [
+    // Memory storage: a file-backed presence store can latch a permanent write error, and
+    // every live agent republishes its row within a heartbeat after a broker restart.
+    kvBucket(b.presence, r, { ttlMs: PRESENCE_TTL_MS, storage: StorageType.Memory }),
+    kvBucket(b.channels, r),
+    kvBucket(b.members, r),
+    kvBucket(b.acl, r),
+    kvBucket(b.membership, r, { maxBytes: MEMBERSHIP_FEED_MAX_BYTES }),
+    kvBucket(b.delivery, r, { ttlMs: DELIVERY_LEASE_TTL_MS }),
+    kvBucket(b.manager, r, { ttlMs: MANAGER_LEASE_TTL_MS }),
+  ];
+}
+
+/** What {@linkcode setupSpaceStreams} did. */
+export interface SpaceSetupResult {
+  /** Streams (including `KV_` bucket streams) this call created. */
+  created: string[];
+  /** Streams that already existed with a compatible config. */
+  existing: string[];
+  /** TTL'd buckets whose `max_age` was corrected. */
+  reconciled: { stream: string; fromMs: number; toMs: number }[];
+}
+
+/** Options of {@linkcode setupSpaceStreams}. */
+export interface SetupSpaceStreamsOptions extends BrokerTarget, SpaceSetupOptions {
+  /** The space's display name (mapped through `token()` for every wire name). */
+  space: string;
+}
+
+/**
+ * Create a space's streams and buckets (CHAT, DM, TASK work queue, INBOX, DLV; presence,
+ * channels, members, acl, membership feed, delivery and manager leases). Idempotent: existing
+ * streams are left alone after their subjects, retention and Direct Get are checked, and the
+ * TTL of the presence and lease buckets is reconciled. Needs a `provisioner` credential.
+ */
+export async function setupSpaceStreams(opts: SetupSpaceStreamsOptions): Promise<SpaceSetupResult> {
+  return await withBroker(opts, (nc) => setupSpaceStreamsOn(nc, opts.space, opts), {
+    name: "cotal-setup",
+  });
+}
+
+/** {@linkcode setupSpaceStreams} on an existing connection. */
+export async function setupSpaceStreamsOn(
+  nc: NatsConnection,
+  space: string,
+  opts: SpaceSetupOptions = {},
+): Promise<SpaceSetupResult> {
+  const jsm = await nc.jetstreamManager();
+  const result: SpaceSetupResult = { created: [], existing: [], reconciled: [] };
+  for (const c of [...spaceStreamConfigs(space, opts), ...spaceBucketConfigs(space, opts)]) {
+    const info = await streamInfo(jsm, c.config.name);
+    if (!info) {
+      await jsmCall(`create stream ${c.config.name}`, () => jsm.streams.add(c.config));
+      result.created.push(c.config.name);
+      continue;
+    }
+    checkCompatible(c, info);
+    result.existing.push(c.config.name);
+    if (c.ttlMs !== undefined && info.config.max_age !== nanos(c.ttlMs)) {
+      const dup = Math.min(info.config.duplicate_window, nanos(c.ttlMs));
+      await jsmCall(
+        `reconcile the TTL of ${c.config.name}`,
+        () =>
+          jsm.streams.update(c.config.name, { max_age: nanos(c.ttlMs!), duplicate_window: dup }),
+      );
+      result.reconciled.push({
+        stream: c.config.name,
+        fromMs: Math.round(info.config.max_age / 1e6),
+        toMs: c.ttlMs,
+      });
+    }
+  }
+  return result;
+}
+
+/** A stream's info, or undefined when it does not exist (any other failure throws). */
+export async function streamInfo(
+  jsm: JetStreamManager,
+  name: string,
+): Promise<StreamInfo | undefined> {
+  try {
+    return await jsm.streams.info(name);
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw wrapJs(`read stream ${name}`, err);
+  }
+}
+
+function checkCompatible(c: CanonicalStream, info: StreamInfo): void {
+  const want = c.config;
+  const have = info.config;
+  const problems: string[] = [];
+  if (
+    JSON.stringify([...have.subjects ?? []].sort()) !== JSON.stringify([...want.subjects].sort())
+  ) {
+    problems.push(
+      `subjects ${JSON.stringify(have.subjects)} instead of ${JSON.stringify(want.subjects)}`,
+    );
+  }
+  if (have.retention !== want.retention) {
+    problems.push(`retention ${have.retention} instead of ${want.retention}`);
+  }
+  if (want.allow_direct === false && have.allow_direct) {
+    problems.push("Direct Get enabled (it would bypass per-agent consumer filters)");
+  }
+  if (problems.length > 0) {
+    throw new CotalError(
+      "stream_config_conflict",
+      `Stream ${want.name} already exists with ${problems.join(" and ")}; remove it with a ` +
+        `teardown credential (or restore the canonical config) and run setup again.`,
+    );
+  }
+}
+
+/** True when a JetStream error means "no such stream/consumer/key". */
+export function isNotFound(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown; api_error?: { err_code?: number } };
+  const code = e?.api_error?.err_code;
+  if (code === 10059 || code === 10014 || code === 10037) return true;
+  return typeof e?.message === "string" && /not found/i.test(e.message) && e.code === "404";
+}
+
+/** Run a JetStream API call, turning broker refusals into a CotalError naming the operation. */
+export async function jsmCall<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw wrapJs(what, err);
+  }
+}
+
+/** Wrap a JetStream failure; a permission refusal gets its own code. */
+export function wrapJs(what: string, err: unknown): CotalError {
+  const text = errorText(err);
+  if (/permission/i.test(text) || (err as { code?: string })?.code === "PERMISSIONS_VIOLATION") {
+    return new CotalError(
+      "permission_denied",
+      `The broker refused to ${what} (${text}); use a credential whose profile grants it.`,
+      { cause: err },
+    );
+  }
+  return new CotalError(
+    "jetstream_failed",
+    `Could not ${what} (${text}); check the broker has JetStream enabled and retry.`,
+    { cause: err },
+  );
+}

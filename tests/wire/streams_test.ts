@@ -1,0 +1,249 @@
+import assert from "node:assert/strict";
+import { connect, nanos, RetentionPolicy, StorageType } from "nats";
+import { isCotalError } from "../../lib/errors.ts";
+import { newLifecycleUid } from "../../lib/trust/mod.ts";
+import {
+  bucketNames,
+  ensureDefaultDeliveryClass,
+  readChannelRegistry,
+  seedChannelRegistry,
+  setupSpaceStreams,
+  spaceBucketConfigs,
+  streamNames,
+} from "../../lib/wire/mod.ts";
+import { connectBroker } from "../../lib/wire/connect.ts";
+import { startTestBroker, uniqueSpace, waitFor } from "../_harness/broker.ts";
+import { startSpaceBroker } from "./_space_broker.ts";
+
+const S = 1e9;
+
+Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets with a provisioner cred", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const first = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+  assert.equal(first.created.length, 12);
+  assert.deepEqual(first.existing, []);
+
+  const nc = await connectBroker({ servers: sb.url, creds });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const s = streamNames(sb.space);
+    const b = bucketNames(sb.space);
+    const P = `cotal.${sb.space}`;
+    const chat = (await jsm.streams.info(s.chat)).config;
+    assert.deepEqual(chat.subjects, [`${P}.chat.>`]);
+    assert.equal(chat.retention, RetentionPolicy.Limits);
+    assert.equal(chat.storage, StorageType.File);
+    assert.equal(chat.num_replicas, 1);
+    assert.equal(chat.max_msgs_per_subject, 1000);
+    assert.equal(chat.allow_direct, true);
+    assert.equal(chat.max_age, 0);
+    assert.equal(chat.duplicate_window, 120 * S);
+    const dm = (await jsm.streams.info(s.dm)).config;
+    assert.deepEqual(dm.subjects, [`${P}.inst.>`]);
+    assert.equal(dm.allow_direct, false, "DM must never enable Direct Get");
+    const task = (await jsm.streams.info(s.task)).config;
+    assert.equal(task.retention, RetentionPolicy.Workqueue);
+    assert.equal(task.allow_direct, false);
+    for (const [name, subj] of [[s.inbox, "dinbox"], [s.dlv, "dlv"]]) {
+      const c = (await jsm.streams.info(name)).config;
+      assert.deepEqual(c.subjects, [`${P}.${subj}.>`]);
+      assert.equal(c.max_msgs_per_subject, 1000);
+      assert.equal(c.duplicate_window, 7200 * S);
+    }
+    const presence = (await jsm.streams.info(`KV_${b.presence}`)).config;
+    assert.equal(presence.max_age, 6 * S);
+    assert.equal(presence.storage, StorageType.Memory);
+    assert.equal((await jsm.streams.info(`KV_${b.delivery}`)).config.max_age, 30 * S);
+    assert.equal((await jsm.streams.info(`KV_${b.manager}`)).config.max_age, 10 * S);
+    const channels = (await jsm.streams.info(`KV_${b.channels}`)).config;
+    assert.equal(channels.max_msgs_per_subject, 1);
+    assert.equal(channels.allow_rollup_hdrs, true);
+    assert.equal(channels.allow_direct, true);
+    assert.equal(channels.max_age, 0);
+    const feed = (await jsm.streams.info(`KV_${b.membership}`)).config;
+    assert.equal(feed.max_bytes, 64 * 1024 * 1024);
+    // The buckets are real KV buckets: nats.js binds and uses them.
+    const kv = await nc.jetstream().views.kv(b.acl, { bindOnly: true });
+    await kv.put("local.x.0123456789abcdefghijklmnop", "{}");
+    assert.ok(await kv.get("local.x.0123456789abcdefghijklmnop"));
+  } finally {
+    await nc.close();
+  }
+
+  const second = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+  assert.deepEqual(second.created, [], "a second run creates nothing");
+  assert.equal(second.existing.length, 12);
+  assert.deepEqual(second.reconciled, []);
+});
+
+Deno.test("wire - setupSpaceStreams reconciles the TTL of an existing presence bucket", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const b = bucketNames(sb.space);
+  // An older setup left the presence bucket with a 60 s TTL.
+  const stale = spaceBucketConfigs(sb.space).find((c) => c.config.name === `KV_${b.presence}`)!;
+  const nc = await connectBroker({ servers: sb.url, creds });
+  try {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({
+      ...stale.config,
+      max_age: nanos(60_000),
+      duplicate_window: nanos(60_000),
+    });
+    const r = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+    assert.deepEqual(r.reconciled, [{ stream: `KV_${b.presence}`, fromMs: 60_000, toMs: 6_000 }]);
+    const cfg = (await jsm.streams.info(`KV_${b.presence}`)).config;
+    assert.equal(cfg.max_age, 6 * S);
+    assert.ok(cfg.duplicate_window <= cfg.max_age);
+    assert.deepEqual(
+      (await setupSpaceStreams({ servers: sb.url, space: sb.space, creds })).reconciled,
+      [],
+    );
+  } finally {
+    await nc.close();
+  }
+  // Observed, not just configured: an agent's presence row ages out of the bucket.
+  const principal = { owner: "local", actor: "ttl_probe" };
+  const agent = await sb.mint("agent", { principal, lifecycleUid: newLifecycleUid() });
+  const anc = await connectBroker({ servers: sb.url, creds: agent });
+  try {
+    const kv = await anc.jetstream().views.kv(b.presence, { bindOnly: true });
+    await kv.put("local.ttl_probe", JSON.stringify({ ts: Date.now() }));
+    assert.ok(await kv.get("local.ttl_probe"));
+    await waitFor(async () => (await kv.get("local.ttl_probe")) === null, {
+      timeoutMs: 30_000,
+      intervalMs: 250,
+      what: "the presence row to expire under the reconciled 6 s TTL",
+    });
+  } finally {
+    await anc.close();
+  }
+});
+
+Deno.test("wire - setupSpaceStreams refuses a pre-existing DM stream with Direct Get on", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const nc = await connectBroker({ servers: sb.url, creds });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const dm = streamNames(sb.space).dm;
+    await jsm.streams.add({ name: dm, subjects: [`cotal.${sb.space}.inst.>`], allow_direct: true });
+  } finally {
+    await nc.close();
+  }
+  await assert.rejects(
+    setupSpaceStreams({ servers: sb.url, space: sb.space, creds }),
+    (e: unknown) =>
+      isCotalError(e, "stream_config_conflict") && /Direct Get/.test((e as Error).message),
+  );
+});
+
+Deno.test("wire - setupSpaceStreams with an agent cred is refused by the broker", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("agent", {
+    principal: { owner: "local", actor: "a" },
+    lifecycleUid: newLifecycleUid(),
+  });
+  await assert.rejects(
+    setupSpaceStreams({ servers: sb.url, space: sb.space, creds }),
+    (e: unknown) => isCotalError(e, "permission_denied"),
+  );
+});
+
+Deno.test("wire - ensureDefaultDeliveryClass writes once and never overrides an operator's value", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const t = { servers: sb.url, space: sb.space, creds };
+  await setupSpaceStreams(t);
+  assert.equal(await ensureDefaultDeliveryClass({ ...t, deliveryClass: "durable" }), true);
+  assert.equal(await ensureDefaultDeliveryClass({ ...t, deliveryClass: "live" }), false);
+  assert.deepEqual((await readChannelRegistry(t)).defaults, { deliveryClass: "durable" });
+
+  // An operator sets the default explicitly: a later ensure leaves it alone.
+  await seedChannelRegistry({
+    ...t,
+    channels: {},
+    defaults: { deliveryClass: "live", replay: false },
+  });
+  assert.equal(await ensureDefaultDeliveryClass({ ...t, deliveryClass: "durable" }), false);
+  assert.deepEqual((await readChannelRegistry(t)).defaults, {
+    deliveryClass: "live",
+    replay: false,
+  });
+});
+
+Deno.test("wire - ensureDefaultDeliveryClass fills the class in beside other operator defaults", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const t = { servers: sb.url, space: sb.space, creds };
+  await setupSpaceStreams(t);
+  await seedChannelRegistry({ ...t, channels: {}, defaults: { replayWindow: "2h" } });
+  assert.equal(await ensureDefaultDeliveryClass({ ...t, deliveryClass: "live" }), true);
+  assert.deepEqual((await readChannelRegistry(t)).defaults, {
+    replayWindow: "2h",
+    deliveryClass: "live",
+  });
+  await assert.rejects(
+    ensureDefaultDeliveryClass({ ...t, deliveryClass: "sometimes" as "live" }),
+    (e: unknown) => isCotalError(e, "invalid_delivery_class"),
+  );
+});
+
+Deno.test("wire - channel registry seed and read, validated before any write", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const t = { servers: sb.url, space: sb.space, creds };
+  await setupSpaceStreams(t);
+  const r = await seedChannelRegistry({
+    ...t,
+    channels: {
+      general: { replay: true, description: "everyone" },
+      "team.backend": { deliveryClass: "live", replayWindow: "30m", instructions: "be brief" },
+    },
+  });
+  assert.deepEqual(r.written, ["general", "team.backend"]);
+  const refusals: [Record<string, unknown>, string][] = [
+    [{ "team.*": {} }, "invalid_channel"],
+    [{ "foo/bar": {} }, "invalid_channel"],
+    [{ x: { deliveryClass: "maybe" } }, "invalid_delivery_class"],
+    [{ x: { replayWindow: "10 minutes" } }, "invalid_channel_config"],
+    [{ x: { description: "d".repeat(201) } }, "invalid_channel_config"],
+    [{ x: { instructions: "i".repeat(2001) } }, "invalid_channel_config"],
+    [{ x: { colour: "red" } }, "invalid_channel_config"],
+  ];
+  for (const [channels, code] of refusals) {
+    await assert.rejects(
+      seedChannelRegistry({ ...t, channels: { ok: {}, ...channels } as never }),
+      (e: unknown) => isCotalError(e, code),
+      JSON.stringify(channels),
+    );
+  }
+  const reg = await readChannelRegistry(t);
+  assert.deepEqual(reg.channels, {
+    general: { replay: true, description: "everyone" },
+    "team.backend": { deliveryClass: "live", replayWindow: "30m", instructions: "be brief" },
+  });
+  assert.equal("ok" in reg.channels, false, "a refused seed wrote nothing");
+
+  // Agents read the registry too.
+  const agent = await sb.mint("agent", {
+    principal: { owner: "local", actor: "reader" },
+    lifecycleUid: newLifecycleUid(),
+  });
+  assert.deepEqual((await readChannelRegistry({ ...t, creds: agent })).channels, reg.channels);
+});
+
+Deno.test("wire - setupSpaceStreams works on an open broker without creds", async () => {
+  await using broker = await startTestBroker();
+  const space = uniqueSpace("open");
+  const r = await setupSpaceStreams({ servers: broker.url, space });
+  assert.equal(r.created.length, 12);
+  const nc = await connect({ servers: broker.url });
+  try {
+    const names = await (await nc.jetstreamManager()).streams.names().next();
+    assert.ok(names.includes(streamNames(space).chat));
+  } finally {
+    await nc.close();
+  }
+});
