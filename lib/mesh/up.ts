@@ -1,11 +1,32 @@
-import { ensureServer, startBrokerProcess } from "../broker/mod.ts";
 import { CotalError } from "../errors.ts";
+import { mintCreds, newIdentity, serverConfig, type SpaceAccountAuth } from "../trust/mod.ts";
+import { ensureDefaultDeliveryClass, setupSpaceStreams } from "../wire/mod.ts";
+import { workspaceSecretStore } from "../workspace/mod.ts";
+import { ensureMeshDirs, meshPaths } from "./layout.ts";
+import {
+  brokerBinary,
+  brokerComponent,
+  ensureComponent,
+  listComponents,
+  type MeshRecord,
+  readMeshRecord,
+  reloadBroker,
+  stopComponent,
+  writeMeshRecord,
+} from "./stack.ts";
+import {
+  ensureBrokerAuth,
+  ensureSpaceAccount,
+  loadAllSpaceAccounts,
+  readSpaceIndex,
+  writeSpaceIndex,
+} from "./trust_state.ts";
 
 /** Options for {@linkcode up}. */
 export interface UpOptions {
   /** The state directory; default `<cwd>/.cotal`. */
   root: string;
-  /** The space served by default. */
+  /** The space served by default; added to the root when new. */
   space: string;
   host: string;
   port: number;
@@ -24,35 +45,162 @@ function portFree(host: string, port: number): boolean {
   }
 }
 
-/** Brings the stack up in the foreground and tears it down when asked to stop. */
-export async function up(opts: UpOptions): Promise<void> {
-  if (!portFree(opts.host, opts.port)) {
+/** Renders the broker config for every space of a root into its broker dir (0600). */
+export async function renderBrokerConfig(
+  root: string,
+  opts: { host: string; port: number },
+): Promise<{ accounts: SpaceAccountAuth[]; configPath: string }> {
+  const p = meshPaths(root);
+  const store = workspaceSecretStore(root);
+  const { broker } = await ensureBrokerAuth(store, "cotal");
+  const accounts = await loadAllSpaceAccounts(root, store);
+  const config = serverConfig(
+    broker,
+    accounts.map((a) => ({ space: a.space, account: { pub: a.account.pub, jwt: a.account.jwt } })),
+    { storeDir: p.jetstream, host: opts.host, port: opts.port },
+  );
+  const tmp = `${p.brokerConfig}.tmp`;
+  await Deno.writeTextFile(tmp, config, { mode: 0o600 });
+  await Deno.rename(tmp, p.brokerConfig);
+  return { accounts, configPath: p.brokerConfig };
+}
+
+/** Adds a space to the root (trust record + index), creating the broker trust when new. */
+export async function addSpaceRecord(root: string, space: string): Promise<boolean> {
+  const p = meshPaths(root);
+  await ensureMeshDirs(p);
+  const store = workspaceSecretStore(root);
+  const { broker } = await ensureBrokerAuth(store, "cotal");
+  const { created } = await ensureSpaceAccount(store, broker, space);
+  const index = await readSpaceIndex(root);
+  if (!index.spaces.includes(space)) {
+    index.spaces.push(space);
+    await writeSpaceIndex(root, index);
+  }
+  return created;
+}
+
+/** Creates a space's streams, buckets and default delivery class with a short-lived provisioner. */
+export async function provisionSpace(
+  account: SpaceAccountAuth,
+  servers: string,
+): Promise<void> {
+  const creds = await mintCreds(
+    { space: account.space, account: account.account },
+    await newIdentity(),
+    "provisioner",
+  );
+  await setupSpaceStreams({ servers, space: account.space, creds });
+  await ensureDefaultDeliveryClass({
+    servers,
+    space: account.space,
+    creds,
+    deliveryClass: "durable",
+  });
+}
+
+/** What `up` did, for its report and `--json`. */
+export interface UpResult {
+  url: string;
+  root: string;
+  spaces: string[];
+  started: string[];
+  healthy: string[];
+}
+
+/**
+ * Brings the stack up: renders the broker config for every space of the root, starts (or
+ * keeps) the broker, provisions each space, then the daemons. A second `up` starts only what is
+ * not running. In the foreground it waits for `untilStopped` and then stops everything.
+ */
+export async function up(opts: UpOptions & { detach?: boolean }): Promise<UpResult> {
+  const previous = await readMeshRecord(opts.root);
+  const brokerRunning = (await listComponents(opts.root)).some((c) =>
+    c.id === "nats-server" && c.state === "running"
+  );
+  if (brokerRunning && previous && (previous.port !== opts.port || previous.host !== opts.host)) {
+    throw new CotalError(
+      "mesh_running_elsewhere",
+      `This root's broker already runs on ${previous.host}:${previous.port}; run 'cotal down' ` +
+        "first to move it, or leave --host/--port as they were.",
+    );
+  }
+  if (!brokerRunning && !portFree(opts.host, opts.port)) {
     throw new CotalError(
       "port_in_use",
       `${opts.host}:${opts.port} is already in use; stop what listens there or pass --port <n>.`,
     );
   }
-  const server = await ensureServer({ onProgress: (l) => opts.say(`nats-server: ${l}`) });
-  const brokerDir = `${opts.root}/broker`;
-  await Deno.mkdir(`${brokerDir}/js`, { recursive: true, mode: 0o700 });
-  const configPath = `${brokerDir}/nats.conf`;
-  await Deno.writeTextFile(
-    configPath,
-    `listen: "${opts.host}:${opts.port}"\njetstream { store_dir: ${
-      JSON.stringify(`${brokerDir}/js`)
-    } }\n`,
-    { mode: 0o600 },
-  );
-  opts.say(`starting nats-server ${server.version.text} for space '${opts.space}'`);
-  const broker = await startBrokerProcess({
-    binary: server.path,
-    configPath,
-    logFile: `${brokerDir}/nats-server.log`,
-  });
-  opts.say(`broker:  nats://${opts.host}:${opts.port}`);
+  const server = await brokerBinary(opts.say);
+  if (await addSpaceRecord(opts.root, opts.space)) {
+    opts.say(`created space '${opts.space}' (a new data account under this root's operator)`);
+  }
+  const { accounts } = await renderBrokerConfig(opts.root, opts);
+  const rec: MeshRecord = {
+    root: opts.root,
+    host: opts.host,
+    port: opts.port,
+    url: `nats://${opts.host}:${opts.port}`,
+    detached: opts.detach ?? false,
+    startedAt: previous?.startedAt && brokerRunning ? previous.startedAt : new Date().toISOString(),
+  };
+  const started: string[] = [];
+  const healthy: string[] = [];
+  const children: Deno.ChildProcess[] = [];
+  const track = (id: string, r: { started: boolean; child?: Deno.ChildProcess }) => {
+    (r.started ? started : healthy).push(id);
+    if (r.child) children.push(r.child);
+  };
+  try {
+    opts.say(`nats-server ${server.version.text} for ${accounts.length} space(s)`);
+    const broker = await ensureComponent(
+      opts.root,
+      brokerComponent(opts.root, server, rec),
+      opts.detach ?? false,
+    );
+    track("nats-server", broker);
+    // A running broker may predate a space this up just added: it re-reads the config.
+    if (!broker.started) await reloadBroker(opts.root);
+    for (const a of accounts) await provisionSpace(a, rec.url);
+    await writeMeshRecord(rec);
+  } catch (err) {
+    if (!opts.detach) await down(opts.root).catch(() => {});
+    throw err;
+  }
+  opts.say(`broker:  ${rec.url}`);
+  opts.say(`spaces:  ${accounts.map((a) => a.space).join(", ")}`);
   opts.say(`state:   ${opts.root}`);
+  const result = {
+    url: rec.url,
+    root: opts.root,
+    spaces: accounts.map((a) => a.space),
+    started,
+    healthy,
+  };
+  if (opts.detach) {
+    opts.say(`stop:    cotal down --root ${opts.root}`);
+    return result;
+  }
   opts.say("stop:    press Ctrl-C");
-  await Promise.race([opts.untilStopped, broker.exited]);
-  opts.say("stopping nats-server");
-  await broker.stop();
+  await Promise.race([opts.untilStopped, ...children.map((c) => c.status)]);
+  opts.say("stopping");
+  await down(opts.root);
+  return result;
+}
+
+/** The order `down` stops components in: dependants first, the broker last. */
+function stopOrder(id: string): number {
+  if (id.startsWith("supervise.")) return 0;
+  if (id.startsWith("delivery.")) return 1;
+  if (id.startsWith("auth-service.")) return 2;
+  if (id === "nats-server") return 9;
+  return 5;
+}
+
+/** Stops every component of a root in dependency order; returns what happened to each. */
+export async function down(root: string): Promise<Record<string, string>> {
+  const components = (await listComponents(root)).sort((a, b) => stopOrder(a.id) - stopOrder(b.id));
+  const out: Record<string, string> = {};
+  for (const c of components) out[c.id] = await stopComponent(root, c.id);
+  return out;
 }

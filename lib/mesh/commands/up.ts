@@ -1,0 +1,88 @@
+import { defineCommand, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { denoIo } from "../../cli/mod.ts";
+import { registry } from "../../registry.ts";
+import { down, up } from "../up.ts";
+import { listComponents } from "../stack.ts";
+import { parsePort, resolveRoot, ROOT_FLAG } from "./common.ts";
+
+/** `cotal up`: bring the stack up for a space. */
+export const upCommand = defineCommand({
+  kind: "command",
+  name: "up",
+  summary: "bring up the broker and daemons for a space (Ctrl-C stops it, or --detach)",
+  flags: {
+    ...ROOT_FLAG,
+    ...JSON_FLAG,
+    space: { type: "string", default: "default", description: "the space to serve" },
+    host: { type: "string", default: "127.0.0.1", description: "the broker's listen address" },
+    port: { type: "string", default: "4222", description: "the broker's client port" },
+    detach: { type: "boolean", description: "start in the background and return" },
+  },
+  async run({ values }) {
+    const port = parsePort(values.port);
+    const io = denoIo();
+    const json = values.json === true;
+    const stop = Promise.withResolvers<void>();
+    const onSignal = () => stop.resolve();
+    for (const sig of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(sig, onSignal);
+    try {
+      const result = await up({
+        root: resolveRoot(values.root),
+        space: values.space,
+        host: values.host,
+        port,
+        detach: values.detach === true,
+        // With --json, progress goes to stderr so stdout is one JSON document.
+        say: (l) => json ? console.error(l) : console.log(l),
+        untilStopped: stop.promise,
+      });
+      if (json) printResult(io, { json }, result);
+    } finally {
+      for (const sig of ["SIGINT", "SIGTERM"] as const) Deno.removeSignalListener(sig, onSignal);
+    }
+    return 0;
+  },
+});
+
+/** `cotal down`: stop every component of a root, dependants first. */
+export const downCommand = defineCommand({
+  kind: "command",
+  name: "down",
+  summary: "stop the broker and daemons of a root (checks each pid's identity first)",
+  flags: { ...ROOT_FLAG, ...JSON_FLAG },
+  async run({ values }) {
+    const result = await down(resolveRoot(values.root));
+    printResult(denoIo(), { json: values.json === true }, result, (r) => {
+      const rows = Object.entries(r);
+      return rows.length ? rows.map(([id, what]) => `${id}: ${what}`).join("\n") : "nothing ran";
+    });
+    return 0;
+  },
+});
+
+/** `cotal status`: each component and whether it runs. */
+export const statusCommand = defineCommand({
+  kind: "command",
+  name: "status",
+  summary: "show each component of a root and its health",
+  flags: { ...ROOT_FLAG, ...JSON_FLAG },
+  async run({ values }) {
+    const components = await listComponents(resolveRoot(values.root));
+    const healthy = components.length > 0 && components.every((c) => c.state === "running");
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      { healthy, components },
+      (r) =>
+        r.components.length
+          ? r.components.map((c) =>
+            `${c.id.padEnd(44)} ${c.state}${c.pid ? ` (pid ${c.pid})` : ""}`
+          )
+            .join("\n")
+          : "nothing is running under this root; start it with 'cotal up'",
+    );
+    return healthy ? 0 : 1;
+  },
+});
+
+registry.register([upCommand, downCommand, statusCommand]);

@@ -1,0 +1,31 @@
+/** Where one mesh keeps its state under its root (`.cotal` by default). */
+export interface MeshPaths {
+  root: string;
+  store: string;
+  brokerDir: string;
+  brokerConfig: string;
+  jetstream: string;
+  runDir: string;
+  logDir: string;
+}
+
+/** The paths of a root; nothing is created. */
+export function meshPaths(root: string): MeshPaths {
+  return {
+    root,
+    store: `${root}/secrets`,
+    brokerDir: `${root}/broker`,
+    brokerConfig: `${root}/broker/nats.conf`,
+    jetstream: `${root}/broker/js`,
+    runDir: `${root}/run`,
+    logDir: `${root}/logs`,
+  };
+}
+
+/** Creates the root's directories with mode 0700 (tightening any that exist). */
+export async function ensureMeshDirs(p: MeshPaths): Promise<void> {
+  for (const d of [p.root, p.store, p.brokerDir, p.jetstream, p.runDir, p.logDir]) {
+    await Deno.mkdir(d, { recursive: true, mode: 0o700 });
+    await Deno.chmod(d, 0o700);
+  }
+}

@@ -1,0 +1,77 @@
+import { CotalError } from "../errors.ts";
+
+/**
+ * Waits until a NATS server answers on `host:port` with its INFO line, bounded. Reading INFO
+ * (not just a TCP accept) proves the broker is serving, not merely bound.
+ */
+export async function waitBrokerReady(
+  host: string,
+  port: number,
+  timeoutMs = 10_000,
+  alive?: () => boolean,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = "no answer";
+  while (Date.now() < deadline) {
+    if (alive && !alive()) {
+      throw new CotalError("broker_exited", `nats-server exited before it served ${host}:${port}.`);
+    }
+    try {
+      const conn = await Deno.connect({ hostname: host, port });
+      try {
+        const buf = new Uint8Array(16);
+        const timer = setTimeout(() => conn.close(), 1_000);
+        const n = await conn.read(buf).catch(() => null);
+        clearTimeout(timer);
+        if (n && new TextDecoder().decode(buf.subarray(0, n)).startsWith("INFO")) return;
+        last = "no INFO line";
+      } finally {
+        try {
+          conn.close();
+        } catch {
+          // Closed by the timer.
+        }
+      }
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new CotalError(
+    "broker_not_ready",
+    `nats-server did not answer on ${host}:${port} within ${timeoutMs} ms (${last}); see its log.`,
+  );
+}
+
+/**
+ * Waits for a line matching `re` to be appended to `logFile` after byte `from`, bounded.
+ * Returns the line.
+ */
+export async function waitLogLine(
+  logFile: string,
+  from: number,
+  re: RegExp,
+  timeoutMs = 10_000,
+): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const data = await Deno.readFile(logFile).catch(() => new Uint8Array());
+    const text = new TextDecoder().decode(data.subarray(from));
+    const line = text.split("\n").find((l) => re.test(l));
+    if (line) return line;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new CotalError(
+    "log_wait_timeout",
+    `${logFile} showed no line matching ${re} within ${timeoutMs} ms.`,
+  );
+}
+
+/** The current size of a file (0 when absent): where new log lines will start. */
+export async function fileSize(path: string): Promise<number> {
+  try {
+    return (await Deno.stat(path)).size;
+  } catch {
+    return 0;
+  }
+}

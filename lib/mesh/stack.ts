@@ -1,0 +1,180 @@
+import { ensureServer, type FoundServer } from "../broker/mod.ts";
+import { CotalError } from "../errors.ts";
+import { spaceKeyHex } from "../workspace/mod.ts";
+import { startDaemon } from "./daemon.ts";
+import { ensureMeshDirs, meshPaths } from "./layout.ts";
+import { isSameProcess, type PidRecord, readPidFile, stopRecorded } from "./pidfile.ts";
+import { fileSize, waitBrokerReady, waitLogLine } from "./ready.ts";
+
+/** Where a running mesh listens; recorded in `<root>/run/mesh.json`. */
+export interface MeshRecord {
+  root: string;
+  host: string;
+  port: number;
+  url: string;
+  detached: boolean;
+  startedAt: string;
+}
+
+/** One daemon of the stack, as `up` starts it and `down`/`status` find it. */
+export interface ComponentSpec {
+  /** Unique within the root: `nats-server`, `delivery.<hex>`, `supervise.<hex>`. */
+  id: string;
+  /** The executable's name (`cotal-delivery`). */
+  name: string;
+  space?: string;
+  command: string;
+  args: string[];
+  env?: Record<string, string>;
+  /** Bounded readiness check once started. */
+  ready?: (rec: PidRecord) => Promise<void>;
+}
+
+/** A component's state as `status` reports it. */
+export interface ComponentStatus {
+  id: string;
+  name: string;
+  space?: string;
+  state: "running" | "stopped" | "stale-pid";
+  pid?: number;
+  since?: string;
+}
+
+/** Paths of one component's pid file and log. */
+export function componentFiles(root: string, id: string): { pidFile: string; logFile: string } {
+  const p = meshPaths(root);
+  return { pidFile: `${p.runDir}/${id}.pid`, logFile: `${p.logDir}/${id}.log` };
+}
+
+/** The broker component of a root. */
+export function brokerComponent(root: string, server: FoundServer, rec: MeshRecord): ComponentSpec {
+  return {
+    id: "nats-server",
+    name: "nats-server",
+    command: server.path,
+    args: ["-c", meshPaths(root).brokerConfig],
+    ready: (pid) => waitBrokerReady(rec.host, rec.port, 10_000, () => isSameProcess(pid)),
+  };
+}
+
+/** The store-dir name of a space's per-space daemons: `<kind>.<hex>`. */
+export function spaceComponentId(kind: string, space: string): string {
+  return `${kind}.${spaceKeyHex(space)}`;
+}
+
+/**
+ * Starts a component unless the one its pid file names is still running (same pid, same start
+ * time): that makes a second `up` heal dead parts and change nothing else.
+ */
+export async function ensureComponent(
+  root: string,
+  spec: ComponentSpec,
+  detach: boolean,
+): Promise<{ record: PidRecord; started: boolean; child?: Deno.ChildProcess }> {
+  const { pidFile, logFile } = componentFiles(root, spec.id);
+  const existing = await readPidFile(pidFile).catch(() => undefined);
+  if (existing && isSameProcess(existing)) return { record: existing, started: false };
+  const { record, child } = await startDaemon({
+    name: spec.name,
+    command: spec.command,
+    args: spec.args,
+    env: spec.env,
+    logFile,
+    pidFile,
+    detach,
+  });
+  try {
+    await spec.ready?.(record);
+  } catch (err) {
+    await stopRecorded(record, 2_000);
+    await Deno.remove(pidFile).catch(() => {});
+    const tail = (await Deno.readTextFile(logFile).catch(() => "")).trim().split("\n").slice(-5);
+    throw new CotalError(
+      "component_not_ready",
+      `${spec.name} did not become ready (${(err as Error).message}); last log lines: ${
+        tail.join(" | ")
+      }`,
+    );
+  }
+  return { record, started: true, child };
+}
+
+/** Stops one component after checking its identity; removes its pid file. */
+export async function stopComponent(
+  root: string,
+  id: string,
+): Promise<"stopped" | "killed" | "not-running"> {
+  const { pidFile } = componentFiles(root, id);
+  const rec = await readPidFile(pidFile).catch(() => undefined);
+  const result = rec ? await stopRecorded(rec) : "not-running";
+  await Deno.remove(pidFile).catch(() => {});
+  return result;
+}
+
+/** Every component with a pid file under the root, and whether it still runs. */
+export async function listComponents(root: string): Promise<ComponentStatus[]> {
+  const p = meshPaths(root);
+  const out: ComponentStatus[] = [];
+  let names: string[] = [];
+  try {
+    names = [...Deno.readDirSync(p.runDir)].map((e) => e.name).filter((n) => n.endsWith(".pid"));
+  } catch {
+    return out;
+  }
+  for (const n of names.sort()) {
+    const id = n.slice(0, -4);
+    const rec = await readPidFile(`${p.runDir}/${n}`).catch(() => undefined);
+    out.push({
+      id,
+      name: rec?.name ?? id,
+      state: !rec ? "stale-pid" : isSameProcess(rec) ? "running" : "stopped",
+      pid: rec?.pid,
+      since: rec?.startedAt,
+    });
+  }
+  return out;
+}
+
+/** Reads the root's mesh record; undefined when it has never been brought up. */
+export async function readMeshRecord(root: string): Promise<MeshRecord | undefined> {
+  try {
+    return JSON.parse(await Deno.readTextFile(`${meshPaths(root).runDir}/mesh.json`));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes the root's mesh record atomically. */
+export async function writeMeshRecord(rec: MeshRecord): Promise<void> {
+  const p = meshPaths(rec.root);
+  await ensureMeshDirs(p);
+  const tmp = `${p.runDir}/mesh.json.tmp`;
+  await Deno.writeTextFile(tmp, JSON.stringify(rec, null, 2) + "\n", { mode: 0o600 });
+  await Deno.rename(tmp, `${p.runDir}/mesh.json`);
+}
+
+/** Asks the running broker to re-read its config and waits until it says it did. */
+export async function reloadBroker(root: string): Promise<void> {
+  const { pidFile, logFile } = componentFiles(root, "nats-server");
+  const rec = await readPidFile(pidFile);
+  if (!rec || !isSameProcess(rec)) {
+    throw new CotalError(
+      "broker_not_running",
+      `The broker of ${root} is not running; start it with 'cotal up --root ${root}'.`,
+    );
+  }
+  const from = await fileSize(logFile);
+  Deno.kill(rec.pid, "SIGHUP");
+  const line = await waitLogLine(logFile, from, /Reloaded server configuration|Failed to reload/);
+  if (/Failed to reload/.test(line)) {
+    throw new CotalError(
+      "broker_reload_failed",
+      `nats-server refused the new configuration: ${line.replace(/^.*Failed/, "Failed")}`,
+    );
+  }
+}
+
+/** The nats-server binary a root uses (installed into the project cache when absent). */
+export function brokerBinary(say: (l: string) => void): Promise<FoundServer> {
+  return ensureServer({ onProgress: (l) => say(`nats-server: ${l}`) });
+}

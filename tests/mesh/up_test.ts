@@ -1,0 +1,115 @@
+import assert from "node:assert/strict";
+import { connect } from "nats";
+import { readPidFile } from "../../lib/mesh/pidfile.ts";
+import { componentFiles } from "../../lib/mesh/stack.ts";
+import { loadSpaceAccount } from "../../lib/mesh/trust_state.ts";
+import { credsAuthenticatorFast, mintCreds, newIdentity } from "../../lib/trust/mod.ts";
+import { workspaceSecretStore } from "../../lib/workspace/mod.ts";
+import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
+async function cotal(args: string[], cwd?: string) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", COTAL, ...args],
+    cwd,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  return {
+    code: out.code,
+    stdout: new TextDecoder().decode(out.stdout),
+    stderr: new TextDecoder().decode(out.stderr),
+  };
+}
+
+function alive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z /.test(Deno.readTextFileSync(`/proc/${pid}/stat`));
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves no process", async () => {
+  const root = await tempDir("cotal-root-");
+  const port = freePort();
+  try {
+    const first = await cotal(["up", "--detach", "--json", "--root", root, "--port", `${port}`]);
+    assert.equal(first.code, 0, first.stderr);
+    const r1 = JSON.parse(first.stdout);
+    assert.deepEqual(r1.started, ["nats-server"]);
+    assert.deepEqual(r1.spaces, ["default"]);
+    const pid1 = (await readPidFile(componentFiles(root, "nats-server").pidFile))!.pid;
+
+    const second = await cotal(["up", "--detach", "--json", "--root", root, "--port", `${port}`]);
+    assert.equal(second.code, 0, second.stderr);
+    assert.deepEqual(JSON.parse(second.stdout).started, []);
+    assert.equal((await readPidFile(componentFiles(root, "nats-server").pidFile))!.pid, pid1);
+
+    const status = await cotal(["status", "--json", "--root", root]);
+    assert.equal(status.code, 0);
+    assert.equal(JSON.parse(status.stdout).healthy, true);
+
+    // The broker runs in operator mode and the space's streams exist: a cred minted from the
+    // root's own trust record reads them; an unauthenticated client is refused.
+    const account = (await loadSpaceAccount(workspaceSecretStore(root), "default"))!;
+    const creds = await mintCreds(
+      { space: "default", account: account.account },
+      await newIdentity(),
+      "provisioner",
+    );
+    const nc = await connect({
+      servers: r1.url,
+      authenticator: credsAuthenticatorFast(creds),
+    }).catch((e) => e);
+    if (nc instanceof Error) throw nc;
+    await nc.close();
+    await assert.rejects(connect({ servers: r1.url, reconnect: false }), /Authorization/i);
+
+    const down = await cotal(["down", "--root", root]);
+    assert.equal(down.code, 0, down.stderr);
+    assert.match(down.stdout, /nats-server: stopped/);
+    assert.equal(alive(pid1), false);
+    const after = await cotal(["status", "--json", "--root", root]);
+    assert.equal(after.code, 1);
+  } finally {
+    await cotal(["down", "--root", root]);
+    await removeTempDir(root);
+  }
+});
+
+Deno.test("mesh - bad input to up gets one sentence and a non-zero exit", async () => {
+  for (
+    const [args, re] of [
+      [["up", "--port", "99999"], /--port must be a whole number from 1 to 65535/],
+      [["up", "--bogus"], /Unknown flag --bogus/],
+      [["up", "--port", "1", "--port", "2"], /given 2 times/],
+      [["frobnicate"], /Unknown command "frobnicate"/],
+    ] as const
+  ) {
+    const r = await cotal([...args]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, re);
+  }
+});
+
+Deno.test("mesh - up refuses a port something else listens on", async () => {
+  const root = await tempDir("cotal-root-");
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  try {
+    const r = await cotal([
+      "up",
+      "--detach",
+      "--root",
+      root,
+      "--port",
+      `${(l.addr as Deno.NetAddr).port}`,
+    ]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /is already in use; stop what listens there or pass --port/);
+  } finally {
+    l.close();
+    await removeTempDir(root);
+  }
+});
