@@ -20,10 +20,53 @@ export {
 export type { SecretStoreComposition } from "./lib/workspace/mod.ts";
 
 // Provisioning and minting
+export {
+  ensureDefaultDeliveryClass,
+  provisionAgent,
+  provisionAgentDurables,
+  setupSpaceStreams,
+} from "./lib/wire/mod.ts";
+export type {
+  AgentChannelPolicy,
+  BrokerTarget,
+  DeliveryClass,
+  EnsureDefaultDeliveryClassOptions,
+  ProvisionAgentDurablesOptions,
+  ProvisionAgentOptions,
+  ProvisionedAgent,
+  ProvisionedDurables,
+  ResolvedChannelPolicy,
+  SetupSpaceStreamsOptions,
+  SpaceSetupOptions,
+  SpaceSetupResult,
+} from "./lib/wire/mod.ts";
 
 // Auth building blocks
 
 // Seams and the wire
+export {
+  chatReadFilter,
+  chatSubject,
+  dmFilter,
+  instSubject,
+  parseSubject,
+  subjectRoot,
+  svcFilter,
+  svcSubject,
+} from "./lib/wire/mod.ts";
+export type {
+  ArtifactPart,
+  CotalMessage,
+  DataPart,
+  EndpointRef,
+  ExtensionPart,
+  JsonValue,
+  ParsedSubject,
+  Part,
+  SubjectParse,
+  SubjectRefusal,
+  TextPart,
+} from "./lib/wire/mod.ts";
 export type { SecretStore } from "./lib/workspace/mod.ts";
 export { FsSecretStore, workspaceSecretStore } from "./lib/workspace/mod.ts";
 export { registry } from "./lib/registry.ts";
