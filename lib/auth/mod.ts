@@ -1,0 +1,66 @@
+/**
+ * Auth: the Cotal bearer (issuer, JWKS, strict validation), owner derivation, the IdP bridge
+ * for any OIDC IdP, the IdP pin, the actor ledger, and the `auth-provider:cotal` extension
+ * (registered when this module is imported).
+ *
+ * @module
+ */
+
+export {
+  AUTH_POLICY,
+  CLOCK_SKEW_SEC,
+  MAX_BEARER_TTL_SEC,
+  RETIRED_KID_RETENTION_SEC,
+} from "./constants.ts";
+export { createUserTokenIssuer } from "./issuer.ts";
+export type {
+  IssuedBearer,
+  IssueRequest,
+  UserTokenIssuer,
+  UserTokenIssuerOptions,
+} from "./issuer.ts";
+export { bearerIssuer, validateUserToken } from "./validate.ts";
+export type { ValidatedBearer, ValidateUserTokenOptions } from "./validate.ts";
+export { JWS_ALGORITHMS, pinnedJwksResolver } from "./jwks.ts";
+export type {
+  JsonWebKeySet,
+  JwsAlgorithm,
+  KeyResolver,
+  PinnedJwksResolverOptions,
+  PublicJwk,
+} from "./jwks.ts";
+export { deriveOwnerForIdpSubject, deriveOwnerToken } from "./owner.ts";
+export { createIdpBridge } from "./idp_bridge.ts";
+export type {
+  ActorAuthorizer,
+  IdpBridge,
+  IdpBridgeOptions,
+  IdpExchangeRequest,
+  IdpExchangeResult,
+} from "./idp_bridge.ts";
+export type { VerifiedIdpToken } from "./idp_token.ts";
+export { checkIdpUrl, discoverIdp } from "./idp_fetch.ts";
+export type { DiscoveredIdp, IdpFetchOptions } from "./idp_fetch.ts";
+export { ensureIdpPin, loadIdpPin } from "./idp_pin.ts";
+export type { IdpPin, PinStore } from "./idp_pin.ts";
+export { channelCovers, createActorLedger } from "./ledger.ts";
+export type { ActorGrant, ActorLedger, ActorLedgerOptions, ActorRow } from "./ledger.ts";
+export {
+  ensureIssuer,
+  ensureOwnerSecret,
+  loadIssuer,
+  loadOwnerSecret,
+  saveIssuer,
+} from "./secrets.ts";
+export {
+  ACTOR_LEDGER_KIND,
+  actorLedgerKey,
+  IDP_PIN_KIND,
+  idpPinKey,
+  ISSUER_KIND,
+  issuerKey,
+  OWNER_SECRET_KIND,
+  ownerSecretKey,
+} from "./keys.ts";
+export { cotalAuthProvider } from "./provider.ts";
+export type { CotalAuthSession } from "./provider.ts";
