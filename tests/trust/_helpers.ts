@@ -43,15 +43,68 @@ export function connectCreds(
   });
 }
 
-/** Connect must fail; returns the error message the broker sent. */
-export async function connectRefused(url: string, creds: string): Promise<string> {
+/**
+ * Presents `creds` on a raw protocol connection (INFO, CONNECT, PING) and returns the broker's
+ * verdict line: `PONG` when it accepted the connect, its `-ERR '…'` otherwise. Raw because
+ * npm:nats's Node transport can surface the refused socket's ECONNRESET as an uncaught error
+ * under Deno, which would abort the test module.
+ */
+export async function rawConnect(url: string, creds: string): Promise<string> {
+  const { hostname, port } = new URL(url.replace(/^nats:/, "http:"));
+  const conn = await Deno.connect({ hostname, port: Number(port) });
+  const reader = conn.readable.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  const line = async () => {
+    while (!buf.includes("\r\n")) {
+      const { value, done } = await reader.read();
+      if (done) return buf || "EOF";
+      buf += dec.decode(value);
+    }
+    const i = buf.indexOf("\r\n");
+    const l = buf.slice(0, i);
+    buf = buf.slice(i + 2);
+    return l;
+  };
   try {
-    const nc = await connectCreds(url, creds);
-    await nc.close();
-  } catch (err) {
-    return String((err as Error).message ?? err);
+    const info = JSON.parse((await line()).replace(/^INFO /, ""));
+    const auth = credsAuthenticatorFast(creds)(info.nonce);
+    const connect = {
+      verbose: false,
+      pedantic: false,
+      protocol: 1,
+      lang: "raw",
+      version: "0",
+      ...auth,
+    };
+    const writer = conn.writable.getWriter();
+    await writer.write(new TextEncoder().encode(`CONNECT ${JSON.stringify(connect)}\r\nPING\r\n`));
+    for (;;) {
+      const l = await line();
+      if (l !== "+OK" && !l.startsWith("INFO ")) return l;
+    }
+  } finally {
+    try {
+      conn.close();
+    } catch {
+      // Already closed by the broker.
+    }
   }
-  throw new Error("the broker accepted a connect that should have been refused");
+}
+
+/** Connect must fail; returns the error line the broker sent. */
+export async function connectRefused(url: string, creds: string): Promise<string> {
+  const verdict = await rawConnect(url, creds);
+  if (verdict === "PONG") {
+    throw new Error("the broker accepted a connect that should have been refused");
+  }
+  return verdict;
+}
+
+/** Connect must succeed (the broker answers the PING). */
+export async function connectAccepted(url: string, creds: string): Promise<void> {
+  const verdict = await rawConnect(url, creds);
+  if (verdict !== "PONG") throw new Error(`the broker refused the connect: ${verdict}`);
 }
 
 type Violation = { operation: string; subject: string };
