@@ -42,6 +42,39 @@ export type {
 } from "./lib/wire/mod.ts";
 
 // Auth building blocks
+export {
+  cotalAuthProvider,
+  createIdpBridge,
+  createUserTokenIssuer,
+  deriveOwnerToken,
+  ensureIssuer,
+  ensureOwnerSecret,
+  loadIssuer,
+  loadOwnerSecret,
+  pinnedJwksResolver,
+  validateUserToken,
+} from "./lib/auth/mod.ts";
+export type {
+  ActorAuthorizer,
+  ActorRow,
+  CotalAuthSession,
+  IdpBridge,
+  IdpBridgeOptions,
+  IdpExchangeRequest,
+  IdpExchangeResult,
+  IssuedBearer,
+  IssueRequest,
+  JsonWebKeySet,
+  JwsAlgorithm,
+  KeyResolver,
+  PinnedJwksResolverOptions,
+  PublicJwk,
+  UserTokenIssuer,
+  UserTokenIssuerOptions,
+  ValidatedBearer,
+  ValidateUserTokenOptions,
+  VerifiedIdpToken,
+} from "./lib/auth/mod.ts";
 
 // Seams and the wire
 export {
