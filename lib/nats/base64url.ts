@@ -1,55 +1,29 @@
 /**
- * Unpadded base64url (RFC 4648 §5), the encoding of every JWT segment.
+ * Unpadded base64url (RFC 4648 §5), the encoding of every JWT segment, on V8's native
+ * `Uint8Array` base64 codec (several times faster than a JS loop on the signing path).
  *
  * @module
  */
 
-const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-const LOOKUP = new Int8Array(128).fill(-1);
-for (let i = 0; i < ALPHABET.length; i++) LOOKUP[ALPHABET.charCodeAt(i)] = i;
+const SHAPE = /^[A-Za-z0-9_-]*$/;
 
 /** Encodes bytes as unpadded base64url. */
 export function base64urlEncode(bytes: Uint8Array): string {
-  let out = "";
-  let i = 0;
-  for (; i + 2 < bytes.length; i += 3) {
-    const n = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
-    out += ALPHABET[n >>> 18] + ALPHABET[(n >>> 12) & 63] + ALPHABET[(n >>> 6) & 63] +
-      ALPHABET[n & 63];
-  }
-  const rest = bytes.length - i;
-  if (rest === 1) {
-    const n = bytes[i] << 16;
-    out += ALPHABET[n >>> 18] + ALPHABET[(n >>> 12) & 63];
-  } else if (rest === 2) {
-    const n = (bytes[i] << 16) | (bytes[i + 1] << 8);
-    out += ALPHABET[n >>> 18] + ALPHABET[(n >>> 12) & 63] + ALPHABET[(n >>> 6) & 63];
-  }
-  return out;
+  return bytes.toBase64({ alphabet: "base64url", omitPadding: true });
 }
 
 /**
- * Decodes strict unpadded base64url, or returns `undefined` for padding, characters outside
- * the alphabet, an impossible length, or non-zero trailing bits (so each byte string has
- * exactly one accepted spelling, as Go's `RawURLEncoding` in strict mode).
+ * Decodes strict unpadded base64url, or returns `undefined` for padding, whitespace,
+ * characters outside the alphabet, an impossible length, or non-zero trailing bits, so each
+ * byte string has exactly one accepted spelling (as Go's strict `RawURLEncoding`).
  */
 export function base64urlDecode(text: string): Uint8Array | undefined {
-  if (text.length % 4 === 1) return undefined;
-  const out = new Uint8Array(Math.floor((text.length * 3) / 4));
-  let value = 0;
-  let bits = 0;
-  let j = 0;
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    const v = code < 128 ? LOOKUP[code] : -1;
-    if (v < 0) return undefined;
-    value = ((value << 6) | v) & 0xffffff;
-    bits += 6;
-    if (bits >= 8) {
-      out[j++] = (value >>> (bits - 8)) & 0xff;
-      bits -= 8;
-    }
+  if (typeof text !== "string" || text.length % 4 === 1 || !SHAPE.test(text)) return undefined;
+  try {
+    // "strict" wants the padding back, and in exchange refuses non-zero trailing bits.
+    const padded = text + "=".repeat((4 - (text.length % 4)) % 4);
+    return Uint8Array.fromBase64(padded, { alphabet: "base64url", lastChunkHandling: "strict" });
+  } catch {
+    return undefined;
   }
-  if ((value & ((1 << bits) - 1)) !== 0) return undefined;
-  return out;
 }

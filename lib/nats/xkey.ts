@@ -12,7 +12,7 @@
 
 import nacl from "tweetnacl";
 import { CotalError } from "../errors.ts";
-import { decodePublicKey, parseSeed, pkcs8, publicKeyOf, withArticle } from "./nkeys.ts";
+import { decodePublicKey, parseSeed, pkcs8, publicKeyFromSeed, withArticle } from "./nkeys.ts";
 
 const VERSION = new TextEncoder().encode("xkv1");
 const NONCE_BYTES = 24;
@@ -39,19 +39,8 @@ export class XKeyPair {
 
   /** Imports a curve seed (`SX…`). */
   static async fromSeed(seed: string): Promise<XKeyPair> {
-    const { kind, raw } = parseSeed(seed);
-    if (kind !== "curve") {
-      throw new CotalError(
-        "xkey_bad_key",
-        `An xkey needs a curve seed (SX…), not ${withArticle(kind)} seed.`,
-      );
-    }
-    const publicKey = await publicKeyOf("curve", raw);
-    const key = await crypto.subtle.importKey("pkcs8", pkcs8(raw, true), "X25519", false, [
-      "deriveBits",
-    ]);
-    raw.fill(0);
-    return new XKeyPair(publicKey, key);
+    const key = await importCurveSeed(seed);
+    return new XKeyPair(await publicKeyFromSeed(seed), key);
   }
 
   /** The NaCl box key shared with `peer` (an `X…` key): HSalsa20 of the X25519 secret. */
@@ -67,6 +56,21 @@ export class XKeyPair {
     }
     return shared;
   }
+}
+
+async function importCurveSeed(seed: string): Promise<CryptoKey> {
+  const { kind, raw } = parseSeed(seed);
+  if (kind !== "curve") {
+    throw new CotalError(
+      "xkey_bad_key",
+      `An xkey needs a curve seed (SX…), not ${withArticle(kind)} seed.`,
+    );
+  }
+  const key = await crypto.subtle.importKey("pkcs8", pkcs8(raw, true), "X25519", false, [
+    "deriveBits",
+  ]);
+  raw.fill(0);
+  return key;
 }
 
 async function derive(key: CryptoKey, peer: string): Promise<Uint8Array> {
@@ -95,8 +99,9 @@ async function derive(key: CryptoKey, peer: string): Promise<Uint8Array> {
   return shared;
 }
 
-function pairOf(key: string | XKeyPair): Promise<XKeyPair> {
-  return typeof key === "string" ? XKeyPair.fromSeed(key) : Promise.resolve(key);
+/** A bare seed pays the import and the multiplication each call (no public key derived). */
+async function sharedKey(own: string | XKeyPair, peer: string): Promise<Uint8Array> {
+  return typeof own === "string" ? derive(await importCurveSeed(own), peer) : own.sharedKey(peer);
 }
 
 /**
@@ -108,7 +113,7 @@ export async function xkeySeal(
   sender: string | XKeyPair,
   recipient: string,
 ): Promise<Uint8Array> {
-  const shared = await (await pairOf(sender)).sharedKey(recipient);
+  const shared = await sharedKey(sender, recipient);
   const nonce = crypto.getRandomValues(new Uint8Array(NONCE_BYTES));
   const box = nacl.secretbox(plaintext, nonce, shared);
   const out = new Uint8Array(VERSION.length + NONCE_BYTES + box.length);
@@ -141,7 +146,7 @@ export async function xkeyOpen(
       "The message does not start with the xkv1 header; it is not an xkey-sealed message.",
     );
   }
-  const shared = await (await pairOf(recipient)).sharedKey(sender);
+  const shared = await sharedKey(recipient, sender);
   const nonce = sealed.subarray(VERSION.length, headerLength);
   const opened = nacl.secretbox.open(sealed.subarray(headerLength), nonce, shared);
   if (opened === null) {
