@@ -9,11 +9,12 @@
 
 import { CotalError } from "../errors.ts";
 import { MAX_BEARER_TTL_SEC, MAX_JWKS_BYTES, MIN_OWNER_SECRET_BYTES } from "./constants.ts";
-import { isActorToken } from "./grammar.ts";
+import { isActorToken, isLifecycleUid, isScopeList } from "./grammar.ts";
 import { checkIdpUrl, fetchIdpJson, fetchTimeout } from "./idp_fetch.ts";
 import { type IdpTokenPin, type VerifiedIdpToken, verifyIdpToken } from "./idp_token.ts";
 import type { UserTokenIssuer } from "./issuer.ts";
 import {
+  isPlainObject,
   type JsonWebKeySet,
   JWS_ALGORITHMS,
   type JwsAlgorithm,
@@ -138,7 +139,17 @@ export function createIdpBridge(opts: IdpBridgeOptions): IdpBridge {
       }
       const proof = await verify(idpToken);
       const owner = await deriveOwnerForIdpSubject(secret, pin.issuer, proof.sub);
-      const row = await ledger.authorize(owner, actor);
+      const row: unknown = await ledger.authorize(owner, actor);
+      // A pluggable authorizer that answers null, an array or someone else's row grants nothing.
+      if (
+        !isPlainObject(row) || row.owner !== owner || row.actor !== actor ||
+        !isScopeList(row.scope) || !isLifecycleUid(row.lifecycleUid)
+      ) {
+        throw new CotalError(
+          "actor_not_granted",
+          `The ledger returned no usable grant for ${owner}.${actor}; grant the actor again.`,
+        );
+      }
       const issued = await tokenIssuer.issue({
         space,
         owner,

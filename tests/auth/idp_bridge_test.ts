@@ -325,3 +325,27 @@ Deno.test("auth - IdP bridge options are checked at creation", async () => {
     assert.throws(() => createIdpBridge({ ...t.opts, ...over }), code("idp_bad_options"));
   }
 });
+
+Deno.test("auth - IdP bridge grants nothing from a malformed authorizer answer", async () => {
+  const t = await setup({ alg: "EdDSA" });
+  await using _idp = t.idp;
+  const row = await t.grant();
+  const answers: unknown[] = [
+    null,
+    [row],
+    { ...row, actor: "bob" },
+    { ...row, owner: `u_${"a".repeat(26)}` },
+    { ...row, lifecycleUid: undefined },
+    { ...row, scope: "admin" },
+  ];
+  for (const answer of answers) {
+    const bridge = createIdpBridge({
+      ...t.opts,
+      ledger: { authorize: () => Promise.resolve(answer as never) },
+    });
+    await assert.rejects(
+      bridge.exchange(await t.idp.sign(), { actor: "alice" }),
+      code("actor_not_granted"),
+    );
+  }
+});
