@@ -84,19 +84,10 @@ export async function encodeJwt(
     );
   }
   checkIssuer(type, signer.publicKey);
-  checkSubject(type, claims.sub);
-  for (const field of ["exp", "nbf"] as const) {
-    const value = claims[field];
-    if (value !== undefined && !isTimestamp(value)) {
-      throw new CotalError(
-        "jwt_bad_claims",
-        `The ${field} claim must be a whole number of Unix seconds, not ${String(value)}.`,
-      );
-    }
-  }
-  if (type === "authorization_response") checkResponseShape(claims.nats, claims.aud);
-  if (type === "authorization_request") checkRequestShape(claims.nats);
   const iat = options.iat ?? Math.floor(Date.now() / 1000);
+  if (!isTimestamp(iat)) throw badTime("iat", iat);
+  // The same checks decode applies, so we never sign a token our own decoder refuses.
+  checkShape(type, claims as unknown as Record<string, unknown>);
   const payload: Record<string, unknown> = {
     ...claims,
     iat,
@@ -231,14 +222,6 @@ function checkClaims(payload: Record<string, unknown>): NatsClaims {
     if (typeof payload[field] !== "string" || payload[field] === "") throw missing(field);
   }
   if (!isTimestamp(payload.iat)) throw missing("iat");
-  for (const field of ["exp", "nbf"] as const) {
-    if (payload[field] !== undefined && !isTimestamp(payload[field])) {
-      throw new CotalError(
-        "jwt_bad_claims",
-        `The JWT ${field} claim must be whole Unix seconds, not ${JSON.stringify(payload[field])}.`,
-      );
-    }
-  }
   const nats = payload.nats;
   if (typeof nats !== "object" || nats === null || Array.isArray(nats)) throw missing("nats");
   const { type, version } = nats as Record<string, unknown>;
@@ -256,23 +239,36 @@ function checkClaims(payload: Record<string, unknown>): NatsClaims {
     );
   }
   checkIssuer(type, payload.iss as string);
-  checkSubject(type, payload.sub as string);
-  if (type === "authorization_request") {
-    checkRequestShape(nats as Record<string, unknown>);
+  checkShape(type, payload);
+  return payload as unknown as NatsClaims;
+}
+
+/** Checks shared by encode and decode: times, subject role, and per-type required fields. */
+function checkShape(type: ClaimType, claims: Record<string, unknown>): void {
+  for (const field of ["exp", "nbf"] as const) {
+    if (claims[field] !== undefined && !isTimestamp(claims[field])) {
+      throw badTime(field, claims[field]);
+    }
   }
-  if (type === "authorization_response") {
-    checkResponseShape(nats as Record<string, unknown>, payload.aud);
-  }
-  if (type === "user") {
-    const issuerAccount = (nats as Record<string, unknown>).issuer_account;
-    if (issuerAccount !== undefined && !isPublicKey(issuerAccount as string, "account")) {
+  checkSubject(type, claims.sub);
+  const nats = claims.nats as Record<string, unknown>;
+  if (type === "authorization_request") checkRequestShape(nats);
+  if (type === "authorization_response") checkResponseShape(nats, claims.aud);
+  if (type === "user" && nats.issuer_account !== undefined) {
+    if (!isPublicKey(nats.issuer_account as string, "account")) {
       throw new CotalError(
         "jwt_bad_issuer",
         "The user JWT's issuer_account is not an account public key (A…).",
       );
     }
   }
-  return payload as unknown as NatsClaims;
+}
+
+function badTime(field: string, value: unknown): CotalError {
+  return new CotalError(
+    "jwt_bad_claims",
+    `The JWT ${field} claim must be whole Unix seconds, not ${JSON.stringify(value)}.`,
+  );
 }
 
 function checkRequestShape(nats: Record<string, unknown>): void {

@@ -237,6 +237,24 @@ Deno.test("jwt - encode refuses a signer or subject of the wrong role", async ()
     (e) => isCotalError(e, "jwt_bad_claims") && /exactly one of/.test(e.message),
   );
   await assert.rejects(
+    encodeJwt({
+      sub: c.user.publicKey,
+      nats: { type: "user", issuer_account: c.operator.publicKey },
+    }, c.signingSigner),
+    (e) => isCotalError(e, "jwt_bad_issuer") && e.message.includes("issuer_account"),
+  );
+  await assert.rejects(
+    encodeJwt({ sub: c.user.publicKey, nats: { type: "user" } }, c.accountSigner, { iat: -1 }),
+    (e) => isCotalError(e, "jwt_bad_claims") && e.message.includes("iat"),
+  );
+  await assert.rejects(
+    encodeJwt({
+      sub: c.user.publicKey,
+      nats: { type: "authorization_response", error: "no" },
+    }, c.accountSigner),
+    (e) => isCotalError(e, "jwt_bad_claims") && e.message.includes("aud"),
+  );
+  await assert.rejects(
     // deno-lint-ignore no-explicit-any
     encodeJwt({ sub: c.user.publicKey, nats: { type: "activation" } } as any, c.accountSigner),
     (e) => isCotalError(e, "jwt_wrong_type"),
@@ -348,6 +366,18 @@ Deno.test("jwt - decode refuses missing required fields", async () => {
       await craft(header, { ...payload, nats: { type: "user", version: 1 } }, c.accountSigner),
     ),
     (e) => isCotalError(e, "jwt_bad_version"),
+  );
+  await assert.rejects(
+    decodeJwt(await craft(header, { ...payload, exp: 1.5 }, c.accountSigner)),
+    (e) => isCotalError(e, "jwt_bad_claims") && e.message.includes("exp"),
+  );
+  const badIssuerAccount = {
+    ...payload,
+    nats: { type: "user", version: 2, issuer_account: c.user.publicKey },
+  };
+  await assert.rejects(
+    decodeJwt(await craft(header, badIssuerAccount, c.accountSigner)),
+    (e) => isCotalError(e, "jwt_bad_issuer") && e.message.includes("issuer_account"),
   );
   const server = await seedSigner(TD.decode(nkeysJs.createServer().getSeed()));
   const request = {
