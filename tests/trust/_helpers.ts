@@ -57,7 +57,13 @@ export async function rawConnect(url: string, creds: string): Promise<string> {
   let buf = "";
   const line = async () => {
     while (!buf.includes("\r\n")) {
-      const { value, done } = await reader.read();
+      let chunk: ReadableStreamReadResult<Uint8Array>;
+      try {
+        chunk = await reader.read();
+      } catch (err) {
+        return `RESET ${(err as Error).name}`;
+      }
+      const { value, done } = chunk;
       if (done) return buf || "EOF";
       buf += dec.decode(value);
     }
