@@ -3,6 +3,7 @@ import { denoIo } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { down, up } from "../up.ts";
 import { listComponents } from "../stack.ts";
+import { assertValidSpaceName } from "../names.ts";
 import { parsePort, resolveRoot, ROOT_FLAG } from "./common.ts";
 
 /** `cotal up`: bring the stack up for a space. */
@@ -28,7 +29,7 @@ export const upCommand = defineCommand({
     try {
       const result = await up({
         root: resolveRoot(values.root),
-        space: values.space,
+        space: assertValidSpaceName(values.space),
         host: values.host,
         port,
         detach: values.detach === true,

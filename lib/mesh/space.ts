@@ -1,0 +1,159 @@
+import { CotalError } from "../errors.ts";
+import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
+import { bucketNames, connectBroker, streamNames } from "../wire/mod.ts";
+import { spaceAccountKey, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
+import { meshPaths } from "./layout.ts";
+import { listComponents, readMeshRecord, reloadBroker, stopComponent } from "./stack.ts";
+import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
+import { addSpaceRecord, provisionSpace, renderBrokerConfig } from "./up.ts";
+
+/** One space of a root and the state of its daemons. */
+export interface SpaceRow {
+  space: string;
+  key: string;
+  account: string;
+  daemons: { id: string; state: string }[];
+}
+
+/** The root's running broker, or undefined when it is stopped. */
+export async function runningBroker(
+  root: string,
+): Promise<{ url: string; host: string; port: number } | undefined> {
+  const rec = await readMeshRecord(root);
+  const broker = (await listComponents(root)).find((c) => c.id === "nats-server");
+  return rec && broker?.state === "running" ? rec : undefined;
+}
+
+/** Every JetStream stream a space owns: its five streams and the streams behind its buckets. */
+export function spaceStreamList(space: string): string[] {
+  return [
+    ...Object.values(streamNames(space)),
+    ...Object.values(bucketNames(space)).map((b) => `KV_${b}`),
+  ];
+}
+
+/**
+ * Adds a space to a root: a new data account signed by the root's operator. When the broker
+ * runs it re-reads its config in place (no restart: sibling spaces keep their connections)
+ * and the new space's streams are created.
+ */
+export async function spaceAdd(root: string, space: string): Promise<{ created: boolean }> {
+  const before = await readSpaceIndex(root);
+  if (before.spaces.includes(space)) {
+    throw new CotalError(
+      "space_exists",
+      `Space '${space}' is already served by ${root}; 'cotal space list' shows them all.`,
+    );
+  }
+  await addSpaceRecord(root, space);
+  const live = await runningBroker(root);
+  if (live) {
+    await renderBrokerConfig(root, live);
+    await reloadBroker(root);
+    const account = (await loadSpaceAccount(workspaceSecretStore(root), space))!;
+    await provisionSpace(account, live.url);
+  }
+  return { created: true };
+}
+
+/** Lists a root's spaces with their accounts and daemons. */
+export async function spaceList(root: string): Promise<SpaceRow[]> {
+  const { spaces } = await readSpaceIndex(root);
+  const store = workspaceSecretStore(root);
+  const components = await listComponents(root);
+  const rows: SpaceRow[] = [];
+  for (const space of spaces) {
+    const key = spaceKeyHex(space);
+    const acct = await loadSpaceAccount(store, space).catch(() => undefined);
+    rows.push({
+      space,
+      key,
+      account: acct?.account.pub ?? "(record unreadable)",
+      daemons: components.filter((c) => c.id.endsWith(`.${key}`)).map((c) => ({
+        id: c.id,
+        state: c.state,
+      })),
+    });
+  }
+  return rows;
+}
+
+async function deleteStreams(account: SpaceAccountAuth, url: string): Promise<string[]> {
+  const creds = await mintCreds(
+    { space: account.space, account: account.account },
+    await newIdentity(),
+    "teardown",
+  );
+  const nc = await connectBroker({ servers: url, creds }, { name: "cotal space rm" });
+  const deleted: string[] = [];
+  try {
+    const jsm = await nc.jetstreamManager();
+    for (const name of spaceStreamList(account.space)) {
+      try {
+        await jsm.streams.delete(name);
+        deleted.push(name);
+      } catch (err) {
+        if (!/stream not found/i.test(String(err))) throw err;
+      }
+    }
+  } finally {
+    await nc.close();
+  }
+  return deleted;
+}
+
+/**
+ * Removes a space: stops its daemons, deletes its streams and buckets, its account record and
+ * its per-space secrets, and reloads the broker without the account. Siblings are untouched.
+ */
+export async function spaceRm(
+  root: string,
+  space: string,
+): Promise<{ stopped: string[]; deletedStreams: string[] }> {
+  const index = await readSpaceIndex(root);
+  if (!index.spaces.includes(space)) {
+    throw new CotalError(
+      "space_unknown",
+      `Space '${space}' is not served by ${root}; 'cotal space list' shows the spaces it has.`,
+    );
+  }
+  if (index.spaces.length === 1) {
+    throw new CotalError(
+      "space_last",
+      `Space '${space}' is the last one of ${root}; stop the mesh with 'cotal down' and remove ` +
+        "the root instead.",
+    );
+  }
+  const store = workspaceSecretStore(root);
+  const account = await loadSpaceAccount(store, space);
+  const key = spaceKeyHex(space);
+  const stopped: string[] = [];
+  for (const c of await listComponents(root)) {
+    if (c.id.endsWith(`.${key}`)) {
+      await stopComponent(root, c.id);
+      stopped.push(c.id);
+    }
+  }
+  const live = await runningBroker(root);
+  let deletedStreams: string[] = [];
+  if (live && account) deletedStreams = await deleteStreams(account, live.url);
+  index.spaces = index.spaces.filter((s) => s !== space);
+  await writeSpaceIndex(root, index);
+  await store.delete(spaceAccountKey(space));
+  const p = meshPaths(root);
+  await Deno.remove(`${p.store}/space.${key}`, { recursive: true }).catch(() => {});
+  if (live) {
+    await renderBrokerConfig(root, live);
+    await reloadBroker(root);
+  } else if (account) {
+    // A stopped broker: its JetStream files for the account go with it.
+    await Deno.remove(`${p.jetstream}/jetstream/${account.account.pub}`, { recursive: true })
+      .catch(() => {});
+    await renderBrokerConfig(root, {
+      host: "127.0.0.1",
+      port: 4222,
+      ...await readMeshRecord(root),
+    });
+  }
+  return { stopped, deletedStreams };
+}
