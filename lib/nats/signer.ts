@@ -48,6 +48,7 @@ function verifyKey(publicKey: string): Promise<CryptoKey> {
   if (key === undefined) {
     const raw = decodePublicKey(publicKey);
     key = crypto.subtle.importKey("raw", raw as BufferSource, "Ed25519", false, ["verify"]);
+    key.catch(() => verifyKeys.delete(publicKey));
     if (verifyKeys.size >= VERIFY_CACHE_MAX) {
       verifyKeys.delete(verifyKeys.keys().next().value as string);
     }
