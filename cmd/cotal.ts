@@ -7,5 +7,6 @@ import { dispatch } from "../lib/cli/mod.ts";
 import { registry } from "../lib/registry.ts";
 import "../lib/mesh/commands/up.ts";
 import "../lib/mesh/commands/space.ts";
+import "../lib/mesh/commands/ops.ts";
 
 Deno.exit(await dispatch(Deno.args, registry, { program: "cotal" }));

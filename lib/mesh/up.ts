@@ -3,6 +3,7 @@ import { mintCreds, newIdentity, serverConfig, type SpaceAccountAuth } from "../
 import { ensureDefaultDeliveryClass, setupSpaceStreams } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
+import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import {
   brokerBinary,
   brokerComponent,
@@ -163,6 +164,7 @@ export async function up(opts: UpOptions & { detach?: boolean }): Promise<UpResu
     if (!broker.started) await reloadBroker(opts.root);
     for (const a of accounts) await provisionSpace(a, rec.url);
     await writeMeshRecord(rec);
+    for (const a of accounts) await registerMesh({ space: a.space, root: opts.root, url: rec.url });
   } catch (err) {
     if (!opts.detach) await down(opts.root).catch(() => {});
     throw err;
@@ -202,5 +204,7 @@ export async function down(root: string): Promise<Record<string, string>> {
   const components = (await listComponents(root)).sort((a, b) => stopOrder(a.id) - stopOrder(b.id));
   const out: Record<string, string> = {};
   for (const c of components) out[c.id] = await stopComponent(root, c.id);
+  const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+  for (const space of spaces) await unregisterMesh(space, root).catch(() => {});
   return out;
 }

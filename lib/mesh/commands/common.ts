@@ -1,4 +1,5 @@
 import { CotalError } from "../../errors.ts";
+import { lookupMesh } from "../machine_registry.ts";
 
 /** The `--root` flag every mesh command takes. */
 export const ROOT_FLAG = {
@@ -25,4 +26,25 @@ export function parsePort(text: string, flag = "--port"): number {
     );
   }
   return port;
+}
+
+/**
+ * The root a command works on: `--root`, else `./.cotal` when it exists, else the root the
+ * machine's mesh registry records for the space (so any directory finds a running mesh).
+ */
+export async function resolveMeshRoot(flag: string | undefined, space: string): Promise<string> {
+  if (flag !== undefined) return resolveRoot(flag);
+  const local = resolveRoot(undefined);
+  try {
+    if ((await Deno.stat(local)).isDirectory) return local;
+  } catch {
+    // No local root: ask the machine registry.
+  }
+  const entry = await lookupMesh(space);
+  if (entry) return entry.root;
+  throw new CotalError(
+    "no_mesh",
+    `No mesh found for space '${space}': there is no ./.cotal here and the machine registry ` +
+      "has no entry; pass --root <dir> or start one with 'cotal up'.",
+  );
 }

@@ -1,0 +1,129 @@
+import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { CotalError } from "../../errors.ts";
+import { registry } from "../../registry.ts";
+import { PROFILES } from "../../trust/mod.ts";
+import { assertValidSpaceName } from "../names.ts";
+import { mintForRoot, sendText, tail } from "../ops.ts";
+import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
+
+const SPACE_FLAG = {
+  space: { type: "string", default: "default", description: "the space" },
+} as const;
+
+function parseTtl(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^\d+$/.test(text)) {
+    throw new CotalError(
+      "usage",
+      `--ttl must be a whole number of seconds, not '${text}'; each profile caps it (see docs/SECURITY.md).`,
+    );
+  }
+  return Number(text);
+}
+
+/** `cotal mint`: a scoped cred for one profile, from this root's signer. */
+export const mintCommand = defineCommand({
+  kind: "command",
+  name: "mint",
+  summary: "mint a scoped credential for a profile (bounded lifetime)",
+  flags: {
+    ...ROOT_FLAG,
+    ...SPACE_FLAG,
+    profile: {
+      type: "string",
+      required: true,
+      description: `one of: ${Object.keys(PROFILES).join(", ")}`,
+    },
+    actor: { type: "string", description: "the actor name (owner is 'local')" },
+    ttl: { type: "string", value: "seconds", description: "lifetime; capped by the profile" },
+    out: { type: "string", value: "file", description: "write the creds file here (0600)" },
+  },
+  async run({ values }) {
+    const space = assertValidSpaceName(values.space);
+    const root = await resolveMeshRoot(values.root, space);
+    const creds = await mintForRoot(root, space, {
+      profile: values.profile,
+      actor: values.actor,
+      expiresInSeconds: parseTtl(values.ttl),
+    });
+    if (values.out) {
+      const tmp = `${values.out}.tmp-${crypto.randomUUID()}`;
+      await Deno.writeTextFile(tmp, creds, { mode: 0o600 });
+      await Deno.rename(tmp, values.out);
+      console.error(`wrote ${values.out}`);
+    } else {
+      await Deno.stdout.write(new TextEncoder().encode(creds));
+    }
+  },
+});
+
+/** `cotal send`: one text message as the local operator. */
+export const sendCommand = defineCommand({
+  kind: "command",
+  name: "send",
+  summary: "send a text message to a channel, a peer or a role",
+  flags: {
+    ...ROOT_FLAG,
+    ...SPACE_FLAG,
+    ...JSON_FLAG,
+    channel: { type: "string", description: "post to this channel" },
+    to: { type: "string", value: "owner.actor", description: "DM this peer" },
+    role: { type: "string", description: "hand a task to this role (anycast)" },
+    as: { type: "string", default: "operator", description: "the actor to send as" },
+  },
+  positionals: [{ name: "text", description: "the message", required: true, variadic: true }],
+  async run({ values, positionals }) {
+    const space = assertValidSpaceName(values.space);
+    const root = await resolveMeshRoot(values.root, space);
+    const r = await sendText(
+      root,
+      space,
+      { channel: values.channel, to: values.to, role: values.role },
+      positionals.join(" "),
+      values.as,
+    );
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      r,
+      (v) => `sent ${v.id} (${v.stream} #${v.seq})`,
+    );
+  },
+});
+
+/** `cotal tail`: an observer's line stream of a space's channels. */
+export const tailCommand = defineCommand({
+  kind: "command",
+  name: "tail",
+  summary: "print a space's channel messages as they arrive (Ctrl-C stops)",
+  flags: {
+    ...ROOT_FLAG,
+    ...SPACE_FLAG,
+    ...JSON_FLAG,
+    count: { type: "string", value: "n", description: "stop after n messages" },
+  },
+  async run({ values }) {
+    const space = assertValidSpaceName(values.space);
+    const root = await resolveMeshRoot(values.root, space);
+    const max = values.count === undefined ? undefined : Number(values.count);
+    if (max !== undefined && (!Number.isInteger(max) || max < 1)) {
+      throw new CotalError(
+        "usage",
+        `--count must be a whole number above 0, not '${values.count}'.`,
+      );
+    }
+    const ac = new AbortController();
+    const stop = () => ac.abort();
+    Deno.addSignalListener("SIGINT", stop);
+    try {
+      await tail(root, space, (l) => {
+        if (values.json) console.log(JSON.stringify(l));
+        else console.log(`${new Date(l.ts).toISOString()} #${l.channel} ${l.from}: ${l.text}`);
+      }, { signal: ac.signal, max, ready: () => console.error(`tailing space '${space}'`) });
+    } finally {
+      Deno.removeSignalListener("SIGINT", stop);
+    }
+  },
+});
+
+registry.register([mintCommand, sendCommand, tailCommand]);

@@ -1,0 +1,168 @@
+import type { NatsConnection } from "nats";
+import { CotalError } from "../errors.ts";
+import { isProfile, mintCreds, newIdentity, type Profile } from "../trust/mod.ts";
+import {
+  buildMessage,
+  connectBroker,
+  decodeMessage,
+  publishMessage,
+  subjectRoot,
+} from "../wire/mod.ts";
+import { workspaceSecretStore } from "../workspace/mod.ts";
+import { runningBroker } from "./space.ts";
+import { loadSpaceAccount } from "./trust_state.ts";
+
+/** The local operator's principal: `local.<actor>`. */
+export function operatorPrincipal(actor: string) {
+  return { owner: "local", actor };
+}
+
+/** Options for {@linkcode mintForRoot}. */
+export interface RootMintOptions {
+  profile: string;
+  actor?: string;
+  expiresInSeconds?: number;
+  lifecycleUid?: string;
+  role?: string;
+  allowSubscribe?: string[];
+  allowPublish?: string[];
+}
+
+/** Mints a cred for one of a root's spaces from the root's own signer. */
+export async function mintForRoot(
+  root: string,
+  space: string,
+  opts: RootMintOptions,
+): Promise<string> {
+  if (!isProfile(opts.profile)) {
+    throw new CotalError(
+      "usage",
+      `'${opts.profile}' is not a Cotal profile; see 'cotal mint --help' for the list.`,
+    );
+  }
+  const account = await loadSpaceAccount(workspaceSecretStore(root), space);
+  if (!account) {
+    throw new CotalError(
+      "space_unknown",
+      `Space '${space}' has no account under ${root}; add it with 'cotal space add ${space}'.`,
+    );
+  }
+  return await mintCreds(
+    { space, account: account.account },
+    await newIdentity(),
+    opts.profile as Profile,
+    {
+      principal: operatorPrincipal(opts.actor ?? "operator"),
+      expiresInSeconds: opts.expiresInSeconds,
+      lifecycleUid: opts.lifecycleUid,
+      role: opts.role,
+      allowSubscribe: opts.allowSubscribe,
+      allowPublish: opts.allowPublish,
+    },
+  );
+}
+
+/** Connects to a root's running broker as a short-lived operator-side profile. */
+export async function connectAs(
+  root: string,
+  space: string,
+  profile: Profile,
+  actor = "operator",
+): Promise<NatsConnection> {
+  const live = await runningBroker(root);
+  if (!live) {
+    throw new CotalError(
+      "broker_not_running",
+      `The mesh under ${root} is not running; start it with 'cotal up --root ${root}'.`,
+    );
+  }
+  const creds = await mintForRoot(root, space, { profile, actor, expiresInSeconds: 300 });
+  return await connectBroker({ servers: live.url, creds }, { name: `cotal ${profile}` });
+}
+
+/** Where a message goes: exactly one of a channel, a peer (`owner.actor`) or a role. */
+export interface SendTarget {
+  channel?: string;
+  to?: string;
+  role?: string;
+}
+
+/** Sends one text message as the local operator; returns its id and stream sequence. */
+export async function sendText(
+  root: string,
+  space: string,
+  target: SendTarget,
+  text: string,
+  actor = "operator",
+): Promise<{ id: string; seq: number; stream: string }> {
+  const given = [target.channel, target.to, target.role].filter((v) => v !== undefined);
+  if (given.length !== 1) {
+    throw new CotalError(
+      "usage",
+      "Say where the message goes with exactly one of --channel, --to or --role.",
+    );
+  }
+  const nc = await connectAs(root, space, "operator", actor);
+  try {
+    const msg = buildMessage({
+      space,
+      from: { id: `local.${actor}`, name: actor },
+      channel: target.channel,
+      to: target.to,
+      toService: target.role,
+      text,
+    });
+    const ack = await publishMessage(nc, msg);
+    return { id: msg.id, seq: ack.seq, stream: ack.stream };
+  } finally {
+    await nc.close();
+  }
+}
+
+/** One line of `cotal tail`. */
+export interface TailLine {
+  ts: number;
+  channel: string;
+  from: string;
+  text: string;
+  id: string;
+}
+
+/**
+ * Streams a space's channel traffic as an observer until `signal` aborts (or `max` lines).
+ * Malformed or forged messages are skipped, never printed.
+ */
+export async function tail(
+  root: string,
+  space: string,
+  onLine: (line: TailLine) => void,
+  opts: { signal?: AbortSignal; max?: number; ready?: () => void } = {},
+): Promise<number> {
+  const nc = await connectAs(root, space, "observer");
+  let n = 0;
+  try {
+    const sub = nc.subscribe(`${subjectRoot(space)}.chat.>`);
+    opts.signal?.addEventListener("abort", () => sub.unsubscribe());
+    await nc.flush();
+    opts.ready?.();
+    for await (const m of sub) {
+      const d = decodeMessage(m.subject, m.data, { space });
+      if (!d.ok) continue;
+      const text = d.message.parts.map((p) => p.kind === "text" ? p.text : `[${p.kind}]`).join(
+        " ",
+      );
+      onLine({
+        ts: d.message.ts,
+        channel: d.message.channel ?? "",
+        from: d.message.from.id,
+        text,
+        id: d.message.id,
+      });
+      if (opts.max !== undefined && ++n >= opts.max) break;
+      if (opts.max === undefined) n++;
+    }
+  } finally {
+    await nc.close();
+  }
+  return n;
+}

@@ -1,0 +1,116 @@
+import assert from "node:assert/strict";
+import { parseCreds } from "../../lib/nats/mod.ts";
+import { decodeJwt } from "../../lib/nats/mod.ts";
+import { down, up } from "../../lib/mesh/up.ts";
+import { lookupMesh } from "../../lib/mesh/machine_registry.ts";
+import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
+function cotal(args: string[], env: Record<string, string>, cwd?: string) {
+  return new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", COTAL, ...args],
+    cwd,
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  });
+}
+
+async function run(args: string[], env: Record<string, string>, cwd?: string) {
+  const out = await cotal(args, env, cwd).output();
+  return {
+    code: out.code,
+    stdout: new TextDecoder().decode(out.stdout),
+    stderr: new TextDecoder().decode(out.stderr),
+  };
+}
+
+Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any directory finds the mesh", async () => {
+  const root = await tempDir("cotal-root-");
+  const home = await tempDir("cotal-home-");
+  const elsewhere = await tempDir("cotal-cwd-");
+  const env = { COTAL_HOME: home };
+  const before = Deno.env.get("COTAL_HOME");
+  Deno.env.set("COTAL_HOME", home);
+  try {
+    await up({
+      root,
+      space: "ops",
+      host: "127.0.0.1",
+      port: freePort(),
+      detach: true,
+      say: () => {},
+      untilStopped: Promise.resolve(),
+    });
+    assert.equal((await lookupMesh("ops"))?.root, root);
+
+    // tail runs from an unrelated directory: the machine registry finds the mesh.
+    const tailer = cotal(["tail", "--space", "ops", "--count", "1", "--json"], env, elsewhere)
+      .spawn();
+    const errReader = tailer.stderr.pipeThrough(new TextDecoderStream()).getReader();
+    let err = "";
+    await waitFor(async () => {
+      const { value } = await errReader.read();
+      err += value ?? "";
+      return err.includes("tailing");
+    }, { what: "tail to subscribe" });
+    const sent = await run(
+      ["send", "--space", "ops", "--channel", "general", "--json", "hello", "mesh"],
+      env,
+      elsewhere,
+    );
+    assert.equal(sent.code, 0, sent.stderr);
+    const { id } = JSON.parse(sent.stdout);
+    const stdout = await new Response(tailer.stdout).text();
+    await errReader.cancel();
+    assert.equal((await tailer.status).code, 0);
+    const line = JSON.parse(stdout.trim());
+    assert.equal(line.id, id);
+    assert.equal(line.text, "hello mesh");
+    assert.equal(line.channel, "general");
+    assert.equal(line.from, "local.operator");
+
+    const credsFile = `${elsewhere}/obs.creds`;
+    const minted = await run(
+      ["mint", "--space", "ops", "--profile", "observer", "--ttl", "60", "--out", credsFile],
+      env,
+      elsewhere,
+    );
+    assert.equal(minted.code, 0, minted.stderr);
+    assert.equal((await Deno.stat(credsFile)).mode! & 0o777, 0o600);
+    const { jwt } = await parseCreds(await Deno.readTextFile(credsFile));
+    const claims = await decodeJwt(jwt);
+    assert.ok(claims.exp! - claims.iat! <= 60);
+
+    for (
+      const [args, re] of [
+        [["mint", "--space", "ops", "--profile", "root"], /'root' is not a Cotal profile/],
+        [
+          ["mint", "--space", "ops", "--profile", "observer", "--ttl", "1e9"],
+          /--ttl must be a whole number/,
+        ],
+        [["send", "--space", "ops", "hi"], /exactly one of --channel, --to or --role/],
+        [["send", "--space", "ops", "--channel", "a", "--role", "b", "hi"], /exactly one/],
+        [["tail", "--space", "no-such-space"], /No mesh found for space 'no-such-space'/],
+        [["space", "add", "bad.name"], /'bad.name' is not a usable space name/],
+      ] as const
+    ) {
+      const r = await run([...args], env, elsewhere);
+      assert.notEqual(r.code, 0, args.join(" "));
+      assert.match(r.stderr, re, args.join(" "));
+    }
+    const huge = await run(
+      ["mint", "--space", "ops", "--profile", "observer", "--ttl", "999999999"],
+      env,
+      elsewhere,
+    );
+    assert.equal(huge.code, 1);
+    assert.match(huge.stderr, /above|maximum|exceeds/i);
+  } finally {
+    if (before === undefined) Deno.env.delete("COTAL_HOME");
+    else Deno.env.set("COTAL_HOME", before);
+    await down(root);
+    for (const d of [root, home, elsewhere]) await removeTempDir(d);
+  }
+});
