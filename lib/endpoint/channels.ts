@@ -1,0 +1,322 @@
+/**
+ * Channels: the joined set, the broker-confirmed live subscriptions, join backfill, reconnect
+ * gap fill, history reads, the channel registry view, and the durable-backstop request.
+ *
+ * Join order (reference A §5.3): arm the watermark (CHAT's last sequence) before subscribing,
+ * subscribe and confirm with a flush (a refusal is reported before the PONG), then backfill the
+ * retained history up to the watermark, marked historical. Ids dedupe every copy.
+ *
+ * @module
+ */
+
+import type { JetStreamClient, JetStreamManager, KV, NatsConnection, Subscription } from "nats";
+import { CotalError } from "../errors.ts";
+import { assertValidChannel, hasWildcard, type Principal } from "../wire/names.ts";
+import { chathistDurableName, streamNames } from "../wire/resources.ts";
+import { chatReadFilter, ctlSubject } from "../wire/subjects.ts";
+import { errorText } from "./credentials.ts";
+import { type RawHistoryItem, readHistory } from "./history.ts";
+import {
+  type ChannelRegistry,
+  effectiveDeliveryClass,
+  effectiveReplay,
+  validateChannelConfig,
+} from "../wire/channels.ts";
+import type { ChannelConfig } from "../wire/channels.ts";
+import type { JoinResult } from "./types.ts";
+
+/** How many retained messages a join backfills at most (the newest ones). */
+export const BACKFILL_LIMIT = 200;
+/** A reconnect gap fill starts this long before the drop (clock and in-flight slack). */
+export const GAP_SLACK_MS = 2_000;
+/** How long a `durableJoin` waits for the delivery daemon. */
+export const DURABLE_JOIN_TIMEOUT_MS = 30_000;
+const DEFAULTS_KEY = "=defaults";
+const WINDOW_RE = /^(\d+)(s|m|h|d)$/;
+const UNIT_MS: Record<string, number> = { s: 1e3, m: 6e4, h: 36e5, d: 864e5 };
+
+/** What the channel set needs from its endpoint. */
+export interface ChannelHost {
+  space: string;
+  principal(): Principal;
+  lifecycleUid?: string;
+  conn(): { nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager };
+  surface(
+    subject: string,
+    data: Uint8Array,
+    source: "live" | "backfill" | "gap",
+    seq?: number,
+  ): void;
+  error(err: CotalError): void;
+  warn(err: CotalError): void;
+}
+
+interface Joined {
+  filter: string;
+  sub?: Subscription;
+  durable: boolean;
+}
+
+/** The joined channels of one endpoint; survives connection rebuilds. */
+export class ChannelSet {
+  readonly #host: ChannelHost;
+  readonly #joined = new Map<string, Joined>();
+  readonly #registry: ChannelRegistry = { defaults: {}, channels: {} };
+  #historyChain: Promise<unknown> = Promise.resolve();
+  #watchStop?: () => void;
+
+  constructor(host: ChannelHost) {
+    this.#host = host;
+  }
+
+  /** The joined channels, in join order. */
+  joined(): string[] {
+    return [...this.#joined.keys()];
+  }
+
+  /** A channel's registry row merged with the space defaults. */
+  effective(channel: string): { replay: boolean; windowMs?: number; deliveryClass: string } {
+    const reg = this.#registry;
+    const window = reg.channels[channel]?.replayWindow ?? reg.defaults.replayWindow;
+    const m = typeof window === "string" ? WINDOW_RE.exec(window) : null;
+    return {
+      replay: effectiveReplay(reg, channel),
+      windowMs: m ? Number(m[1]) * UNIT_MS[m[2]] : undefined,
+      deliveryClass: effectiveDeliveryClass(reg, channel),
+    };
+  }
+
+  /** Watch the channel registry; resolves once the initial rows are in (or the bucket is absent). */
+  async watchRegistry(kv: KV | undefined): Promise<void> {
+    this.#watchStop?.();
+    if (!kv) return;
+    let ready!: () => void;
+    const initialized = new Promise<void>((r) => (ready = r));
+    const iter = await kv.watch({ initializedFn: () => ready() });
+    this.#watchStop = () => iter.stop();
+    (async () => {
+      for await (const e of iter) {
+        const isDefaults = e.key === DEFAULTS_KEY;
+        const row = e.operation === "PUT" ? parseConfig(e.value, isDefaults) : undefined;
+        if (isDefaults) this.#registry.defaults = row ?? {};
+        else if (row) this.#registry.channels[e.key] = row;
+        else delete this.#registry.channels[e.key];
+      }
+    })().catch(() => {});
+    await Promise.race([initialized, new Promise((r) => setTimeout(r, 2_000))]);
+  }
+
+  /** Stop the registry watch and drop the subscriptions (the joined set is kept). */
+  unbind(): void {
+    this.#watchStop?.();
+    this.#watchStop = undefined;
+    for (const j of this.#joined.values()) j.sub = undefined;
+  }
+
+  /** Join: watermark, confirmed subscribe, backfill, backstop request. */
+  async join(channel: string): Promise<JoinResult> {
+    assertValidChannel(channel);
+    const have = this.#joined.get(channel);
+    if (have?.sub) return { joined: true, backfilled: 0, durable: have.durable };
+    const { jsm } = this.#host.conn();
+    const filter = chatReadFilter(this.#host.space, channel);
+    const watermark = await jsm.streams.info(streamName(this.#host.space)).then(
+      (i) => i.state.last_seq,
+      () => 0,
+    );
+    const sub = await this.#subscribe(channel, filter);
+    const entry: Joined = { filter, sub, durable: false };
+    this.#joined.set(channel, entry);
+    const eff = this.effective(channel);
+    let backfilled = 0;
+    if (eff.replay && watermark > 0) {
+      const items = await this.#read(channel, {
+        upToSeq: watermark,
+        limit: BACKFILL_LIMIT,
+        startTime: eff.windowMs ? new Date(Date.now() - eff.windowMs) : undefined,
+      }).catch((err) => {
+        this.#host.warn(
+          new CotalError(
+            "backfill_failed",
+            `Joined ${channel} live, but its history backfill failed (${errorText(err)}).`,
+          ),
+        );
+        return [] as RawHistoryItem[];
+      });
+      for (const it of items) this.#host.surface(it.subject, it.data, "backfill", it.seq);
+      backfilled = items.length;
+    }
+    if (eff.deliveryClass !== "durable" || hasWildcard(channel)) {
+      return { joined: true, backfilled, durable: false };
+    }
+    const backstop = await this.#durableJoin(channel);
+    entry.durable = backstop.durable;
+    return { joined: true, backfilled, ...backstop };
+  }
+
+  /** Re-open every joined channel's subscription after a rebuild (no backfill). */
+  async resubscribe(): Promise<void> {
+    for (const [channel, j] of this.#joined) {
+      try {
+        j.sub = await this.#subscribe(channel, j.filter);
+      } catch (err) {
+        this.#joined.delete(channel);
+        this.#host.error(err as CotalError);
+      }
+    }
+  }
+
+  /** Leave: unsubscribe (and, when a backstop was established, ask the daemon to end it). */
+  async leave(channel: string): Promise<{ left: boolean }> {
+    const j = this.#joined.get(channel);
+    if (!j) return { left: false };
+    if (j.durable) {
+      // Fail closed: if the daemon cannot confirm the leave, the subscription stays.
+      const reply = await this.#control("durableLeave", {
+        channel,
+        lifecycleUid: this.#host.lifecycleUid,
+      });
+      if (!reply.ok) {
+        throw new CotalError(
+          "durable_leave_failed",
+          `The delivery daemon did not confirm leaving ${channel} (${reply.reason}); the channel stays joined, retry the leave.`,
+        );
+      }
+    }
+    j.sub?.unsubscribe();
+    this.#joined.delete(channel);
+    return { left: true };
+  }
+
+  /** Messages missed while the transport was down: read from just before the drop. */
+  async gapFill(since: number): Promise<void> {
+    for (const channel of this.#joined.keys()) {
+      try {
+        const items = await this.#read(channel, { startTime: new Date(since - GAP_SLACK_MS) });
+        for (const it of items) this.#host.surface(it.subject, it.data, "gap", it.seq);
+      } catch (err) {
+        this.#host.warn(
+          new CotalError(
+            "gap_fill_failed",
+            `Could not recover ${channel} messages sent while disconnected (${errorText(err)}).`,
+          ),
+        );
+      }
+    }
+  }
+
+  /** The newest `limit` retained messages of a channel, oldest first. */
+  history(channel: string, limit: number, signal?: AbortSignal): Promise<RawHistoryItem[]> {
+    assertValidChannel(channel);
+    return this.#read(channel, { limit, signal });
+  }
+
+  #read(
+    channel: string,
+    opts: { limit?: number; upToSeq?: number; startTime?: Date; signal?: AbortSignal },
+  ): Promise<RawHistoryItem[]> {
+    const uid = this.#host.lifecycleUid;
+    if (uid === undefined) {
+      return Promise.reject(
+        new CotalError(
+          "missing_lifecycle_uid",
+          "History reads use the lifecycle's chathist_ consumer; pass lifecycleUid to the endpoint.",
+        ),
+      );
+    }
+    // One chathist_ name per lifecycle: reads on this endpoint run one at a time.
+    const run = this.#historyChain.then(() => {
+      const { js, jsm } = this.#host.conn();
+      return readHistory(jsm, js, {
+        stream: streamName(this.#host.space),
+        name: chathistDurableName(this.#host.principal(), uid),
+        filter: chatReadFilter(this.#host.space, channel),
+        ...opts,
+      });
+    });
+    this.#historyChain = run.catch(() => {});
+    return run;
+  }
+
+  async #subscribe(channel: string, filter: string): Promise<Subscription> {
+    const { nc } = this.#host.conn();
+    let refused: Error | undefined;
+    const sub = nc.subscribe(filter, {
+      callback: (err, m) => {
+        if (err) {
+          refused = err;
+          if (this.#joined.get(channel)?.sub === sub) {
+            this.#joined.delete(channel);
+            this.#host.error(refusal(channel, err));
+          }
+          return;
+        }
+        this.#host.surface(m.subject, m.data, "live");
+      },
+    });
+    // The broker answers a refused SUB with -ERR before the PONG of this flush.
+    await nc.flush();
+    if (refused) throw refusal(channel, refused);
+    return sub;
+  }
+
+  async #durableJoin(channel: string): Promise<{ durable: boolean; reason?: string }> {
+    const reply = await this.#control("durableJoin", {
+      channel,
+      lifecycleUid: this.#host.lifecycleUid,
+    });
+    if (!reply.ok) {
+      return { durable: false, reason: `durable backstop unavailable (${reply.reason})` };
+    }
+    const data = reply.data as { durable?: boolean; reason?: string } | undefined;
+    return data?.durable === true
+      ? { durable: true }
+      : { durable: false, reason: data?.reason ?? "the delivery daemon declined the backstop" };
+  }
+
+  async #control(
+    op: string,
+    args: Record<string, unknown>,
+  ): Promise<{ ok: true; data?: unknown } | { ok: false; reason: string }> {
+    const { nc } = this.#host.conn();
+    const p = this.#host.principal();
+    const subject = ctlSubject(this.#host.space, "delivery", p);
+    const body = JSON.stringify({ op, args, from: `${p.owner}.${p.actor}` });
+    try {
+      const m = await nc.request(subject, body, {
+        timeout: DURABLE_JOIN_TIMEOUT_MS,
+        noMux: true,
+        reply: `${subject}.reply.${crypto.randomUUID().replaceAll("-", "")}`,
+      });
+      const r = JSON.parse(new TextDecoder().decode(m.data));
+      if (r?.ok === true) return { ok: true, data: r.data };
+      return { ok: false, reason: String(r?.error ?? "refused") };
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      return { ok: false, reason: code === "503" ? "no delivery daemon answered" : errorText(err) };
+    }
+  }
+}
+
+function streamName(space: string): string {
+  return streamNames(space).chat;
+}
+
+function refusal(channel: string, err: Error): CotalError {
+  return new CotalError(
+    "channel_refused",
+    `The broker refused the subscription to ${channel} (${
+      errorText(err)
+    }): it is not within this agent's read ACL; add it to allowSubscribe and re-mint.`,
+    { cause: err },
+  );
+}
+
+// A row the registry's own writer would refuse is ignored rather than half-applied.
+function parseConfig(data: Uint8Array, defaults: boolean): ChannelConfig | undefined {
+  try {
+    return validateChannelConfig(JSON.parse(new TextDecoder().decode(data)), { defaults });
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * Inbound copies: every path a message reaches the endpoint by (live channel subscription,
+ * join backfill, reconnect gap fill, DM and role consumers, durable delivery frames) ends
+ * here, is checked by the receive rules, coalesced by id, and surfaced as one `message` event.
+ *
+ * Receive rules: the subject is the authority. A malformed subject or JSON body, a `from.id`
+ * that is not the subject's sender, or an owner that is not a principal owner is dropped; on
+ * a consumer it is also terminated, since redelivering a permanent anomaly only repeats it.
+ *
+ * @module
+ */
+
+import type { JsMsg } from "nats";
+import { CotalError } from "../errors.ts";
+import type { CotalMessage } from "../wire/envelope.ts";
+import { validateMessage } from "../wire/envelope.ts";
+import { isPrincipalOwnerToken, parsePrincipalId, type Principal } from "../wire/names.ts";
+import { decodeMessage, type DeliveryKind } from "../wire/receive.ts";
+import type { SeenIds } from "./dedupe.ts";
+import { CotalMessageEvent, type Delivery, type MessageSource } from "./events.ts";
+
+/** The header a trusted Plane-3 reader stamps on every delivery frame. */
+export const DELIVERY_FRAME_HEADER = "Cotal-Delivery-Frame";
+/** How long an unclaimed consumer copy waits before redelivery (no `message` listener). */
+export const UNCLAIMED_NAK_MS = 5_000;
+
+/** What the inbound paths need from the endpoint. */
+export interface InboundHost {
+  space: string;
+  self(): Principal;
+  seen: SeenIds;
+  /** True when a persistent `message` listener is attached. */
+  listening(): boolean;
+  dispatch(ev: Event): boolean;
+  error(err: CotalError): void;
+}
+
+const NOOP: Delivery = Object.freeze({
+  durable: false,
+  settled: true,
+  ack: () => Promise.resolve(),
+  nak: () => {},
+  term: () => {},
+});
+
+function dropped(reason: string, detail: string, where: string): CotalError {
+  return new CotalError(
+    "message_dropped",
+    `A ${where} message was dropped (${reason}): ${detail}; the sender is misconfigured or forging.`,
+  );
+}
+
+/** A live, backfilled or gap-filled copy (no settlement). */
+export function surfaceCore(
+  host: InboundHost,
+  subject: string,
+  data: Uint8Array,
+  source: "live" | "backfill" | "gap",
+  seq?: number,
+): void {
+  const d = decodeMessage(subject, data, { space: host.space, self: host.self() });
+  if (!d.ok) {
+    if (d.reason !== "echo") host.error(dropped(d.reason, d.detail, "channel"));
+    return;
+  }
+  if (host.seen.check(d.message.id)) return;
+  host.dispatch(
+    new CotalMessageEvent(d.message, NOOP, {
+      kind: d.kind,
+      historical: source === "backfill",
+      source,
+      seq,
+    }),
+  );
+}
+
+/** A copy held by a DM or role consumer: settled after the listeners return. */
+export function surfaceConsumed(host: InboundHost, m: JsMsg, source: "dm" | "anycast"): void {
+  const d = decodeMessage(m.subject, m.data, { space: host.space, self: host.self() });
+  if (!d.ok) {
+    if (d.reason === "echo") m.ack();
+    else {
+      m.term(d.reason);
+      host.error(dropped(d.reason, d.detail, source === "dm" ? "DM" : "task"));
+    }
+    return;
+  }
+  settleAfterDispatch(host, m, d.message, d.kind, source);
+}
+
+/**
+ * A durable-delivery frame from the `dlv_` consumer: `{version: 1, channel, msg}` under the
+ * frame header, written by the trusted reader after re-authorizing the copy.
+ */
+export function surfaceDurable(host: InboundHost, m: JsMsg): void {
+  const frame = m.headers?.get(DELIVERY_FRAME_HEADER) === "1" ? parseFrame(m.data) : undefined;
+  if (!frame) {
+    m.term("malformed-frame");
+    host.error(dropped("malformed-frame", "not a version-1 delivery frame", "durable"));
+    return;
+  }
+  const { channel, msg } = frame;
+  let sender: Principal;
+  try {
+    validateMessage({ ...msg, channel } as CotalMessage);
+    sender = parsePrincipalId(msg.from.id, { anyOwner: true });
+  } catch {
+    m.term("malformed-json");
+    host.error(dropped("malformed-json", "the framed message is not a valid envelope", "durable"));
+    return;
+  }
+  if (!isPrincipalOwnerToken(sender.owner)) {
+    m.term("not-principal-owner");
+    host.error(dropped("not-principal-owner", "the sender's owner is not local or u_…", "durable"));
+    return;
+  }
+  if (sender.owner === host.self().owner && sender.actor === host.self().actor) {
+    m.ack();
+    return;
+  }
+  const message = { ...msg, channel } as CotalMessage;
+  delete message.to;
+  delete message.toService;
+  settleAfterDispatch(host, m, message, "channel", "durable");
+}
+
+function settleAfterDispatch(
+  host: InboundHost,
+  m: JsMsg,
+  message: CotalMessage,
+  kind: DeliveryKind,
+  source: MessageSource,
+): void {
+  // An id already surfaced (the live copy came first, or a redelivery of a handled copy) is
+  // settled silently: the host has seen it.
+  if (host.seen.has(message.id)) {
+    m.ack();
+    return;
+  }
+  if (!host.listening()) {
+    m.nak(UNCLAIMED_NAK_MS);
+    return;
+  }
+  host.seen.check(message.id);
+  const delivery = consumerDelivery(m, () => host.seen.forget(message.id));
+  const ev = new CotalMessageEvent(message, delivery, {
+    kind,
+    historical: false,
+    source,
+    seq: m.seq,
+  });
+  const keep = host.dispatch(ev);
+  if (keep && !delivery.settled) void delivery.ack().catch(() => {});
+}
+
+function consumerDelivery(m: JsMsg, forget: () => void): Delivery {
+  let settled = false;
+  return {
+    durable: true,
+    get settled() {
+      return settled;
+    },
+    async ack() {
+      if (settled) return;
+      settled = true;
+      await m.ackAck();
+    },
+    nak(delayMs?: number) {
+      if (settled) return;
+      settled = true;
+      // A nak'd copy must surface again when it is redelivered.
+      forget();
+      m.nak(delayMs);
+    },
+    term() {
+      if (settled) return;
+      settled = true;
+      m.term();
+    },
+  };
+}
+
+function parseFrame(data: Uint8Array): { channel: string; msg: CotalMessage } | undefined {
+  try {
+    const f = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(data));
+    if (f?.version !== 1 || typeof f.channel !== "string" || typeof f.msg !== "object") {
+      return undefined;
+    }
+    if (f.msg === null || typeof f.msg.from !== "object" || f.msg.from === null) return undefined;
+    return { channel: f.channel, msg: f.msg as CotalMessage };
+  } catch {
+    return undefined;
+  }
+}

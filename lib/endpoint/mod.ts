@@ -1,0 +1,49 @@
+/**
+ * lib/endpoint: `CotalEndpoint`, the long-lived client of one space (presence, channels, DM,
+ * anycast, history, credential renewal, reconnect with backoff).
+ *
+ * @module
+ */
+
+export {
+  CotalEndpoint,
+  DEFAULT_SERVER,
+  PUBLISH_RETRIES,
+  PUBLISH_TIMEOUT_MS,
+  RETRY_BASE_MS,
+  RETRY_CAP_MS,
+} from "./endpoint.ts";
+export { EndpointEvents, type EndpointListener } from "./emitter.ts";
+export {
+  ConnectionEvent,
+  CotalMessageEvent,
+  type Delivery,
+  EndpointErrorEvent,
+  type EndpointEventMap,
+  EndpointWarningEvent,
+  type MessageMeta,
+  type MessageSource,
+  PresenceEvent,
+  RenewalEvent,
+  RosterEvent,
+  TransportEvent,
+} from "./events.ts";
+export { BEARER_REFRESH_MARGIN_MS, CREDS_RENEW_FRACTION, EXPIRY_MARGIN_MS } from "./credentials.ts";
+export { DEFAULT_HEARTBEAT_MS, DEFAULT_PRESENCE_TTL_MS } from "./presence.ts";
+export { BACKFILL_LIMIT } from "./channels.ts";
+export { DELIVERY_FRAME_HEADER } from "./inbound.ts";
+export {
+  type AgentCard,
+  type AgentCardInput,
+  type AgentSkill,
+  type CardKind,
+  type CredentialSource,
+  type EndpointOptions,
+  type HistoryOptions,
+  type JoinResult,
+  type MulticastOptions,
+  type Presence,
+  type PresenceStatus,
+  PROTOCOL_VERSION,
+  type SendOptions,
+} from "./types.ts";
