@@ -1,30 +1,47 @@
 /**
- * cotal-agent: runs one agent from its launch material; started by cotal-supervise.
+ * cotal-agent: runs one agent from its launch material; started by cotal-supervise inside the
+ * agent's sandbox, with the launch file's path in COTAL_LAUNCH and nothing secret in argv.
+ *
  * @module
  */
 import { parseArgs } from "node:util";
+import { isCotalError } from "../lib/errors.ts";
+import { launchPathFromEnv, runAgent } from "../lib/manager/runner.ts";
 
-const USAGE = `usage: cotal-agent --space <name> --server <url> [--help]
+const USAGE = `usage: cotal-agent [--help]
 
-runs one agent from its launch material; started by cotal-supervise.`;
+runs one agent from the launch material named by COTAL_LAUNCH; started by cotal-supervise.`;
 
-try {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      space: { type: "string" },
-      server: { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    Deno.exit(0);
+async function main(): Promise<number> {
+  try {
+    const { values } = parseArgs({
+      args: Deno.args,
+      options: { help: { type: "boolean", short: "h" } },
+      strict: true,
+    });
+    if (values.help) {
+      console.log(USAGE);
+      return 0;
+    }
+  } catch (err) {
+    console.error(`cotal-agent: ${(err as Error).message}\n${USAGE}`);
+    return 2;
   }
-} catch (err) {
-  console.error(`cotal-agent: ${(err as Error).message}\n${USAGE}`);
-  Deno.exit(2);
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  for (const sig of ["SIGTERM", "SIGINT"] as const) Deno.addSignalListener(sig, onSignal);
+  try {
+    return await runAgent(launchPathFromEnv(), { signal: stop.signal });
+  } catch (err) {
+    if (isCotalError(err)) {
+      console.error(`cotal-agent: ${err.message} [${err.code}]`);
+      return 2;
+    }
+    console.error(`cotal-agent: the agent failed: ${(err as Error)?.stack ?? err}`);
+    return 1;
+  } finally {
+    for (const sig of ["SIGTERM", "SIGINT"] as const) Deno.removeSignalListener(sig, onSignal);
+  }
 }
-console.error(`cotal-agent: not available in this build yet.\n${USAGE}`);
-Deno.exit(2);
+
+Deno.exit(await main());
