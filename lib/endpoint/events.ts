@@ -57,14 +57,20 @@ export class CotalMessageEvent extends Event {
   }
 }
 
-/** A peer appeared, changed, or went offline (stale heartbeat, final offline, or deletion). */
+/** Why a peer went offline: its final row, a heartbeat older than the window, or a deleted row. */
+export type OfflineReason = "left" | "stale" | "removed";
+
+/** A peer appeared, changed, or went offline. */
 export class PresenceEvent extends Event {
   readonly change: "join" | "update" | "offline";
   readonly presence: Presence;
-  constructor(change: "join" | "update" | "offline", presence: Presence) {
+  /** Set when `change` is `offline`. */
+  readonly reason?: OfflineReason;
+  constructor(change: "join" | "update" | "offline", presence: Presence, reason?: OfflineReason) {
     super("presence");
     this.change = change;
     this.presence = presence;
+    this.reason = reason;
   }
 }
 

@@ -23,6 +23,7 @@ export {
   EndpointWarningEvent,
   type MessageMeta,
   type MessageSource,
+  type OfflineReason,
   PresenceEvent,
   RenewalEvent,
   RosterEvent,

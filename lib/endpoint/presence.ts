@@ -10,7 +10,7 @@
 
 import type { KV, KvEntry } from "nats";
 import { CotalError } from "../errors.ts";
-import { PresenceEvent, RosterEvent } from "./events.ts";
+import { type OfflineReason, PresenceEvent, RosterEvent } from "./events.ts";
 import { errorText } from "./credentials.ts";
 import type { Presence, PresenceStatus } from "./types.ts";
 
@@ -145,7 +145,7 @@ export class PresenceTracker {
       if (peer.online && now - peer.seenAt > this.#ttlMs) {
         peer.online = false;
         changed = true;
-        this.#event(key, "offline", { ...peer.presence, status: "offline" });
+        this.#event(key, "offline", { ...peer.presence, status: "offline" }, "stale");
       }
     }
     if (changed) this.#host.dispatch(new RosterEvent(this.roster()));
@@ -173,7 +173,7 @@ export class PresenceTracker {
     if (e.operation !== "PUT") {
       if (known?.online) {
         known.online = false;
-        this.#event(key, "offline", { ...known.presence, status: "offline" });
+        this.#event(key, "offline", { ...known.presence, status: "offline" }, "removed");
         this.#host.dispatch(new RosterEvent(this.roster()));
       }
       return;
@@ -194,17 +194,33 @@ export class PresenceTracker {
     const seenAt = live ? Date.now() : Math.min(Date.now(), e.created.getTime());
     const online = presence.status !== "offline" && Date.now() - seenAt <= this.#ttlMs;
     const wasOnline = known?.online ?? false;
+    // Heartbeats rewrite only `ts`: those are not changes worth an event.
+    const changed = !known || contentOf(known.presence) !== contentOf(presence);
     this.#peers.set(key, { presence, online, seenAt });
     if (online && !wasOnline) this.#event(key, "join", presence);
-    else if (online) this.#event(key, "update", presence);
-    else if (wasOnline) this.#event(key, "offline", presence);
-    if (online !== wasOnline || online) this.#host.dispatch(new RosterEvent(this.roster()));
+    else if (online && changed) this.#event(key, "update", presence);
+    else if (!online && wasOnline) {
+      this.#event(key, "offline", presence, presence.status === "offline" ? "left" : "stale");
+    }
+    if (online !== wasOnline || (online && changed)) {
+      this.#host.dispatch(new RosterEvent(this.roster()));
+    }
   }
 
-  #event(key: string, change: "join" | "update" | "offline", p: Presence): void {
+  #event(
+    key: string,
+    change: "join" | "update" | "offline",
+    p: Presence,
+    reason?: OfflineReason,
+  ): void {
     if (key === this.#host.selfKey()) return;
-    this.#host.dispatch(new PresenceEvent(change, p));
+    this.#host.dispatch(new PresenceEvent(change, p, reason));
   }
+}
+
+function contentOf(p: Presence): string {
+  const { ts: _ts, ...rest } = p;
+  return JSON.stringify(rest);
 }
 
 function positive(v: number, what: string): number {
