@@ -8,5 +8,6 @@ import { registry } from "../lib/registry.ts";
 import "../lib/mesh/commands/up.ts";
 import "../lib/mesh/commands/space.ts";
 import "../lib/mesh/commands/ops.ts";
+import "../lib/mesh/commands/systemd.ts";
 
 Deno.exit(await dispatch(Deno.args, registry, { program: "cotal" }));

@@ -1,0 +1,189 @@
+/**
+ * systemd units for a Cotal host: the broker and each daemon, run from the compiled binaries,
+ * each under its own user with the filesystem locked down. The signer (`secrets/auth`) is
+ * made inaccessible to every unit that must not read it, so a compromised broker or delivery
+ * daemon cannot reach signing seeds even through a path Deno's permissions would allow.
+ *
+ * Secrets cross users without loosening their 0600 modes: systemd's `LoadCredential=` reads
+ * the delivery cred as root and hands the daemon a private copy; a `.path` unit restarts
+ * delivery when the supervisor re-signs that cred.
+ */
+import { spaceKeyHex } from "../workspace/mod.ts";
+
+/** Where things live on a systemd host. */
+export interface SystemdLayout {
+  /** State: `/var/lib/cotal`. */
+  stateDir: string;
+  /** The compiled binaries (`cotal-delivery`, ...): `/usr/local/bin`. */
+  binDir: string;
+  /** nats-server: `/usr/sbin/nats-server` (Debian's). */
+  natsServer: string;
+  /** The broker's client address. */
+  host: string;
+  port: number;
+  /** The spaces this host serves. */
+  spaces: string[];
+}
+
+/** The users units run as; one per daemon, sharing nothing but the `cotal` group. */
+export const UNIT_USERS = Object.freeze({
+  broker: "cotal-nats",
+  delivery: "cotal-delivery",
+  supervise: "cotal-supervise",
+  auth: "cotal-auth",
+});
+
+/** Defaults for a standard host. */
+export function defaultSystemdLayout(spaces: string[]): SystemdLayout {
+  return {
+    stateDir: "/var/lib/cotal",
+    binDir: "/usr/local/bin",
+    natsServer: "/usr/sbin/nats-server",
+    host: "127.0.0.1",
+    port: 4222,
+    spaces,
+  };
+}
+
+function unit(sections: Record<string, (string | false)[]>): string {
+  return Object.entries(sections).map(([name, lines]) =>
+    `[${name}]\n${lines.filter((l) => l !== false).join("\n")}\n`
+  ).join("\n");
+}
+
+// Directives every Cotal unit carries.
+function hardening(): string[] {
+  return [
+    "NoNewPrivileges=yes",
+    "ProtectSystem=strict",
+    "ProtectHome=yes",
+    "PrivateTmp=yes",
+    "PrivateDevices=yes",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectControlGroups=yes",
+    "RestrictSUIDSGID=yes",
+    "LockPersonality=yes",
+    "UMask=0077",
+    "Restart=on-failure",
+    "RestartSec=2s",
+  ];
+}
+
+/** Renders every unit file, keyed by file name. */
+export function renderUnits(l: SystemdLayout): Record<string, string> {
+  const S = l.stateDir;
+  const url = `nats://${l.host}:${l.port}`;
+  const units: Record<string, string> = {};
+  units["cotal-nats.service"] = unit({
+    Unit: [
+      "Description=Cotal broker (nats-server, operator mode)",
+      "After=network.target",
+    ],
+    Service: [
+      `User=${UNIT_USERS.broker}`,
+      "Group=cotal",
+      `ExecStart=${l.natsServer} -c ${S}/broker/nats.conf`,
+      "ExecReload=/bin/kill -HUP $MAINPID",
+      `ReadWritePaths=${S}/broker`,
+      `InaccessiblePaths=${S}/secrets`,
+      ...hardening(),
+    ],
+    Install: ["WantedBy=multi-user.target"],
+  });
+  for (const space of l.spaces) {
+    const hex = spaceKeyHex(space);
+    const spaceStore = `${S}/secrets/space.${hex}`;
+    units[`cotal-delivery-${space}.service`] = unit({
+      Unit: [
+        `Description=Cotal delivery daemon for space ${space}`,
+        "After=cotal-nats.service",
+        "Requires=cotal-nats.service",
+      ],
+      Service: [
+        `User=${UNIT_USERS.delivery}`,
+        "Group=cotal",
+        `LoadCredential=delivery.creds:${spaceStore}/delivery.creds`,
+        `ExecStart=${l.binDir}/cotal-delivery --space ${space} --server ${url} --creds \${CREDENTIALS_DIRECTORY}/delivery.creds`,
+        `InaccessiblePaths=${S}/secrets`,
+        `ReadWritePaths=${S}/logs`,
+        ...hardening(),
+      ],
+      Install: ["WantedBy=multi-user.target"],
+    });
+    // The supervisor re-signs the delivery cred at 75% of its life; delivery restarts onto it.
+    units[`cotal-delivery-${space}.path`] = unit({
+      Unit: [`Description=Restart Cotal delivery for ${space} when its cred is re-signed`],
+      Path: [
+        `PathChanged=${spaceStore}/delivery.creds`,
+        `Unit=cotal-delivery-restart-${space}.service`,
+      ],
+      Install: ["WantedBy=multi-user.target"],
+    });
+    units[`cotal-delivery-restart-${space}.service`] = unit({
+      Unit: [`Description=Restart Cotal delivery for ${space} onto its re-signed cred`],
+      Service: [
+        "Type=oneshot",
+        `ExecStart=/bin/systemctl try-restart cotal-delivery-${space}.service`,
+      ],
+    });
+    units[`cotal-supervise-${space}.service`] = unit({
+      Unit: [
+        `Description=Cotal supervisor for space ${space} (agent lifecycle)`,
+        "After=cotal-nats.service",
+        "Requires=cotal-nats.service",
+      ],
+      Service: [
+        `User=${UNIT_USERS.supervise}`,
+        "Group=cotal",
+        `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url}`,
+        `ReadWritePaths=${S}`,
+        // The supervisor holds the signer; agents it starts are sandboxed by bwrap on top.
+        ...hardening(),
+      ],
+      Install: ["WantedBy=multi-user.target"],
+    });
+    units[`cotal-auth-service-${space}.service`] = unit({
+      Unit: [
+        `Description=Cotal auth service for space ${space} (callout, exchange, JWKS)`,
+        "After=cotal-nats.service",
+        "Requires=cotal-nats.service",
+      ],
+      Service: [
+        `User=${UNIT_USERS.auth}`,
+        "Group=cotal",
+        // Its own root: the store holds its kinds and a stripped data-signer projection that
+        // 'cotal systemd install' places there, so the supervisor's store stays out of reach.
+        `ExecStart=${l.binDir}/cotal-auth-service --root ${S}/auth-service --space ${space} --server ${url} --listen 127.0.0.1:0`,
+        `InaccessiblePaths=${S}/secrets`,
+        `ReadWritePaths=${S}/auth-service`,
+        ...hardening(),
+      ],
+      Install: ["WantedBy=multi-user.target"],
+    });
+  }
+  return units;
+}
+
+/** sysusers.d entries creating the users and the shared group. */
+export function renderSysusers(): string {
+  return [
+    "g cotal -",
+    ...Object.values(UNIT_USERS).map((u) => `u ${u} -:cotal "Cotal ${u.slice(6)}" -`),
+    "",
+  ].join("\n");
+}
+
+/** tmpfiles.d entries laying out the state directory with its owners and modes. */
+export function renderTmpfiles(l: SystemdLayout): string {
+  const S = l.stateDir;
+  return [
+    `d ${S} 0750 root cotal -`,
+    `d ${S}/broker 0700 ${UNIT_USERS.broker} cotal -`,
+    `d ${S}/secrets 0700 ${UNIT_USERS.supervise} cotal -`,
+    `d ${S}/auth-service 0700 ${UNIT_USERS.auth} cotal -`,
+    `d ${S}/run 0770 root cotal -`,
+    `d ${S}/logs 0770 root cotal -`,
+    "",
+  ].join("\n");
+}
