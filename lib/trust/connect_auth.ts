@@ -35,8 +35,11 @@ function parse(text: string): { jwt: string; seed: string } {
 
 function jwtSubject(jwt: string): string | undefined {
   try {
-    const b64 = jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
-    return JSON.parse(DECODER.decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)))).sub;
+    const bin = atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"));
+    // A plain loop: Uint8Array.from(str, fn) costs ~1.5 ms on a 24 KB agent JWT.
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return JSON.parse(DECODER.decode(bytes)).sub;
   } catch {
     return undefined;
   }
