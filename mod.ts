@@ -21,6 +21,32 @@ export type { SecretStoreComposition } from "./lib/workspace/mod.ts";
 
 // Provisioning and minting
 export {
+  createBrokerAuth,
+  createSpaceAccountAuth,
+  createSpaceAuth,
+  CREDENTIAL_LIFETIMES,
+  mintConnectionEvictorCreds,
+  mintCreds,
+  mintMembershipObserverCreds,
+  newIdentity,
+  rotateDataAccountSigningKey,
+  serverConfig,
+  stripSpaceAuth,
+} from "./lib/trust/mod.ts";
+export type {
+  BrokerAuth,
+  CredentialKind,
+  Identity,
+  LifetimeOpts,
+  MintAuth,
+  MintOpts,
+  Principal,
+  Profile,
+  ServerConfigOpts,
+  SpaceAccountAuth,
+  SpaceAuth,
+} from "./lib/trust/mod.ts";
+export {
   ensureDefaultDeliveryClass,
   provisionAgent,
   provisionAgentDurables,
