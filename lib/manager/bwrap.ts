@@ -22,7 +22,7 @@ export interface EnsureBwrapOptions {
 }
 
 /** How to get bubblewrap by hand, or run without it; ends every provisioning error. */
-export const BWRAP_MANUAL =
+export const BWRAP_MANUAL: string =
   "install bubblewrap (Debian/Ubuntu: 'apt-get install bubblewrap'; Fedora: 'dnf install " +
   "bubblewrap') and put bwrap on PATH or in COTAL_BWRAP, or start untrusted agents with " +
   "isolation 'deno-only' to accept Deno permissions as the only layer";

@@ -8,6 +8,7 @@
  */
 import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
+import type { JsonValue } from "../wire/envelope.ts";
 import { assertValidLifecycleUid, assertValidPrincipal, type Principal } from "../wire/names.ts";
 
 /** The env var carrying the launch file's path. */
@@ -16,11 +17,6 @@ export const LAUNCH_ENV = "COTAL_LAUNCH";
 export const LAUNCH_FORMAT = "cotal-launch/v1";
 /** Launch files are small; a bigger one is refused before it is parsed. */
 export const MAX_LAUNCH_BYTES = 1 << 20;
-
-/** A JSON value, for built-in agents' configuration. */
-export type JsonValue = string | number | boolean | null | JsonValue[] | {
-  [key: string]: JsonValue;
-};
 
 /** The non-secret part of an agent's identity card. */
 export interface AgentCard {
@@ -58,13 +54,20 @@ export type AgentSpec =
 
 /** The whole launch file. */
 export interface LaunchMaterial {
+  /** Always {@linkcode LAUNCH_FORMAT}; a different tag is refused, not guessed at. */
   readonly format: typeof LAUNCH_FORMAT;
+  /** Broker addresses the agent connects to. */
   readonly servers: readonly string[];
+  /** The space's name (the display form; subjects use its token). */
   readonly space: string;
+  /** Who the agent is on the wire: the `(owner, actor)` its creds are minted for. */
   readonly principal: Principal;
   readonly card: AgentCard;
+  /** This incarnation's id: a respawn gets a new one, so stale state is told apart. */
   readonly lifecycleUid: string;
+  /** The secret part: creds text or a bearer source. */
   readonly auth: AgentAuth;
+  /** What the runner runs. */
   readonly agent: AgentSpec;
 }
 

@@ -17,7 +17,10 @@ import {
 } from "../registry.ts";
 
 /** The terminal size a spawn gets unless it asks for another. */
-export const DEFAULT_PTY_SIZE = Object.freeze({ cols: 120, rows: 32 });
+export const DEFAULT_PTY_SIZE: Readonly<{ cols: number; rows: number }> = Object.freeze({
+  cols: 120,
+  rows: 32,
+});
 
 const SIGNALS: Record<number, string> = {
   1: "SIGHUP",

@@ -7,11 +7,17 @@
  * @module
  */
 import { CotalError } from "../../errors.ts";
-import type { JsonValue } from "../launch.ts";
+import type { JsonValue } from "../../wire/envelope.ts";
 import type { AgentContext } from "../runner.ts";
 
 /** Caps no configuration may exceed. */
-export const TASK_RUNNER_LIMITS = Object.freeze({
+export const TASK_RUNNER_LIMITS: Readonly<{
+  defaultTimeoutMs: number;
+  maxTimeoutMs: number;
+  defaultOutputBytes: number;
+  maxOutputBytes: number;
+  maxInputBytes: number;
+}> = Object.freeze({
   defaultTimeoutMs: 60_000,
   maxTimeoutMs: 30 * 60_000,
   defaultOutputBytes: 64 * 1024,
