@@ -18,6 +18,7 @@ export {
   membershipRwCredsKey,
 } from "./lib/workspace/mod.ts";
 export type { SecretStoreComposition } from "./lib/workspace/mod.ts";
+export { createRuntime } from "./lib/manager/mod.ts";
 
 // Provisioning and minting
 export {
