@@ -35,20 +35,18 @@ const agentOpts: MintOpts = {
   role: "reviewer",
 };
 
-/** Mints for MINT_MS with `parallel` mints in flight; returns creds per second. */
+/** Mints for MINT_MS with `parallel` mints kept in flight; returns creds per second. */
 async function mintRate(parallel: number, fresh: boolean): Promise<number> {
   const id = newIdentity();
   let n = 0;
   const start = performance.now();
-  while (performance.now() - start < MINT_MS) {
-    await Promise.all(
-      Array.from(
-        { length: parallel },
-        () => mintCreds(auth, fresh ? newIdentity() : id, "agent", agentOpts),
-      ),
-    );
-    n += parallel;
-  }
+  const worker = async () => {
+    while (performance.now() - start < MINT_MS) {
+      await mintCreds(auth, fresh ? newIdentity() : id, "agent", agentOpts);
+      n++;
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, worker));
   return (n * 1000) / (performance.now() - start);
 }
 
@@ -57,6 +55,7 @@ const mints = [
   { name: "agent creds, one at a time, fresh identity each", rate: await mintRate(1, true) },
   { name: "agent creds, one at a time, same identity (re-sign)", rate: await mintRate(1, false) },
   { name: "agent creds, 32 in flight, fresh identity each", rate: await mintRate(32, true) },
+  { name: "agent creds, 32 in flight, same identity (re-sign)", rate: await mintRate(32, false) },
 ];
 
 await using authBroker = await startTestBroker({
@@ -180,6 +179,13 @@ const section = [
       (pct(c.samples, 0.5) / baseOf(c)).toFixed(2)
     }x |`
   ),
+  "",
+  "Where the time goes (CPU profile of the mint loop): about a third of each mint is the main",
+  "thread idle, waiting on WebCrypto's thread pool for lib/nats's `jti` SHA-256 (`encodeJwt`)",
+  "and for the seed-to-public-key re-derivation in `renderCreds`; lib/trust already signs",
+  "through a native `node:crypto` Signer. The raw-protocol rows show the broker's own cost of",
+  "verifying a user JWT and nonce signature at connect; the client-side cost of",
+  "credsAuthenticatorFast is ~30 µs per connect (npm:nats's credsAuthenticator: ~11 ms).",
 ].join("\n");
 
 console.log(section);
