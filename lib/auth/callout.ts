@@ -82,6 +82,11 @@ export interface AuthCalloutOptions {
   prepareConnection?: (grant: CalloutGrant) => Promise<void>;
   /** Called once per request with the outcome. */
   onDecision?: (decision: CalloutDecision) => void;
+  /**
+   * The request subject, default `$SYS.REQ.USER.AUTH`. nats-server refuses every client
+   * publish to that subject, so protocol tests play the server on another one.
+   */
+  subject?: string;
 }
 
 /** A running responder. */
@@ -147,7 +152,9 @@ export async function startAuthCallout(opts: AuthCalloutOptions): Promise<AuthCa
     opts,
   };
   const counts = { allow: 0, deny: 0, drop: 0 };
-  const sub: Subscription = nc.subscribe(AUTH_CALLOUT_SUBJECT, { queue: CALLOUT_QUEUE });
+  const sub: Subscription = nc.subscribe(opts.subject ?? AUTH_CALLOUT_SUBJECT, {
+    queue: CALLOUT_QUEUE,
+  });
   const inFlight = new Set<Promise<void>>();
 
   const loop = (async () => {

@@ -119,10 +119,12 @@ export interface Responder {
 export async function startResponder(
   mesh: CalloutMesh,
   over: Partial<AuthCalloutOptions> = {},
+  /** Another (open) broker to serve on, for protocol tests on a test subject. */
+  plainUrl?: string,
 ): Promise<Responder> {
   const nc = await connect({
-    servers: mesh.broker.url,
-    authenticator: credsAuthenticatorFast(mesh.callout.calloutCreds),
+    servers: plainUrl ?? mesh.broker.url,
+    authenticator: plainUrl ? undefined : credsAuthenticatorFast(mesh.callout.calloutCreds),
     name: `cotal:auth-service:${mesh.space}`,
   });
   const decisions: CalloutDecision[] = [];
