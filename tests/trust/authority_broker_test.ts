@@ -11,10 +11,12 @@ import {
   createSpaceAuth,
   mintCreds,
   newIdentity,
+  newLifecycleUid,
   rotateDataAccountSigningKey,
   serverConfig,
 } from "../../lib/trust/mod.ts";
 import {
+  connectAccepted,
   connectCreds,
   connectRefused,
   credsClaims,
@@ -127,4 +129,29 @@ Deno.test("trust - after rotation and a reload, old-key creds are refused and ne
   );
   const fresh = await connectCreds(b.url, await mintCreds(rotated, newIdentity(), "probe"));
   await fresh.close();
+});
+
+Deno.test("trust - max_control_line admits large agent JWTs; oversized grants are refused at mint", async () => {
+  const auth = await createSpaceAuth(uniqueSpace("line"));
+  await using b = await startAuthBroker(auth, [auth]);
+  const many = Array.from({ length: 100 }, (_, i) => `channel-${i}`);
+  const creds = await mintCreds(auth, newIdentity(), "agent", {
+    lifecycleUid: newLifecycleUid(),
+    allowSubscribe: many,
+    allowPublish: many,
+  });
+  assert.ok(
+    creds.length > 4 * 4096,
+    `a ${creds.length}-byte creds file, far past the 4 KiB default`,
+  );
+  await connectAccepted(b.url, creds);
+  const tooMany = Array.from({ length: 400 }, (_, i) => `channel-${i}`);
+  await assert.rejects(
+    mintCreds(auth, newIdentity(), "agent", {
+      lifecycleUid: newLifecycleUid(),
+      allowSubscribe: tooMany,
+      allowPublish: tooMany,
+    }),
+    (err: { code?: string }) => err.code === "creds_too_large",
+  );
 });
