@@ -125,6 +125,7 @@ export class CotalEndpoint extends EndpointEvents {
   #status: PresenceStatus = "idle";
   #activity?: string;
   #reconnectWaiters: Array<() => void> = [];
+  #attemptWaiters: Array<{ resolve(): void; reject(err: Error): void }> = [];
 
   constructor(opts: EndpointOptions) {
     super();
@@ -150,7 +151,8 @@ export class CotalEndpoint extends EndpointEvents {
       space: opts.space,
       principal: () => this.principal,
       lifecycleUid: opts.lifecycleUid,
-      conn: () => this.#live(),
+      // Also used while a rebuild binds, before the endpoint reports itself running.
+      conn: () => this.#conn ?? this.#live(),
       surface: (subject, data, source, seq) =>
         surfaceCore(this.#inbound, subject, data, source, seq),
       error: (err) => this.#error(err),
@@ -253,14 +255,23 @@ export class CotalEndpoint extends EndpointEvents {
     return this.stop();
   }
 
-  /** Rebuild the connection now (interrupting a backoff wait); resolves once rebound. */
-  async reconnect(): Promise<void> {
+  /**
+   * Rebuild the connection now (interrupting a backoff wait). Resolves once rebound; if this
+   * attempt fails its error is thrown and the background loop keeps retrying.
+   */
+  reconnect(): Promise<void> {
     if (this.#state === "idle" || this.#state === "stopped") {
-      throw new CotalError("not_started", "Only a started endpoint can reconnect.");
+      return Promise.reject(
+        new CotalError("not_started", "Only a started endpoint can reconnect."),
+      );
     }
-    if (this.#state === "running") this.#lost(new CotalError("manual_reconnect", "reconnect()"));
-    this.#wake?.();
-    await this.#rebuilding;
+    const next = new Promise<void>((resolve, reject) => {
+      this.#attemptWaiters.push({ resolve, reject });
+    });
+    if (this.#state === "running") {
+      this.#lost(new CotalError("manual_reconnect", "reconnect() was called."), true);
+    } else this.#wake?.();
+    return next;
   }
 
   /** Post to a channel (default: the first concrete boot channel). */
@@ -516,7 +527,7 @@ export class CotalEndpoint extends EndpointEvents {
     });
   }
 
-  #lost(err: unknown): void {
+  #lost(err: unknown, immediate = false): void {
     this.#gapSince ??= Date.now();
     const conn = this.#conn;
     this.#teardown();
@@ -527,7 +538,7 @@ export class CotalEndpoint extends EndpointEvents {
       "connection_lost",
       `The broker connection closed (${err ? errorText(err) : "no error"}); rebuilding it.`,
     );
-    this.#rebuilding ??= this.#rebuild(e).finally(() => (this.#rebuilding = undefined));
+    this.#rebuilding ??= this.#rebuild(e, immediate).finally(() => (this.#rebuilding = undefined));
   }
 
   #teardown(): void {
@@ -538,17 +549,20 @@ export class CotalEndpoint extends EndpointEvents {
     for (const w of this.#reconnectWaiters.splice(0)) w();
   }
 
-  async #rebuild(cause: CotalError): Promise<void> {
-    let attempt = 0;
+  /** The one serialized rebuild: retry with a widening backoff until bound or stopped. */
+  async #rebuild(cause: CotalError, immediate: boolean): Promise<void> {
+    let failures = 0;
     let err: CotalError = cause;
+    let wait = !immediate;
     while (this.#state === "rebuilding") {
-      if (cause.code !== "manual_reconnect" || attempt > 0) {
-        const delay = Math.min(RETRY_BASE_MS * 2 ** attempt, RETRY_CAP_MS);
-        attempt++;
+      if (wait) {
+        const delay = Math.min(RETRY_BASE_MS * 2 ** failures, RETRY_CAP_MS);
         this.#warn(err, delay);
         await this.#sleep(delay);
-        if (this.#state !== "rebuilding") return;
-      } else attempt++;
+        if (this.#state !== "rebuilding") break;
+        failures++;
+      }
+      wait = true;
       let nc: NatsConnection | undefined;
       try {
         await this.#freshCredential();
@@ -559,6 +573,7 @@ export class CotalEndpoint extends EndpointEvents {
         const since = this.#gapSince;
         this.#gapSince = undefined;
         if (since !== undefined) void this.#channels.gapFill(since);
+        for (const w of this.#attemptWaiters.splice(0)) w.resolve();
         return;
       } catch (e) {
         this.#teardown();
@@ -568,8 +583,11 @@ export class CotalEndpoint extends EndpointEvents {
           `Rebuilding the connection failed (${errorText(e)}); retrying.`,
           { cause: e },
         );
+        for (const w of this.#attemptWaiters.splice(0)) w.reject(err);
       }
     }
+    const stopped = new CotalError("stopped", "The endpoint was stopped while reconnecting.");
+    for (const w of this.#attemptWaiters.splice(0)) w.reject(stopped);
   }
 
   #sleep(ms: number): Promise<void> {
