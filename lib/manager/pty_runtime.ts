@@ -134,8 +134,24 @@ export const ptyRuntime: Runtime = Object.freeze({
   spawn: spawnPty,
 });
 
-async function pump(stream: ReadableStream<Uint8Array>, events: Events): Promise<void> {
-  for await (const chunk of stream) events.emitData(chunk);
+async function pump(
+  stream: ReadableStream<Uint8Array>,
+  events: Events,
+  exited: Promise<void>,
+): Promise<void> {
+  const reader = stream.getReader();
+  // A grandchild that inherited the pipe can hold it open after the child exits: once the
+  // child is gone, give the pipe a moment to drain, then stop reading.
+  exited.then(() => setTimeout(() => reader.cancel().catch(() => {}), 500));
+  try {
+    while (true) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      events.emitData(value);
+    }
+  } catch {
+    // Cancelled.
+  }
 }
 
 // deno-lint-ignore require-await
@@ -152,7 +168,11 @@ async function spawnProcess(spec: LaunchSpec, _options: SpawnOptions = {}): Prom
     stderr: "piped",
   }).spawn();
   const writer = child.stdin.getWriter();
-  const pumped = Promise.all([pump(child.stdout, events), pump(child.stderr, events)]);
+  const exited = child.status.then(() => {});
+  const pumped = Promise.all([
+    pump(child.stdout, events, exited),
+    pump(child.stderr, events, exited),
+  ]);
   child.status.then(async (st) => {
     await pumped.catch(() => {});
     writer.close().catch(() => {});

@@ -150,3 +150,38 @@ Deno.test("manager - a runner started on the pty runtime inside bwrap gets a ter
   assert.equal(code, 0, out);
   assert.match(out, /isatty:true size:101x29/);
 });
+
+Deno.test("manager - killing a sandboxed runner leaves none of its processes behind", async () => {
+  const fx = await agentFixture();
+  const spec: AgentSpec = {
+    kind: "program",
+    command: "/bin/sh",
+    args: ["-c", "sleep 600 & echo started:$$; wait"],
+  };
+  await writeMaterial(fx, spec);
+  const r = await startRunner({
+    layout: fx.layout,
+    agentDir: fx.agentDir,
+    spec,
+    isolation: chooseIsolation({ bwrap: await testBwrap() }),
+    runtime: await createRuntime("process"),
+  });
+  const dec = new TextDecoder();
+  let out = "";
+  r.handle.onData((d) => (out += dec.decode(d)));
+  const exited = new Promise((res) => r.handle.onExit(res));
+  while (!out.includes("started:")) await new Promise((res) => setTimeout(res, 20));
+  r.handle.kill("SIGTERM");
+  await exited;
+  // The agent dir is unique to this test, so any survivor would show it in its cwd.
+  const survivors: string[] = [];
+  for (const e of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(e.name)) continue;
+    try {
+      if (Deno.readLinkSync(`/proc/${e.name}/cwd`) === fx.agentDir) survivors.push(e.name);
+    } catch {
+      // Gone, or not ours.
+    }
+  }
+  assert.deepEqual(survivors, []);
+});
