@@ -235,6 +235,9 @@ export class FsSecretStore implements SecretStore {
     try {
       info = await Deno.stat(this.root);
     } catch (err) {
+      // A reader granted only its own key's directory (the delivery daemon's permission row)
+      // may not stat the root; the lstat of every component below still guards the path.
+      if (!create && err instanceof Deno.errors.NotCapable) return true;
       if (!(err instanceof Deno.errors.NotFound)) throw err;
       if (!create) return false;
       await Deno.mkdir(this.root, { recursive: true, mode: DIR_MODE });

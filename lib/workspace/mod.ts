@@ -1,6 +1,7 @@
 /**
- * Workspace: the `SecretStore` seam, its filesystem and in-memory implementations, and the
- * per-space key builders.
+ * Workspace: the `SecretStore` seam, its filesystem and in-memory implementations, the
+ * per-space key builders, the composed space signer (`getSpaceAuth`), daemon-cred renewal
+ * (`remintDaemonCreds`) and the credential doctor (`doctorAuth`).
  *
  * @module
  */
@@ -25,3 +26,19 @@ export {
 export type { SecretStoreComposition } from "./keys.ts";
 export { checkStoreKey } from "./store_key.ts";
 export { BROKER_AUTH_KEY, isSignerKey, spaceAccountKey } from "./trust_keys.ts";
+export { getSpaceAuth } from "./space_auth.ts";
+export {
+  assertReminted,
+  credFingerprint,
+  REMINTABLE_DAEMON_CREDS,
+  remintDaemonCreds,
+} from "./renewal.ts";
+export type {
+  CredPreflight,
+  PreflightInfo,
+  RemintableCred,
+  RemintOptions,
+  RemintResult,
+} from "./renewal.ts";
+export { credHealth, doctorAuth } from "./doctor.ts";
+export type { CredHealth, DoctorAuthOptions, DoctorAuthRow } from "./doctor.ts";

@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import { encodeJwt, renderCreds, seedSigner } from "../../lib/nats/mod.ts";
+import {
+  createSpaceAuth,
+  mintConnectionEvictorCreds,
+  mintCreds,
+  newIdentity,
+  serializeBrokerAuth,
+  serializeSpaceAccountAuth,
+} from "../../lib/trust/mod.ts";
+import {
+  BROKER_AUTH_KEY,
+  connectionEvictorCredsKey,
+  credHealth,
+  deliveryCredsKey,
+  doctorAuth,
+  membershipRwCredsKey,
+  MemorySecretStore,
+  spaceAccountKey,
+  workspaceSecretStore,
+} from "../../lib/workspace/mod.ts";
+
+const C = { injected: true } as const;
+
+async function unboundedCreds(signingSeed: string, accountPub: string): Promise<string> {
+  const id = newIdentity();
+  const jwt = await encodeJwt({
+    sub: id.id,
+    name: "legacy",
+    nats: {
+      type: "user",
+      issuer_account: accountPub,
+      pub: { allow: ["x"] },
+      sub: { allow: ["y"] },
+    },
+  }, await seedSigner(signingSeed));
+  return await renderCreds(jwt, id.seed);
+}
+
+Deno.test("workspace - credHealth grades healthy, near-expiry, expired, unbounded, unreadable", async () => {
+  const auth = await createSpaceAuth("alpha");
+  const now = Math.floor(Date.now() / 1000);
+  const cred = await mintCreds(auth, newIdentity(), "delivery", { expiresInSeconds: 1000 });
+  assert.equal((await credHealth(cred, now)).status, "healthy");
+  assert.equal((await credHealth(cred, now + 760)).status, "near-expiry");
+  const expired = await credHealth(cred, now + 1001);
+  assert.equal(expired.status, "expired");
+  assert.ok(expired.remainingSeconds! < 0);
+  const unbounded = await unboundedCreds(auth.account.signingSeed, auth.account.pub);
+  assert.equal((await credHealth(unbounded, now)).status, "unbounded");
+  const bad = await credHealth("SUAAAA-not-a-creds-file", now);
+  assert.equal(bad.status, "unreadable");
+  assert.equal(bad.detail, "creds_bad_format");
+});
+
+Deno.test("workspace - doctorAuth reports every cred in a workspace store and --fix re-signs only daemon creds", async () => {
+  const root = await Deno.makeTempDir({ prefix: "cotal-doctor-" });
+  try {
+    const auth = await createSpaceAuth("alpha");
+    const store = workspaceSecretStore(root);
+    await store.put(BROKER_AUTH_KEY, serializeBrokerAuth(auth));
+    await store.put(spaceAccountKey("alpha"), serializeSpaceAccountAuth(auth));
+    const delivery = await mintCreds(auth, newIdentity(), "delivery", { expiresInSeconds: 4 });
+    const rw = await mintCreds(auth, newIdentity(), "membership-rw");
+    const evictor = await mintConnectionEvictorCreds(auth, newIdentity(), { expiresInSeconds: 4 });
+    const agent = await mintCreds(auth, newIdentity(), "supervisor", { expiresInSeconds: 4 });
+    await store.put(deliveryCredsKey("alpha", C), delivery);
+    await store.put(membershipRwCredsKey("alpha", C), rw);
+    await store.put(connectionEvictorCredsKey("alpha", C), evictor);
+    await store.put("agents/alice.creds", agent);
+    await store.put("agents/broken.creds", "not a creds file");
+    // Past 75 % of the 4-second creds.
+    await new Promise((r) => setTimeout(r, 3200));
+
+    const rows = await doctorAuth(root);
+    const by = new Map(rows.map((r) => [r.key, r]));
+    assert.equal(by.get(deliveryCredsKey("alpha", C))?.status, "near-expiry");
+    assert.equal(by.get(deliveryCredsKey("alpha", C))?.daemon, true);
+    assert.equal(by.get(deliveryCredsKey("alpha", C))?.space, "alpha");
+    assert.equal(by.get(membershipRwCredsKey("alpha", C))?.status, "healthy");
+    assert.equal(by.get(connectionEvictorCredsKey("alpha", C))?.daemon, false);
+    assert.equal(by.get("agents/alice.creds")?.status, "near-expiry");
+    assert.equal(by.get("agents/broken.creds")?.status, "unreadable");
+    for (const r of rows) assert.ok(!JSON.stringify(r).includes("SU"), "a row leaked a seed");
+
+    const fixed = await doctorAuth(root, undefined, { fix: true });
+    const f = new Map(fixed.map((r) => [r.key, r]));
+    assert.equal(f.get(deliveryCredsKey("alpha", C))?.fix?.ok, true);
+    assert.equal(f.get(deliveryCredsKey("alpha", C))?.status, "healthy");
+    // $SYS and agent creds are never re-signed by the doctor.
+    assert.equal(f.get(connectionEvictorCredsKey("alpha", C))?.fix, undefined);
+    assert.equal(await store.get(connectionEvictorCredsKey("alpha", C)), evictor);
+    assert.equal(await store.get("agents/alice.creds"), agent);
+    assert.equal(f.get("agents/alice.creds")?.status, "near-expiry");
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("workspace - doctorAuth --fix refuses a broken continuity and needs spaces for an injected store", async () => {
+  const auth = await createSpaceAuth("alpha");
+  const store = new MemorySecretStore();
+  // The signer in the store is a same-label alternate: re-signing would mint a broker-dead cred.
+  const alternate = await createSpaceAuth("alpha");
+  await store.put(BROKER_AUTH_KEY, serializeBrokerAuth(alternate));
+  await store.put(spaceAccountKey("alpha"), serializeSpaceAccountAuth(alternate));
+  const now = Math.floor(Date.now() / 1000);
+  const delivery = await mintCreds(auth, newIdentity(), "delivery", { expiresAt: now + 100 });
+  await store.put(deliveryCredsKey("alpha", C), delivery);
+  await assert.rejects(doctorAuth("/unused", store), /pass the spaces/);
+  const rows = await doctorAuth("/unused", store, { spaces: ["alpha"], fix: true, now: now + 90 });
+  assert.equal(rows.length, 1);
+  assert.equal(rows[0].status, "near-expiry");
+  assert.equal(rows[0].fix?.ok, false);
+  assert.equal(rows[0].fix?.error?.code, "continuity_broken");
+  assert.equal(await store.get(deliveryCredsKey("alpha", C)), delivery);
+});
