@@ -86,6 +86,27 @@ export async function parseCreds(text: string): Promise<Creds> {
   return { jwt, seed };
 }
 
+// Seeds recently checked against their public key: re-signing one identity (renewal, a burst
+// of mints) derives it once. Bounded, and holds only what the caller already holds.
+const pairs = new Map<string, string>();
+
+/**
+ * Records a seed's public key as known, for key pairs generated in this process (their public
+ * key was just derived from the seed): rendering their creds then skips a second derivation.
+ */
+export function notePair(seed: string, publicKey: string): void {
+  if (pairs.size >= 256) pairs.delete(pairs.keys().next().value!);
+  pairs.set(seed, publicKey);
+}
+
+async function publicKeyCached(seed: string): Promise<string> {
+  const hit = pairs.get(seed);
+  if (hit !== undefined) return hit;
+  const pub = await publicKeyFromSeed(seed);
+  notePair(seed, pub);
+  return pub;
+}
+
 async function checkPair(subject: string, seed: string): Promise<void> {
   if (parseSeed(seed).kind !== "user") {
     throw new CotalError(
@@ -93,7 +114,7 @@ async function checkPair(subject: string, seed: string): Promise<void> {
       "The seed in a creds file must be a user seed (SU…), not an operator or account seed.",
     );
   }
-  if (await publicKeyFromSeed(seed) !== subject) {
+  if (await publicKeyCached(seed) !== subject) {
     throw new CotalError(
       "creds_mismatch",
       `The seed does not belong to the JWT's subject ${subject}; pair each user JWT with the seed it was minted for.`,

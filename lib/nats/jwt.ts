@@ -8,6 +8,7 @@
  * @module
  */
 
+import { createHash } from "node:crypto";
 import { CotalError } from "../errors.ts";
 import { base32Encode } from "./base32.ts";
 import { base64urlDecode, base64urlEncode } from "./base64url.ts";
@@ -95,9 +96,10 @@ export async function encodeJwt(
     nats: { ...withDefaults(claims), version: 2 },
   };
   delete payload.jti;
-  // jti: a hash of the claims without jti. Go uses SHA-512/256, which WebCrypto lacks; the
-  // server treats jti as an opaque id, so SHA-256 (same length) serves.
-  const digest = await crypto.subtle.digest("SHA-256", ENCODER.encode(JSON.stringify(payload)));
+  // jti: a hash of the claims without jti. Go uses SHA-512/256; the server treats jti as an
+  // opaque id, so SHA-256 (same length) serves. Hashed synchronously: awaiting WebCrypto's
+  // thread pool for 300 bytes cost a third of every mint.
+  const digest = createHash("sha256").update(JSON.stringify(payload)).digest();
   const body = JSON.stringify({ jti: base32Encode(new Uint8Array(digest)), ...payload });
   const signingInput = `${HEADER}.${base64urlEncode(ENCODER.encode(body))}`;
   const signature = await signer.sign(ENCODER.encode(signingInput));

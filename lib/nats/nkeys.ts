@@ -5,6 +5,8 @@
  * @module
  */
 
+import { createPrivateKey, createPublicKey } from "node:crypto";
+import type { Buffer } from "node:buffer";
 import { CotalError } from "../errors.ts";
 import { base32Decode, base32Encode } from "./base32.ts";
 import { base64urlDecode } from "./base64url.ts";
@@ -205,6 +207,17 @@ export function publicKeyFromSeed(seed: string): Promise<string> {
 /** The public key of a raw 32-byte private key of the given role. */
 export async function publicKeyOf(kind: NKeyKind, raw: Uint8Array): Promise<string> {
   const curve = kind === "curve";
+  if (!curve) {
+    // Derived synchronously with Deno's native ed25519: the WebCrypto round trip (import,
+    // export as JWK, on a thread pool) dominated minting and creds rendering.
+    const key = createPrivateKey({
+      key: pkcs8(raw, false) as unknown as Buffer,
+      format: "der",
+      type: "pkcs8",
+    });
+    const spki = createPublicKey(key).export({ format: "der", type: "spki" });
+    return encodePublicKey(kind, new Uint8Array(spki.subarray(spki.length - 32)));
+  }
   const algorithm = curve ? "X25519" : "Ed25519";
   const usages: KeyUsage[] = curve ? ["deriveBits"] : ["sign"];
   const key = await crypto.subtle.importKey("pkcs8", pkcs8(raw, curve), algorithm, true, usages);

@@ -8,6 +8,7 @@
  */
 import { createPrivateKey, createPublicKey, type KeyObject, sign } from "node:crypto";
 import { encodePublicKey, encodeSeed, type NKeyKind, parseSeed } from "../nats/mod.ts";
+import { notePair } from "../nats/creds.ts";
 import type { Identity } from "./types.ts";
 
 const PKCS8_ED25519 = [0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70];
@@ -67,5 +68,6 @@ export function newKeyPairSync(kind: NKeyKind): { publicKey: string; seed: strin
  */
 export function newIdentity(): Identity {
   const { publicKey, seed } = newKeyPairSync("user");
+  notePair(seed, publicKey);
   return { id: publicKey, seed };
 }
