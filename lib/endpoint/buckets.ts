@@ -5,31 +5,36 @@
  * @module
  */
 
-import type { JetStreamClient, KV } from "nats";
+import type { JetStreamClient, JetStreamManager, KV } from "nats";
 import { CotalError } from "../errors.ts";
+import { kvStreamName } from "../wire/resources.ts";
 import { isNotFound, wrapJs } from "../wire/streams.ts";
 
 /**
  * Bind `bucket`; a missing bucket is a warning (the space was not set up) and yields
- * undefined, any other failure (a permission refusal) throws.
+ * undefined, any other failure (a permission refusal) throws. npm:nats's `bindOnly` does not
+ * look at the stream, so its existence is checked first.
  */
 export async function openBucket(
   js: JetStreamClient,
+  jsm: JetStreamManager,
   bucket: string,
   warn: (err: CotalError) => void,
 ): Promise<KV | undefined> {
+  let direct: boolean;
   try {
-    return await js.views.kv(bucket, { bindOnly: true });
+    direct = (await jsm.streams.info(kvStreamName(bucket))).config.allow_direct === true;
   } catch (err) {
-    if (isNotFound(err) || /stream not found|bucket not found/i.test(String(err))) {
-      warn(
-        new CotalError(
-          "bucket_missing",
-          `The KV bucket ${bucket} does not exist; run setupSpaceStreams for this space.`,
-        ),
-      );
-      return undefined;
+    if (!isNotFound(err) && !/stream not found/i.test(String(err))) {
+      throw wrapJs(`bind the KV bucket ${bucket}`, err);
     }
-    throw wrapJs(`bind the KV bucket ${bucket}`, err);
+    warn(
+      new CotalError(
+        "bucket_missing",
+        `The KV bucket ${bucket} does not exist; run setupSpaceStreams for this space.`,
+      ),
+    );
+    return undefined;
   }
+  return await js.views.kv(bucket, { bindOnly: true, allow_direct: direct });
 }

@@ -208,6 +208,16 @@ export class CotalEndpoint extends EndpointEvents {
     this.#state = "starting";
     let nc: NatsConnection | undefined;
     try {
+      if (
+        typeof this.#opts.bearer === "function" &&
+        (this.#opts.card.owner === undefined || this.#opts.card.actor === undefined)
+      ) {
+        // A renewal source may hand back any principal's bearer: pin the one expected.
+        throw new CotalError(
+          "missing_principal",
+          "A bearer function needs an explicit card.owner and card.actor to pin who it renews for.",
+        );
+      }
       const cred = await this.#creds.load();
       this.#principal = resolvePrincipal(this.#creds.kind, cred, this.#opts.card);
       if (cred?.connId) this.#connId = cred.connId;
@@ -477,7 +487,7 @@ export class CotalEndpoint extends EndpointEvents {
     this.#watch(nc);
     const names = bucketNames(this.space);
     await this.#channels.watchRegistry(
-      await openBucket(conn.js, names.channels, (e) => this.#warn(e)),
+      await openBucket(conn.js, conn.jsm, names.channels, (e) => this.#warn(e)),
     );
     // Consumers before presence: a wrong lifecycle uid fails here, with no roster ghost.
     if (this.#opts.consume !== false) {
@@ -492,7 +502,7 @@ export class CotalEndpoint extends EndpointEvents {
     const watch = this.#opts.watchPresence !== false;
     const register = this.#opts.registerPresence !== false;
     if (watch || register) {
-      const kv = await openBucket(conn.js, names.presence, (e) => this.#warn(e));
+      const kv = await openBucket(conn.js, conn.jsm, names.presence, (e) => this.#warn(e));
       if (kv) await this.#presence.bind(kv, { watch, register });
     }
     this.dispatchEvent(new ConnectionEvent(true));

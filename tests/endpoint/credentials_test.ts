@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import { waitFor } from "../_harness/broker.ts";
+import { SignJWT } from "jose";
+import { startTestBroker, waitFor } from "../_harness/broker.ts";
+import { CotalEndpoint } from "../../lib/endpoint/mod.ts";
+import { isCotalError } from "../../lib/errors.ts";
+import { createSpaceAuth, mintCreds, newIdentity } from "../../lib/trust/mod.ts";
 import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
 import type {
   ConnectionEvent,
@@ -111,3 +115,161 @@ Deno.test("endpoint - an expiring string credential is never presented again; wa
 function expOf(creds: string): number {
   return decodeJwtUnverified(/BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1]).exp! * 1000;
 }
+
+async function bearerKit() {
+  const broker = await startTestBroker();
+  const relay = startRelay(broker.port);
+  const auth = await createSpaceAuth("bearer-kit");
+  const sentinelCreds = await mintCreds(auth, newIdentity(), "probe");
+  const key = new TextEncoder().encode("test-only bearer signing key, 32+ bytes long");
+  const bearer = (ttlSec: number) =>
+    new SignJWT({ act: { owner: OWNER, actor: "alice" } })
+      .setProtectedHeader({ alg: "HS256" })
+      .setSubject(OWNER)
+      .setIssuedAt()
+      .setExpirationTime(Math.floor(Date.now() / 1000) + ttlSec)
+      .sign(key);
+  return {
+    broker,
+    relay,
+    sentinelCreds,
+    bearer,
+    async [Symbol.asyncDispose]() {
+      await relay.close();
+      await broker.stop();
+    },
+  };
+}
+const OWNER = "u_abcdefghijklmnopqrstuvwxyz";
+const quiet = { consume: false, registerPresence: false, watchPresence: false } as const;
+
+Deno.test("endpoint - a bearer function is refreshed ahead of expiry and presented on the swap", async () => {
+  await using k = await bearerKit();
+  const issued: string[] = [];
+  const ep = new CotalEndpoint({
+    servers: k.relay.url,
+    space: "s",
+    card: { name: "alice", owner: OWNER, actor: "alice" },
+    sentinelCreds: k.sentinelCreds,
+    // 63 s of life: the refresh is due 60 s before expiry, 3 s from now.
+    bearer: async () => {
+      issued.push(await k.bearer(63));
+      return issued.at(-1)!;
+    },
+    ...quiet,
+  });
+  const renewed = collect<RenewalEvent>(ep, "renewed");
+  await ep.start();
+  assert.equal(ep.id, `${OWNER}.alice`);
+  assert.equal(k.relay.connects[0].auth_token, issued[0]);
+  await waitFor(() => renewed.length === 1, { what: "the refresh", timeoutMs: 10_000 });
+  assert.equal(renewed[0].credential, "bearer");
+  // A preflight connect and the swapped live connection both present the new bearer, with
+  // the sentinel creds alongside and the same inbox nonce as the connection name.
+  const after = k.relay.connects.slice(1);
+  assert.ok(after.length >= 2);
+  assert.ok(after.every((c) => c.auth_token === issued[1]));
+  assert.ok(k.relay.connects.every((c) => c.jwt && c.name === k.relay.connects[0].name));
+  assert.match(k.relay.connects[0].name!, /^ibx[0-9a-f]{32}$/);
+  await ep.stop();
+});
+
+Deno.test("endpoint - a dead string bearer is never presented; the endpoint warns and backs off", async () => {
+  await using k = await bearerKit();
+  const ep = new CotalEndpoint({
+    servers: k.relay.url,
+    space: "s",
+    card: { name: "alice" },
+    sentinelCreds: k.sentinelCreds,
+    bearer: await k.bearer(4),
+    ...quiet,
+  });
+  const all = collect<EndpointWarningEvent>(ep, "warning");
+  // The plain broker has no space buckets; only the credential warnings matter here.
+  const warnings = {
+    get length() {
+      return this.list().length;
+    },
+    list: () => all.filter((w) => w.error.code !== "bucket_missing"),
+  };
+  await ep.start();
+  assert.equal(ep.id, `${OWNER}.alice`);
+  await waitFor(() => Date.now() > (k.relay.connects[0].at + 4_000), {
+    what: "the bearer's expiry",
+    timeoutMs: 6_000,
+  });
+  // A network blip: the library reconnects, and the authenticator refuses the dead bearer.
+  k.relay.dropAll();
+  await waitFor(() => warnings.length >= 2, { what: "two backoff warnings", timeoutMs: 15_000 });
+  const seen = warnings.list();
+  assert.ok(
+    seen.every((w) => w.error.code === "bearer_expired"),
+    seen.map((w) => w.error.code).join(),
+  );
+  assert.match(seen[0].error.message, /string bearer expired/);
+  assert.deepEqual(seen.slice(0, 2).map((w) => w.retryInMs), [3_000, 6_000]);
+  assert.equal(k.relay.connects.length, 1, "no CONNECT carried the dead bearer");
+  assert.ok(k.relay.accepted >= 2, "the library did dial, then declined to present it");
+  await ep.stop();
+});
+
+Deno.test("endpoint - option refusals", async () => {
+  const sentinelCreds = "x";
+  assert.throws(() => new CotalEndpoint({ space: "", card: { name: "a" } }), /space/);
+  assert.throws(
+    () => new CotalEndpoint({ space: "s", card: { name: " a" } }),
+    (e) => isCotalError(e, "invalid_card"),
+  );
+  assert.throws(
+    () => new CotalEndpoint({ space: "s", card: { name: "a/b" } }),
+    (e) => isCotalError(e, "invalid_card"),
+  );
+  assert.throws(
+    () =>
+      new CotalEndpoint({
+        space: "s",
+        card: { name: "a" },
+        creds: "c",
+        bearer: "b",
+        sentinelCreds,
+      }),
+    (e) => isCotalError(e, "conflicting_credentials"),
+  );
+  assert.throws(
+    () => new CotalEndpoint({ space: "s", card: { name: "a" }, bearer: "b" }),
+    (e) => isCotalError(e, "missing_sentinel_creds"),
+  );
+  assert.throws(() =>
+    new CotalEndpoint({ space: "s", card: { name: "a" }, lifecycleUid: "short" })
+  );
+  assert.throws(
+    () => new CotalEndpoint({ space: "s", card: { name: "a" }, channels: ["a/b"] }),
+    (e) => isCotalError(e, "invalid_channel"),
+  );
+  assert.throws(
+    () => new CotalEndpoint({ space: "s", card: { name: "a" }, heartbeatMs: 6000, ttlMs: 6000 }),
+    (e) => isCotalError(e, "invalid_presence_timing"),
+  );
+  const fn = new CotalEndpoint({
+    space: "s",
+    card: { name: "a" },
+    bearer: () => Promise.resolve("b"),
+    sentinelCreds,
+    consume: false,
+  });
+  await assert.rejects(() => fn.start(), (e) => isCotalError(e, "missing_principal"));
+  const noUid = new CotalEndpoint({ space: "s", card: { name: "a", owner: "local", actor: "a" } });
+  await assert.rejects(() => noUid.start(), (e) => isCotalError(e, "missing_lifecycle_uid"));
+  const mesh = await startMesh();
+  try {
+    const alice = await mesh.agent("alice", policy);
+    // The card may not claim another principal than the credential's.
+    const liar = alice.endpoint({ card: { name: "alice", owner: "local", actor: "bob" } });
+    await assert.rejects(() => liar.start(), (e) => isCotalError(e, "principal_mismatch"));
+    const dead = alice.endpoint({ creds: await alice.mint(1) });
+    await new Promise((r) => setTimeout(r, 1_100));
+    await assert.rejects(() => dead.start(), (e) => isCotalError(e, "creds_expired"));
+  } finally {
+    await mesh[Symbol.asyncDispose]();
+  }
+});
