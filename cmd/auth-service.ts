@@ -1,30 +1,36 @@
 /**
- * cotal-auth-service: the NATS auth callout, the IdP-token-to-bearer exchange and JWKS for one space.
+ * cotal-auth-service: the NATS auth callout, the IdP-token-to-bearer exchange and JWKS for one
+ * space. A thin composition root: parse the flags, run `runAuthService`, map the outcome to an
+ * exit code (0 on SIGTERM/SIGINT, 2 on a refusal of its inputs, 1 when the broker is lost).
+ *
  * @module
  */
-import { parseArgs } from "node:util";
+import { helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
+import { isCotalError } from "../lib/errors.ts";
+import { AUTH_SERVICE_COMMAND, runAuthService } from "../lib/auth/service.ts";
 
-const USAGE = `usage: cotal-auth-service --space <name> --server <url> [--help]
+const PROGRAM = "cotal-auth-service";
+// Help and usage name the daemon as the CLI verb it is also reachable by.
+const HELP_PROGRAM = "cotal";
 
-the NATS auth callout, the IdP-token-to-bearer exchange and JWKS for one space.`;
-
-try {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      space: { type: "string" },
-      server: { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    Deno.exit(0);
+async function main(): Promise<number> {
+  if (helpRequested(AUTH_SERVICE_COMMAND, Deno.args)) {
+    console.log(helpText(AUTH_SERVICE_COMMAND, HELP_PROGRAM));
+    return 0;
   }
-} catch (err) {
-  console.error(`cotal-auth-service: ${(err as Error).message}\n${USAGE}`);
-  Deno.exit(2);
+  try {
+    await runAuthService(
+      parseCommandArgs(AUTH_SERVICE_COMMAND, Deno.args, { program: HELP_PROGRAM }),
+    );
+    return 0;
+  } catch (err) {
+    if (isCotalError(err)) {
+      console.error(`${PROGRAM}: ${err.message} [${err.code}]`);
+      return err.code === "auth_service_broker_lost" ? 1 : 2;
+    }
+    console.error(`${PROGRAM}: the service failed: ${(err as Error)?.stack ?? err}`);
+    return 1;
+  }
 }
-console.error(`cotal-auth-service: not available in this build yet.\n${USAGE}`);
-Deno.exit(2);
+
+Deno.exit(await main());

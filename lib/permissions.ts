@@ -47,6 +47,11 @@ export interface DeploymentLayout {
   broker: string[];
   /** The auth-service HTTP listen address, `host:port`. */
   authListen?: string;
+  /**
+   * `host:port` of the IdP the auth service pins and verifies against (OIDC discovery and its
+   * JWKS): the daemon must reach it, so it is granted on top of the broker and listen address.
+   */
+  authIdp?: string[];
   /** When the daemon serves one space: the space's store dir name (`space.<hex>`). */
   spaceKey?: string;
   /** Programs the CLI may start: nats-server, the daemon executables, deno in development. */
@@ -138,9 +143,14 @@ export function permissionsFor(
       break;
     case "cotal-auth-service": {
       const spaceDir = layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store;
-      p.read = [d.signer, spaceDir, `${d.store}/auth-service`, d.runDir];
+      // It mints with the data-signer projection in its space dir (service-keys.json), never
+      // the trust records: the signer dir (operator and account seeds) is denied outright.
+      p.read = [spaceDir, `${d.store}/auth-service`, d.runDir];
+      p.denyRead = [d.signer];
       p.write = [d.runDir, `${d.store}/auth-service`];
       if (layout.authListen) p.net.push(layout.authListen);
+      // User auth verifies IdP tokens against the IdP's JWKS, fetched (and refreshed) live.
+      p.net.push(...(layout.authIdp ?? []));
       p.env = ["COTAL_*"];
       break;
     }

@@ -1,0 +1,263 @@
+/**
+ * The auth service's loopback HTTP face: `GET /health`, `GET /jwks` and `POST /exchange`
+ * (an IdP token for a Cotal bearer), JSON only, with no CORS. The exchange is guarded by a
+ * capability only processes that can read `auth-service.json` hold; a browser is refused by
+ * its `Origin` header before anything else, and bodies are capped at 64 KiB.
+ *
+ * @module
+ */
+
+import { isCotalError } from "../errors.ts";
+import type { IdpBridge } from "./idp_bridge.ts";
+import type { UserTokenIssuer } from "./issuer.ts";
+import { isPlainObject } from "./jwks.ts";
+
+/** Largest exchange body read, in bytes (a larger one gets 413). */
+export const MAX_EXCHANGE_BODY_BYTES = 64 * 1024;
+/** Requests with a missing or wrong capability tolerated per minute before 429. */
+export const BAD_CAP_PER_MIN = 30;
+/** Refused exchanges (valid capability, bad credential) tolerated per minute before 429. */
+export const FAILED_EXCHANGE_PER_MIN = 30;
+/** `Cache-Control` max-age of `GET /jwks`, in seconds. */
+export const JWKS_MAX_AGE_SEC = 300;
+
+/** One line of the service's audit log (never a token, capability or key). */
+export type AuthServiceEvent = Record<string, string | number | boolean | undefined>;
+
+/** Options for {@linkcode createExchangeHandler}. */
+export interface ExchangeHandlerOptions {
+  space: string;
+  /** The capability callers present as `Authorization: Bearer <cap>`. */
+  cap: string;
+  issuer: Pick<UserTokenIssuer, "issuer" | "jwks">;
+  bridge: Pick<IdpBridge, "exchange">;
+  log?: (event: AuthServiceEvent) => void;
+}
+
+type Route = (req: Request) => Promise<Response>;
+
+// Request-shape refusals: the caller sent something malformed, not a bad credential.
+const SHAPE_CODES = new Set(["actor_bad_name", "bearer_bad_ttl"]);
+const EXCHANGE_KEYS = new Set(["idpToken", "actor", "ttlSec"]);
+
+/**
+ * Build the request handler of the loopback face. Routes live in a `Map`, so a path such as
+ * `/toString` or `/__proto__` can never resolve to an inherited property.
+ */
+export function createExchangeHandler(
+  opts: ExchangeHandlerOptions,
+): (req: Request) => Promise<Response> {
+  const log = opts.log ?? (() => {});
+  const capBytes = new TextEncoder().encode(`Bearer ${opts.cap}`);
+  const badCap = new MinuteWindow(BAD_CAP_PER_MIN);
+  const failed = new MinuteWindow(FAILED_EXCHANGE_PER_MIN);
+  const routes = new Map<string, Map<string, Route>>([
+    [
+      "/health",
+      new Map([[
+        "GET",
+        () =>
+          Promise.resolve(json(200, { ok: true, space: opts.space, issuer: opts.issuer.issuer })),
+      ]]),
+    ],
+    [
+      "/jwks",
+      new Map([["GET", () =>
+        Promise.resolve(
+          json(200, opts.issuer.jwks(), { "cache-control": `max-age=${JWKS_MAX_AGE_SEC}` }),
+        )]]),
+    ],
+    ["/exchange", new Map([["POST", exchange]])],
+  ]);
+
+  async function exchange(req: Request): Promise<Response> {
+    // A browser always sends Origin on a cross-origin POST; the CLI and daemons never do.
+    if (req.headers.has("origin")) {
+      return refuse(req, 403, "origin_refused", "Browsers may not call the exchange.");
+    }
+    const auth = new TextEncoder().encode(req.headers.get("authorization") ?? "");
+    if (!constantTimeEqual(auth, capBytes)) {
+      if (!badCap.take()) {
+        return refuse(
+          req,
+          429,
+          "throttled",
+          "Too many requests without the capability; wait a minute.",
+        );
+      }
+      return refuse(
+        req,
+        401,
+        "cap_refused",
+        "The exchange capability is missing or wrong; read it from auth-service.json.",
+      );
+    }
+    const type = (req.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
+    if (type !== "application/json") {
+      return refuse(
+        req,
+        415,
+        "unsupported_media_type",
+        "The exchange takes an application/json body.",
+      );
+    }
+    const body = await readCapped(req, MAX_EXCHANGE_BODY_BYTES);
+    if (body === undefined) {
+      return refuse(
+        req,
+        413,
+        "body_too_large",
+        `The exchange body is over ${MAX_EXCHANGE_BODY_BYTES} bytes.`,
+      );
+    }
+    let doc: unknown;
+    try {
+      doc = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+    } catch {
+      return refuse(req, 400, "bad_json", "The exchange body is not JSON.");
+    }
+    if (!isPlainObject(doc)) {
+      return refuse(req, 400, "bad_request", "The exchange body is not a JSON object.");
+    }
+    if ("actorToken" in doc) {
+      return refuse(
+        req,
+        400,
+        "bad_request",
+        "This auth service exchanges IdP tokens only ({idpToken, actor, ttlSec?}); agent secrets are not accepted.",
+      );
+    }
+    const extra = Object.keys(doc).find((k) => !EXCHANGE_KEYS.has(k));
+    if (extra !== undefined || typeof doc.idpToken !== "string") {
+      return refuse(
+        req,
+        400,
+        "bad_request",
+        "The exchange body must be {idpToken, actor, ttlSec?}.",
+      );
+    }
+    if (doc.ttlSec !== undefined && typeof doc.ttlSec !== "number") {
+      return refuse(req, 400, "bearer_bad_ttl", "ttlSec must be a number of seconds.");
+    }
+    // The throttle is checked only after a credential fails, so a peer over its budget that
+    // presents a valid IdP token still gets its bearer.
+    try {
+      const out = await opts.bridge.exchange(doc.idpToken, {
+        actor: doc.actor as string,
+        ...(doc.ttlSec !== undefined ? { ttlSec: doc.ttlSec as number } : {}),
+      });
+      log({
+        event: "exchange",
+        outcome: "allow",
+        principal: `${out.owner}.${out.actor}`,
+        exp: out.exp,
+      });
+      return json(200, { token: out.token, owner: out.owner, actor: out.actor, exp: out.exp });
+    } catch (err) {
+      if (!isCotalError(err)) {
+        log({ event: "exchange", outcome: "error", code: "internal" });
+        return json(500, {
+          error: "The exchange failed inside the auth service.",
+          code: "internal",
+        });
+      }
+      if (SHAPE_CODES.has(err.code)) return refuse(req, 400, err.code, err.message);
+      if (!failed.take()) {
+        return refuse(req, 429, "throttled", "Too many refused exchanges; wait a minute.");
+      }
+      return refuse(req, 401, err.code, err.message);
+    }
+  }
+
+  function refuse(req: Request, status: number, code: string, error: string): Response {
+    log({
+      event: "http_refused",
+      status,
+      code,
+      method: req.method,
+      path: new URL(req.url).pathname.slice(0, 64),
+    });
+    return json(status, { error, code });
+  }
+
+  return async (req) => {
+    const path = new URL(req.url).pathname;
+    const methods = routes.get(path);
+    if (!methods) return json(404, { error: "Not found.", code: "not_found" });
+    const route = methods.get(req.method);
+    if (!route) {
+      await req.body?.cancel().catch(() => {});
+      return json(405, {
+        error: `Use ${[...methods.keys()].join(", ")} on ${path}.`,
+        code: "method_not_allowed",
+      }, {
+        allow: [...methods.keys()].join(", "),
+      });
+    }
+    return await route(req);
+  };
+}
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: {
+      "content-type": "application/json",
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+      ...headers,
+    },
+  });
+}
+
+/** The body, or `undefined` once it passes `max` bytes (declared or actual). */
+async function readCapped(req: Request, max: number): Promise<Uint8Array | undefined> {
+  const declared = Number(req.headers.get("content-length") ?? "0");
+  if (!req.body) return new Uint8Array();
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    // Read (and discard) an oversized body rather than drop the socket, so the client sees
+    // the 413 instead of a connection reset.
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total <= max && declared <= max) chunks.push(value);
+      if (total > 4 * max) break;
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  if (total > max || declared > max) return undefined;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}
+
+function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
+  let diff = a.length ^ b.length;
+  for (let i = 0; i < b.length; i++) diff |= (a[i] ?? 0) ^ b[i];
+  return diff === 0;
+}
+
+/** A fixed one-minute window: `take()` is false once `limit` events happened in it. */
+class MinuteWindow {
+  #start = 0;
+  #count = 0;
+  constructor(readonly limit: number) {}
+  take(): boolean {
+    const now = Date.now();
+    if (now - this.#start >= 60_000) {
+      this.#start = now;
+      this.#count = 0;
+    }
+    this.#count++;
+    return this.#count <= this.limit;
+  }
+}

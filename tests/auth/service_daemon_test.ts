@@ -1,0 +1,134 @@
+/**
+ * The auth-service daemon as a real process under its permission row: boot order, the
+ * discovery file, the read-only faces, refusals of missing material, and a clean SIGTERM.
+ */
+import assert from "node:assert/strict";
+import { authServicePaths } from "../../lib/auth/service_files.ts";
+import { loadIdpPin } from "../../lib/auth/idp_pin.ts";
+import { spaceKeyHex } from "../../lib/workspace/keys.ts";
+import { denoRunFlags } from "../../lib/permissions.ts";
+import { tempDir } from "../_harness/broker.ts";
+import { spawnService, startServiceMesh } from "./_service_mesh.ts";
+
+Deno.test("service - boots under its permission row, publishes auth-service.json last, exits 0 on SIGTERM", async () => {
+  const mesh = await startServiceMesh();
+  try {
+    // The row: no signer read, no run, no FFI; the IdP and the broker are the only remote hosts.
+    assert.ok(mesh.flags.some((f) => f === `--deny-read=${mesh.root}/secrets/auth`));
+    assert.ok(!mesh.flags.some((f) => f.startsWith("--allow-run") || f === "--allow-ffi"));
+    const svc = await mesh.start();
+    const { discoveryFile, stateDir } = authServicePaths(mesh.root, mesh.space);
+    assert.equal((await Deno.stat(discoveryFile)).mode! & 0o777, 0o600);
+    assert.match(svc.discovery.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.equal(svc.discovery.pid, svc.child.pid);
+    assert.match(svc.discovery.cap, /^[0-9a-f]{64}$/);
+    // Boot order: the callout was connected and flushed before readiness was claimed.
+    const ready = svc.events.findIndex((e) => e.event === "ready");
+    assert.ok(ready >= 0);
+    // The IdP was pinned on first start through OIDC discovery.
+    const pin = await loadIdpPin({ stateDir }, mesh.space);
+    assert.equal(pin.issuer, mesh.idp.issuer);
+    assert.equal(pin.jwksUrl, mesh.idp.jwksUrl);
+
+    const health = await fetch(`${svc.discovery.url}/health`);
+    assert.equal(health.status, 200);
+    assert.deepEqual(await health.json(), {
+      ok: true,
+      space: mesh.space,
+      issuer: `urn:cotal:auth:${mesh.space}`,
+    });
+    const jwks = await fetch(`${svc.discovery.url}/jwks`);
+    assert.equal(jwks.headers.get("cache-control"), "max-age=300");
+    assert.equal(jwks.headers.get("access-control-allow-origin"), null);
+    assert.deepEqual(await jwks.json(), mesh.issuer.jwks());
+
+    assert.equal(await svc.stop(), 0);
+    await assert.rejects(Deno.stat(discoveryFile), Deno.errors.NotFound);
+    assert.ok(svc.events.some((e) => e.event === "stopping"));
+  } finally {
+    await mesh.close();
+  }
+});
+
+Deno.test("service - a restart keeps the pin; a different --idp is refused", async () => {
+  const mesh = await startServiceMesh();
+  try {
+    await (await mesh.start()).stop();
+    const again = await mesh.start([
+      "--root",
+      mesh.root,
+      "--space",
+      mesh.space,
+      "--server",
+      mesh.broker.url,
+      "--port",
+      "0",
+    ]);
+    assert.equal(await again.stop(), 0);
+    const moved = await mesh.start([
+      "--root",
+      mesh.root,
+      "--space",
+      mesh.space,
+      "--server",
+      mesh.broker.url,
+      "--idp",
+      "http://127.0.0.1:1/elsewhere",
+    ]).catch((e) => e);
+    assert.equal(moved.code, 2);
+    assert.match(moved.message, /idp_pin_conflict/);
+  } finally {
+    await mesh.close();
+  }
+});
+
+Deno.test("service - missing auth material is listed in one refusal (exit 2)", async () => {
+  const root = await tempDir("cotal-auth-empty-");
+  const space = "nothing-here";
+  const flags = denoRunFlags("cotal-auth-service", {
+    root,
+    broker: ["127.0.0.1:4222"],
+    authListen: "127.0.0.1:0",
+    spaceKey: `space.${spaceKeyHex(space)}`,
+  });
+  const failed = await spawnService(flags, [
+    "--root",
+    root,
+    "--space",
+    space,
+    "--server",
+    "nats://127.0.0.1:4222",
+  ], authServicePaths(root, space).discoveryFile).catch((e) => e);
+  assert.equal(failed.code, 2);
+  for (
+    const c of [
+      "callout_missing",
+      "service_keys_missing",
+      "issuer_missing",
+      "owner_secret_missing",
+      "idp_pin_missing",
+    ]
+  ) assert.match(failed.message, new RegExp(c));
+  assert.match(failed.message, /auth_material_missing/);
+});
+
+Deno.test("service - usage refusals: a non-loopback listen address, a missing --space", async () => {
+  const root = await tempDir("cotal-auth-usage-");
+  const flags = denoRunFlags("cotal-auth-service", { root, broker: ["127.0.0.1:4222"] });
+  const file = authServicePaths(root, "x").discoveryFile;
+  const wide = await spawnService(flags, [
+    "--space",
+    "x",
+    "--server",
+    "nats://127.0.0.1:4222",
+    "--listen",
+    "0.0.0.0:8080",
+  ], file).catch((e) => e);
+  assert.equal(wide.code, 2);
+  assert.match(wide.message, /loopback/);
+  const noSpace = await spawnService(flags, ["--server", "nats://127.0.0.1:4222"], file).catch((
+    e,
+  ) => e);
+  assert.equal(noSpace.code, 2);
+  assert.match(noSpace.message, /--space is required/);
+});
