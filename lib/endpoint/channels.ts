@@ -13,6 +13,8 @@ import type { JetStreamClient, JetStreamManager, KV, NatsConnection, Subscriptio
 import { CotalError } from "../errors.ts";
 import { assertValidChannel, hasWildcard, type Principal } from "../wire/names.ts";
 import { chathistDurableName, streamNames } from "../wire/resources.ts";
+import type { CotalMessage } from "../wire/envelope.ts";
+import { decodeMessage } from "../wire/receive.ts";
 import { chatReadFilter, ctlSubject } from "../wire/subjects.ts";
 import { errorText } from "./credentials.ts";
 import { type RawHistoryItem, readHistory } from "./history.ts";
@@ -72,6 +74,18 @@ export class ChannelSet {
   /** The joined channels, in join order. */
   joined(): string[] {
     return [...this.#joined.keys()];
+  }
+
+  /** Where a multicast without a channel goes: the first concrete boot or joined channel. */
+  defaultChannel(boot: readonly string[]): string {
+    const ch = [...boot, ...this.#joined.keys()].find((c) => !hasWildcard(c));
+    if (!ch) {
+      throw new CotalError(
+        "no_default_channel",
+        "multicast() was called without a channel and no concrete channel is joined; pass opts.channel.",
+      );
+    }
+    return ch;
   }
 
   /** A channel's registry row merged with the space defaults. */
@@ -205,10 +219,19 @@ export class ChannelSet {
     }
   }
 
-  /** The newest `limit` retained messages of a channel, oldest first. */
-  history(channel: string, limit: number, signal?: AbortSignal): Promise<RawHistoryItem[]> {
+  /**
+   * The newest `limit` retained messages of a channel, oldest first. History gets the same
+   * receive rules as live copies: an entry that would be dropped live is left out.
+   */
+  async history(channel: string, limit: number, signal?: AbortSignal): Promise<CotalMessage[]> {
     assertValidChannel(channel);
-    return this.#read(channel, { limit, signal });
+    const items = await this.#read(channel, { limit, signal });
+    const out: CotalMessage[] = [];
+    for (const it of items) {
+      const d = decodeMessage(it.subject, it.data, { space: this.#host.space });
+      if (d.ok) out.push(d.message);
+    }
+    return out;
   }
 
   #read(

@@ -311,6 +311,28 @@ export function resolvePrincipal(
   return assertValidPrincipal(p);
 }
 
+/**
+ * Load the first credential and settle who the endpoint is: its principal (the credential's,
+ * checked against the card's) and its reply-inbox token (the creds' grant, when it names one).
+ */
+export async function loadIdentity(
+  holder: CredentialHolder,
+  opts: { bearer?: unknown; card: { owner?: string; actor?: string } },
+): Promise<{ principal: Principal; connId?: string }> {
+  if (
+    typeof opts.bearer === "function" &&
+    (opts.card.owner === undefined || opts.card.actor === undefined)
+  ) {
+    // A renewal source may hand back any principal's bearer: pin the one expected.
+    throw new CotalError(
+      "missing_principal",
+      "A bearer function needs an explicit card.owner and card.actor to pin who it renews for.",
+    );
+  }
+  const cred = await holder.load();
+  return { principal: resolvePrincipal(holder.kind, cred, opts.card), connId: cred?.connId };
+}
+
 /** A short, secret-free description of an error. */
 export function errorText(err: unknown): string {
   const msg = err instanceof Error ? err.message : String(err);

@@ -11,42 +11,19 @@
  * @module
  */
 
-import {
-  connect,
-  Events,
-  type JetStreamClient,
-  type JetStreamManager,
-  type NatsConnection,
-} from "nats";
+import type { JetStreamClient, JetStreamManager, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
-import {
-  assertFitsPayload,
-  buildMessage,
-  type CotalMessage,
-  encodeMessage,
-} from "../wire/envelope.ts";
-import {
-  assertConcreteChannel,
-  assertValidChannel,
-  assertValidLifecycleUid,
-  assertValidRole,
-  hasWildcard,
-  parsePrincipalId,
-  type Principal,
-} from "../wire/names.ts";
-import { decodeMessage } from "../wire/receive.ts";
+import { assertFitsPayload, type CotalMessage, encodeMessage } from "../wire/envelope.ts";
+import { assertValidChannel, assertValidLifecycleUid, type Principal } from "../wire/names.ts";
 import { bucketNames } from "../wire/resources.ts";
-import { chatSubject, instSubject, svcSubject } from "../wire/subjects.ts";
+import { backoffDelay, Sleeper, Waiters } from "./backoff.ts";
+import { openBucket } from "./buckets.ts";
+import { buildCard, checkCard } from "./card.ts";
 import { ChannelSet } from "./channels.ts";
 import { Consumers } from "./consumers.ts";
-import {
-  CredentialHolder,
-  errorText,
-  type HeldCredential,
-  isDead,
-  resolvePrincipal,
-} from "./credentials.ts";
+import { CredentialHolder, errorText, type HeldCredential, loadIdentity } from "./credentials.ts";
 import { SeenIds } from "./dedupe.ts";
+import { dial } from "./dial.ts";
 import { EndpointEvents } from "./emitter.ts";
 import {
   ConnectionEvent,
@@ -57,31 +34,24 @@ import {
   TransportEvent,
 } from "./events.ts";
 import { type InboundHost, surfaceCore } from "./inbound.ts";
+import { outgoing, type Route } from "./outgoing.ts";
 import { PresenceTracker } from "./presence.ts";
-import { openBucket } from "./buckets.ts";
-import {
-  type AgentCard,
-  type EndpointOptions,
-  type HistoryOptions,
-  type JoinResult,
-  type MulticastOptions,
-  type Presence,
-  type PresenceStatus,
-  PROTOCOL_VERSION,
-  type SendOptions,
+import { publishEnvelope } from "./publish.ts";
+import { Renewal } from "./renewal.ts";
+import { watchConnection } from "./status.ts";
+import type {
+  AgentCard,
+  EndpointOptions,
+  HistoryOptions,
+  JoinResult,
+  MulticastOptions,
+  Presence,
+  PresenceStatus,
+  SendOptions,
 } from "./types.ts";
 
 /** The broker an endpoint dials when `servers` is not given. */
 export const DEFAULT_SERVER = "nats://127.0.0.1:4222";
-/** First rebuild retry delay; each failure doubles it. */
-export const RETRY_BASE_MS = 3_000;
-/** Longest rebuild retry delay. */
-export const RETRY_CAP_MS = 60_000;
-/** How long one publish waits for its stream acknowledgement. */
-export const PUBLISH_TIMEOUT_MS = 5_000;
-/** Extra publish attempts after a timeout (same msg-id, so the stream drops duplicates). */
-export const PUBLISH_RETRIES = 2;
-const MAX_NAME_LENGTH = 128;
 
 type State = "idle" | "starting" | "running" | "rebuilding" | "stopped";
 interface Conn {
@@ -112,6 +82,7 @@ export class CotalEndpoint extends EndpointEvents {
   readonly #channels: ChannelSet;
   readonly #presence: PresenceTracker;
   readonly #consumers: Consumers;
+  readonly #renewal: Renewal;
   readonly #inbound: InboundHost;
   #card?: AgentCard;
   #principal?: Principal;
@@ -119,13 +90,14 @@ export class CotalEndpoint extends EndpointEvents {
   #conn?: Conn;
   #state: State = "idle";
   #rebuilding?: Promise<void>;
-  #wake?: () => void;
-  #renewTimer?: ReturnType<typeof setTimeout>;
+  readonly #sleeper = new Sleeper();
   #gapSince?: number;
   #status: PresenceStatus = "idle";
   #activity?: string;
-  #reconnectWaiters: Array<() => void> = [];
-  #attemptWaiters: Array<{ resolve(): void; reject(err: Error): void }> = [];
+  /** Callers waiting for the library's next reconnect (a swap, a publish retry). */
+  readonly #reconnected = new Waiters();
+  /** Callers of reconnect() waiting for the next rebuild attempt's outcome. */
+  readonly #attempts = new Waiters();
 
   constructor(opts: EndpointOptions) {
     super();
@@ -165,6 +137,15 @@ export class CotalEndpoint extends EndpointEvents {
       warn: (err) => this.#warn(err),
     }, opts);
     this.#consumers = new Consumers(this.#inbound, (err) => this.#error(err));
+    this.#renewal = new Renewal({
+      creds: this.#creds,
+      servers: this.#servers,
+      connId: () => this.#connId,
+      live: () => this.#state === "running" ? this.#conn?.nc : undefined,
+      transportUp: (ms) => this.#reconnected.wait(ms),
+      warn: (err, retryInMs) => this.#warn(err, retryInMs),
+      renewed: (cred) => this.#renewed(cred),
+    });
   }
 
   /** The authenticated principal (known once `start()` has loaded the credential). */
@@ -208,20 +189,10 @@ export class CotalEndpoint extends EndpointEvents {
     this.#state = "starting";
     let nc: NatsConnection | undefined;
     try {
-      if (
-        typeof this.#opts.bearer === "function" &&
-        (this.#opts.card.owner === undefined || this.#opts.card.actor === undefined)
-      ) {
-        // A renewal source may hand back any principal's bearer: pin the one expected.
-        throw new CotalError(
-          "missing_principal",
-          "A bearer function needs an explicit card.owner and card.actor to pin who it renews for.",
-        );
-      }
-      const cred = await this.#creds.load();
-      this.#principal = resolvePrincipal(this.#creds.kind, cred, this.#opts.card);
-      if (cred?.connId) this.#connId = cred.connId;
-      this.#card = buildCard(this.#opts.card, this.#principal);
+      const { principal, connId } = await loadIdentity(this.#creds, this.#opts);
+      this.#principal = principal;
+      if (connId) this.#connId = connId;
+      this.#card = buildCard(this.#opts.card, principal);
       if (this.#opts.consume !== false && this.#opts.lifecycleUid === undefined) {
         throw new CotalError(
           "missing_lifecycle_uid",
@@ -231,7 +202,7 @@ export class CotalEndpoint extends EndpointEvents {
       nc = await this.#dial();
       await this.#bind(nc, true);
       this.#state = "running";
-      this.#scheduleRenewal();
+      this.#renewal.schedule();
     } catch (err) {
       this.#teardown();
       await nc?.close().catch(() => {});
@@ -244,8 +215,8 @@ export class CotalEndpoint extends EndpointEvents {
   async stop(): Promise<void> {
     if (this.#state === "stopped") return;
     this.#state = "stopped";
-    clearTimeout(this.#renewTimer);
-    this.#wake?.();
+    this.#renewal.cancel();
+    this.#sleeper.wake();
     await this.#rebuilding?.catch(() => {});
     const conn = this.#conn;
     this.#conn = undefined;
@@ -275,45 +246,27 @@ export class CotalEndpoint extends EndpointEvents {
         new CotalError("not_started", "Only a started endpoint can reconnect."),
       );
     }
-    const next = new Promise<void>((resolve, reject) => {
-      this.#attemptWaiters.push({ resolve, reject });
-    });
+    const next = this.#attempts.wait();
     if (this.#state === "running") {
       this.#lost(new CotalError("manual_reconnect", "reconnect() was called."), true);
-    } else this.#wake?.();
+    } else this.#sleeper.wake();
     return next;
   }
 
   /** Post to a channel (default: the first concrete boot channel). */
-  async multicast(text: string, opts: MulticastOptions = {}): Promise<CotalMessage> {
-    const channel = opts.channel ?? this.#defaultChannel();
-    assertConcreteChannel(channel);
-    const msg = buildMessage({
-      ...this.#content(text, opts),
-      channel,
-      mentions: opts.mentions,
-    });
-    await this.#publish(chatSubject(this.space, this.principal, channel), msg);
-    return msg;
+  multicast(text: string, opts: MulticastOptions = {}): Promise<CotalMessage> {
+    const channel = opts.channel ?? this.#channels.defaultChannel(this.#opts.channels ?? []);
+    return this.#send({ channel, mentions: opts.mentions }, text, opts);
   }
 
   /** Send a DM to one principal (`<owner>.<actor>`). */
-  async unicast(to: string, text: string, opts: SendOptions = {}): Promise<CotalMessage> {
-    const recipient = parsePrincipalId(to);
-    const msg = buildMessage({
-      ...this.#content(text, opts),
-      to: `${recipient.owner}.${recipient.actor}`,
-    });
-    await this.#publish(instSubject(this.space, recipient, this.principal), msg);
-    return msg;
+  unicast(to: string, text: string, opts: SendOptions = {}): Promise<CotalMessage> {
+    return this.#send({ to }, text, opts);
   }
 
   /** Hand a task to whichever holder of `role` takes it first. */
-  async anycast(role: string, text: string, opts: SendOptions = {}): Promise<CotalMessage> {
-    assertValidRole(role);
-    const msg = buildMessage({ ...this.#content(text, opts), toService: role });
-    await this.#publish(svcSubject(this.space, role, this.principal), msg);
-    return msg;
+  anycast(role: string, text: string, opts: SendOptions = {}): Promise<CotalMessage> {
+    return this.#send({ toService: role }, text, opts);
   }
 
   /** Join a channel: confirmed subscribe, backfill marked historical, backstop request. */
@@ -340,13 +293,7 @@ export class CotalEndpoint extends EndpointEvents {
       throw new CotalError("invalid_limit", "The history limit must be a positive integer.");
     }
     this.#live();
-    const items = await this.#channels.history(channel, limit, opts.signal);
-    const out: CotalMessage[] = [];
-    for (const it of items) {
-      const d = decodeHistory(this.space, it.subject, it.data);
-      if (d) out.push(d);
-    }
-    return out;
+    return await this.#channels.history(channel, limit, opts.signal);
   }
 
   /** Online peers (this endpoint included), sorted by name. */
@@ -374,66 +321,25 @@ export class CotalEndpoint extends EndpointEvents {
     if (ev instanceof CotalMessageEvent && !ev.delivery.settled) ev.delivery.nak();
   }
 
-  #content(text: string, opts: SendOptions) {
-    if (typeof text !== "string") {
-      throw new CotalError("invalid_message", "The message text must be a string.");
-    }
-    const card = this.#card!;
-    return {
-      space: this.space,
-      from: { id: this.id, name: card.name, ...(card.role ? { role: card.role } : {}) },
-      text: text === "" && opts.parts?.length ? undefined : text,
-      parts: opts.parts,
-      replyTo: opts.replyTo,
-      contextId: opts.contextId,
-    };
-  }
-
-  #defaultChannel(): string {
-    const ch = [...(this.#opts.channels ?? []), ...this.#channels.joined()].find((c) =>
-      !hasWildcard(c)
+  async #send(route: Route, text: string, opts: SendOptions): Promise<CotalMessage> {
+    const { subject, msg } = outgoing(
+      { space: this.space, principal: this.principal, card: this.#card! },
+      route,
+      text,
+      opts,
     );
-    if (!ch) {
-      throw new CotalError(
-        "no_default_channel",
-        "multicast() was called without a channel and no concrete channel is joined; pass opts.channel.",
-      );
-    }
-    return ch;
-  }
-
-  async #publish(subject: string, msg: CotalMessage): Promise<void> {
     const body = encodeMessage(msg);
     assertFitsPayload(msg, this.maxPayload, body);
+    // Our own copy never surfaces back (the echo rule), and a retry keeps the same id.
     this.#seen.check(msg.id);
-    for (let attempt = 0;; attempt++) {
-      const { js } = this.#live();
-      try {
-        await js.publish(subject, body, { msgID: msg.id, timeout: PUBLISH_TIMEOUT_MS });
-        return;
-      } catch (err) {
-        const code = (err as { code?: string }).code;
-        if (code === "PERMISSIONS_VIOLATION") {
-          throw new CotalError(
-            "permission_denied",
-            `The broker refused the publish to ${subject}: it is outside this credential's publish grant (allowPublish for channels).`,
-            { cause: err },
-          );
-        }
-        // A retry carries the same msg-id: the stream drops it if the first one landed.
-        if (attempt < PUBLISH_RETRIES && (code === "TIMEOUT" || code === "503")) {
-          await this.#transportUp(PUBLISH_TIMEOUT_MS);
-          continue;
-        }
-        throw new CotalError(
-          "publish_failed",
-          `The broker did not confirm the publish to ${subject} (${
-            errorText(err)
-          }); the stream may be missing or the broker unreachable, retry later.`,
-          { cause: err },
-        );
-      }
-    }
+    await publishEnvelope(
+      () => this.#live().js,
+      subject,
+      body,
+      msg.id,
+      (ms) => this.#reconnected.wait(ms),
+    );
+    return msg;
   }
 
   #live(): Conn {
@@ -449,32 +355,15 @@ export class CotalEndpoint extends EndpointEvents {
     );
   }
 
-  async #dial(): Promise<NatsConnection> {
-    try {
-      return await connect({
-        servers: this.#servers,
-        authenticator: this.#creds.authenticator(),
-        inboxPrefix: `_INBOX_${this.#connId}`,
-        // In user mode the callout keys the reply inbox on the connection name.
-        name: this.#creds.kind === "bearer" ? this.#connId : `cotal:${this.#card!.name}`,
-        maxReconnectAttempts: -1,
-        reconnectTimeWait: 1_000,
-      });
-    } catch (err) {
-      if (err instanceof CotalError) throw err;
-      const auth = /authorization|authentication/i.test(errorText(err));
-      throw new CotalError(
-        auth ? "broker_refused_credential" : "broker_connect_failed",
-        auth
-          ? `The broker refused this endpoint's credential (${
-            errorText(err)
-          }); re-mint it for this broker and space.`
-          : `Could not reach ${this.#servers.join(", ")} (${
-            errorText(err)
-          }); check the broker is running.`,
-        { cause: err },
-      );
-    }
+  #dial(): Promise<NatsConnection> {
+    return dial({
+      servers: this.#servers,
+      authenticator: this.#creds.authenticator(),
+      connId: this.#connId,
+      // In user mode the callout keys the reply inbox on the connection name.
+      name: this.#creds.kind === "bearer" ? this.#connId : `cotal:${this.#card!.name}`,
+      live: true,
+    });
   }
 
   async #bind(nc: NatsConnection, boot: boolean): Promise<void> {
@@ -509,31 +398,24 @@ export class CotalEndpoint extends EndpointEvents {
   }
 
   #watch(nc: NatsConnection): void {
-    (async () => {
-      for await (const s of nc.status()) {
-        if (this.#conn?.nc !== nc) return;
-        if (s.type === Events.Disconnect) {
-          this.#gapSince ??= Date.now();
-          this.dispatchEvent(new TransportEvent(false, String(s.data)));
-        } else if (s.type === Events.Reconnect) {
-          this.dispatchEvent(new TransportEvent(true, String(s.data)));
-          for (const w of this.#reconnectWaiters.splice(0)) w();
-          const since = this.#gapSince;
-          this.#gapSince = undefined;
-          void this.#presence.beat();
-          if (since !== undefined) void this.#channels.gapFill(since);
-        } else if (s.type === Events.Error && s.permissionContext?.operation === "publish") {
-          this.#error(
-            new CotalError(
-              "permission_denied",
-              `The broker denied a publish to ${s.permissionContext.subject} (denied, not absent).`,
-            ),
-          );
-        }
-      }
-    })().catch(() => {});
-    nc.closed().then((err) => {
-      if (this.#conn?.nc === nc && this.#state === "running") this.#lost(err);
+    watchConnection(nc, {
+      current: () => this.#conn?.nc === nc,
+      disconnected: (server) => {
+        this.#gapSince ??= Date.now();
+        this.dispatchEvent(new TransportEvent(false, server));
+      },
+      reconnected: (server) => {
+        this.dispatchEvent(new TransportEvent(true, server));
+        this.#reconnected.resolveAll();
+        const since = this.#gapSince;
+        this.#gapSince = undefined;
+        void this.#presence.beat();
+        if (since !== undefined) void this.#channels.gapFill(since);
+      },
+      error: (err) => this.#error(err),
+      closed: (err) => {
+        if (this.#state === "running") this.#lost(err);
+      },
     });
   }
 
@@ -556,7 +438,7 @@ export class CotalEndpoint extends EndpointEvents {
     this.#consumers.stop();
     this.#channels.unbind();
     this.#presence.unbind();
-    for (const w of this.#reconnectWaiters.splice(0)) w();
+    this.#reconnected.resolveAll();
   }
 
   /** The one serialized rebuild: retry with a widening backoff until bound or stopped. */
@@ -566,24 +448,24 @@ export class CotalEndpoint extends EndpointEvents {
     let wait = !immediate;
     while (this.#state === "rebuilding") {
       if (wait) {
-        const delay = Math.min(RETRY_BASE_MS * 2 ** failures, RETRY_CAP_MS);
+        const delay = backoffDelay(failures);
         this.#warn(err, delay);
-        await this.#sleep(delay);
+        await this.#sleeper.sleep(delay);
         if (this.#state !== "rebuilding") break;
         failures++;
       }
       wait = true;
       let nc: NatsConnection | undefined;
       try {
-        await this.#freshCredential();
+        await this.#renewal.freshen();
         nc = await this.#dial();
         await this.#bind(nc, false);
         this.#state = "running";
-        this.#scheduleRenewal();
+        this.#renewal.schedule();
         const since = this.#gapSince;
         this.#gapSince = undefined;
         if (since !== undefined) void this.#channels.gapFill(since);
-        for (const w of this.#attemptWaiters.splice(0)) w.resolve();
+        this.#attempts.resolveAll();
         return;
       } catch (e) {
         this.#teardown();
@@ -593,111 +475,16 @@ export class CotalEndpoint extends EndpointEvents {
           `Rebuilding the connection failed (${errorText(e)}); retrying.`,
           { cause: e },
         );
-        for (const w of this.#attemptWaiters.splice(0)) w.reject(err);
+        this.#attempts.rejectAll(err);
       }
     }
     const stopped = new CotalError("stopped", "The endpoint was stopped while reconnecting.");
-    for (const w of this.#attemptWaiters.splice(0)) w.reject(stopped);
-  }
-
-  #sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const t = setTimeout(done, ms);
-      function done() {
-        clearTimeout(t);
-        resolve();
-      }
-      this.#wake = done;
-    });
-  }
-
-  async #freshCredential(): Promise<void> {
-    const c = this.#creds.current;
-    if (!c || !isDead(c)) return;
-    if (!this.#creds.renewable) throw this.#creds.deadError(c);
-    const next = await this.#creds.fetch();
-    this.#creds.adopt(next);
-    this.#renewed(next);
-  }
-
-  #scheduleRenewal(): void {
-    clearTimeout(this.#renewTimer);
-    const at = this.#creds.renewAt();
-    if (at === undefined) return;
-    this.#renewTimer = setTimeout(() => void this.#renew(), at - Date.now());
-  }
-
-  async #renew(): Promise<void> {
-    if (this.#state !== "running") return;
-    try {
-      const next = await this.#creds.fetch();
-      const cur = this.#creds.current;
-      if (next.expiresAt !== undefined && (cur?.expiresAt ?? Infinity) >= next.expiresAt) {
-        throw new CotalError(
-          "renewal_not_newer",
-          `The ${this.#creds.kind} renewal function returned a credential that expires no later than the live one.`,
-        );
-      }
-      await this.#preflight(next);
-      this.#creds.adopt(next);
-      // The broker only checks a JWT at connect: reconnect now so the new one is presented.
-      const nc = this.#conn?.nc;
-      if (nc && this.#state === "running") {
-        const up = this.#transportUp(10_000);
-        await nc.reconnect();
-        await up;
-      }
-      this.#renewed(next);
-      if (this.#state === "running") this.#scheduleRenewal();
-    } catch (err) {
-      const at = this.#creds.retryAt();
-      this.#warn(
-        err instanceof CotalError
-          ? err
-          : new CotalError("renewal_failed", `Credential renewal failed (${errorText(err)}).`),
-        at - Date.now(),
-      );
-      clearTimeout(this.#renewTimer);
-      this.#renewTimer = setTimeout(() => void this.#renew(), at - Date.now());
-    }
-  }
-
-  async #preflight(cred: HeldCredential): Promise<void> {
-    let nc: NatsConnection;
-    try {
-      nc = await connect({
-        servers: this.#servers,
-        authenticator: this.#creds.authenticatorFor(cred),
-        inboxPrefix: `_INBOX_${this.#connId}`,
-        name: this.#creds.kind === "bearer" ? this.#connId : "cotal-preflight",
-        maxReconnectAttempts: 0,
-        timeout: 4_000,
-      });
-    } catch (err) {
-      throw new CotalError(
-        "renewal_refused",
-        `The broker refused the renewed ${this.#creds.kind} on a test connection (${
-          errorText(err)
-        }); the live connection keeps the current one.`,
-        { cause: err },
-      );
-    }
-    await nc.close().catch(() => {});
+    this.#attempts.rejectAll(stopped);
   }
 
   #renewed(cred: HeldCredential): void {
     const kind = this.#creds.kind === "bearer" ? "bearer" : "creds";
     this.dispatchEvent(new RenewalEvent(kind, cred.expiresAt ?? Infinity));
-  }
-
-  #transportUp(timeoutMs: number): Promise<void> {
-    return new Promise((resolve) => {
-      const t = setTimeout(resolve, timeoutMs);
-      this.#reconnectWaiters.push(() => {
-        clearTimeout(t);
-        resolve();
-      });
-    });
   }
 
   #record(status: PresenceStatus): Presence {
@@ -717,38 +504,4 @@ export class CotalEndpoint extends EndpointEvents {
   #error(err: CotalError): void {
     this.dispatchEvent(new EndpointErrorEvent(err));
   }
-}
-
-function checkCard(card: EndpointOptions["card"]): void {
-  const name = card?.name;
-  if (
-    typeof name !== "string" || name === "" || name.length > MAX_NAME_LENGTH ||
-    name.includes("/") || name.trim() !== name
-  ) {
-    throw new CotalError(
-      "invalid_card",
-      `The card name must be 1-${MAX_NAME_LENGTH} characters with no "/" and no surrounding whitespace.`,
-    );
-  }
-  if (card.role !== undefined) assertValidRole(card.role);
-  if (card.kind !== undefined && card.kind !== "agent" && card.kind !== "endpoint") {
-    throw new CotalError("invalid_card", 'The card kind must be "agent" or "endpoint".');
-  }
-}
-
-function buildCard(input: EndpointOptions["card"], p: Principal): AgentCard {
-  return {
-    ...structuredClone(input),
-    id: `${p.owner}.${p.actor}`,
-    owner: p.owner,
-    actor: p.actor,
-    kind: input.kind ?? "agent",
-    protocolVersion: PROTOCOL_VERSION,
-  };
-}
-
-/** History gets the same receive rules as live copies: surfaced, never trusted more. */
-function decodeHistory(space: string, subject: string, data: Uint8Array): CotalMessage | undefined {
-  const d = decodeMessage(subject, data, { space });
-  return d.ok ? d.message : undefined;
 }

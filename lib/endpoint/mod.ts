@@ -5,14 +5,9 @@
  * @module
  */
 
-export {
-  CotalEndpoint,
-  DEFAULT_SERVER,
-  PUBLISH_RETRIES,
-  PUBLISH_TIMEOUT_MS,
-  RETRY_BASE_MS,
-  RETRY_CAP_MS,
-} from "./endpoint.ts";
+export { CotalEndpoint, DEFAULT_SERVER } from "./endpoint.ts";
+export { RETRY_BASE_MS, RETRY_CAP_MS } from "./backoff.ts";
+export { PUBLISH_RETRIES, PUBLISH_TIMEOUT_MS } from "./publish.ts";
 export { EndpointEvents, type EndpointListener } from "./emitter.ts";
 export {
   ConnectionEvent,

@@ -1,0 +1,43 @@
+/**
+ * The endpoint's card: the caller's input checked up front, and the published card whose
+ * identity fields come from the authenticated principal.
+ *
+ * @module
+ */
+
+import { CotalError } from "../errors.ts";
+import { assertValidRole, type Principal } from "../wire/names.ts";
+import { type AgentCard, type AgentCardInput, PROTOCOL_VERSION } from "./types.ts";
+
+/** Longest display name a card may carry. */
+export const MAX_NAME_LENGTH = 128;
+
+/** Refuse a card a peer could not render or address. */
+export function checkCard(card: AgentCardInput): void {
+  const name = card?.name;
+  if (
+    typeof name !== "string" || name === "" || name.length > MAX_NAME_LENGTH ||
+    name.includes("/") || name.trim() !== name
+  ) {
+    throw new CotalError(
+      "invalid_card",
+      `The card name must be 1-${MAX_NAME_LENGTH} characters with no "/" and no surrounding whitespace.`,
+    );
+  }
+  if (card.role !== undefined) assertValidRole(card.role);
+  if (card.kind !== undefined && card.kind !== "agent" && card.kind !== "endpoint") {
+    throw new CotalError("invalid_card", 'The card kind must be "agent" or "endpoint".');
+  }
+}
+
+/** The published card: `id`, `owner` and `actor` are always the authenticated principal's. */
+export function buildCard(input: AgentCardInput, p: Principal): AgentCard {
+  return {
+    ...structuredClone(input),
+    id: `${p.owner}.${p.actor}`,
+    owner: p.owner,
+    actor: p.actor,
+    kind: input.kind ?? "agent",
+    protocolVersion: PROTOCOL_VERSION,
+  };
+}

@@ -1,0 +1,50 @@
+/**
+ * Dialing the broker: the one place connect options and connect failures are shaped, for the
+ * live connection and for a renewal's throwaway preflight.
+ *
+ * @module
+ */
+
+import { type Authenticator, connect, type NatsConnection } from "nats";
+import { CotalError } from "../errors.ts";
+import { errorText } from "./credentials.ts";
+
+/** How to dial. */
+export interface DialOptions {
+  servers: string[];
+  authenticator?: Authenticator;
+  /** The reply-inbox token: every Cotal credential may subscribe only `_INBOX_<connId>.>`. */
+  connId: string;
+  name: string;
+  /** A live connection reconnects forever (terminal closes are the endpoint's to handle). */
+  live: boolean;
+}
+
+/** Connect, turning a refusal into a CotalError that says whether the credential or the network failed. */
+export async function dial(opts: DialOptions): Promise<NatsConnection> {
+  try {
+    return await connect({
+      servers: opts.servers,
+      authenticator: opts.authenticator,
+      inboxPrefix: `_INBOX_${opts.connId}`,
+      name: opts.name,
+      ...(opts.live
+        ? { maxReconnectAttempts: -1, reconnectTimeWait: 1_000 }
+        : { maxReconnectAttempts: 0, timeout: 4_000 }),
+    });
+  } catch (err) {
+    if (err instanceof CotalError) throw err;
+    const auth = /authorization|authentication/i.test(errorText(err));
+    throw new CotalError(
+      auth ? "broker_refused_credential" : "broker_connect_failed",
+      auth
+        ? `The broker refused the credential (${
+          errorText(err)
+        }); re-mint it for this broker and space.`
+        : `Could not reach ${opts.servers.join(", ")} (${
+          errorText(err)
+        }); check the broker is running.`,
+      { cause: err },
+    );
+  }
+}
