@@ -105,6 +105,35 @@ export type {
 
 // Seams and the wire
 export {
+  ConnectionEvent,
+  CotalEndpoint,
+  CotalMessageEvent,
+  EndpointErrorEvent,
+  EndpointWarningEvent,
+  PresenceEvent,
+  RenewalEvent,
+  RosterEvent,
+  TransportEvent,
+} from "./lib/endpoint/mod.ts";
+export type {
+  AgentCard,
+  AgentCardInput,
+  CredentialSource,
+  Delivery,
+  EndpointEventMap,
+  EndpointListener,
+  EndpointOptions,
+  HistoryOptions,
+  JoinResult,
+  MessageMeta,
+  MessageSource,
+  MulticastOptions,
+  OfflineReason,
+  Presence,
+  PresenceStatus,
+  SendOptions,
+} from "./lib/endpoint/mod.ts";
+export {
   chatReadFilter,
   chatSubject,
   dmFilter,
