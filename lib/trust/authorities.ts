@@ -11,6 +11,7 @@ import {
   createOperator,
   decodeJwt,
   encodeJwt,
+  isPublicKey,
   type OperatorLimits,
   publicKeyFromSeed,
   seedSigner,
@@ -139,6 +140,38 @@ export async function createSpaceAccountAuth(
       signingPub: signing.publicKey,
     },
   };
+}
+
+/**
+ * Re-signs an existing space account under `broker`'s operator, keeping its keys: the account
+ * public key, its seed and its signing key stay, so every credential its signing key issued
+ * keeps working on the new broker. This is how a backed-up space is restored into a broker with
+ * another operator. The account's name, limits and signing keys are re-stated, not copied.
+ */
+export async function adoptSpaceAccount(
+  broker: Pick<BrokerAuth, "operator">,
+  account: SpaceAccountAuth,
+): Promise<SpaceAccountAuth> {
+  const a = account?.account;
+  if (!a || !isPublicKey(a.pub, "account") || !isPublicKey(a.signingPub, "account")) {
+    refuse("invalid_account", "The account record to adopt is incomplete; pass a full record.");
+  }
+  if (
+    await publicKeyFromSeed(a.seed) !== a.pub ||
+    await publicKeyFromSeed(a.signingSeed) !== a.signingPub
+  ) {
+    refuse(
+      "invalid_account",
+      "The account record's seeds do not match its public keys; the record is corrupt.",
+    );
+  }
+  const signer = await operatorSigner(broker);
+  const jwt = await encodeJwt({
+    sub: a.pub,
+    name: token(account.space),
+    nats: { type: "account", limits: { ...DATA_LIMITS }, signing_keys: [a.signingPub] },
+  }, signer);
+  return { space: account.space, account: { ...a, jwt } };
 }
 
 /**

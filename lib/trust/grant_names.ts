@@ -86,6 +86,12 @@ export const js = {
   ack: (st: string, name = "*") => `$JS.ACK.${st}.${name}.>`,
   /** Flow-control replies of push consumers (KV watchers) on one stream. */
   flowControl: (st: string) => `$JS.FC.${st}.>`,
+  /** A snapshot request, and the acks of its chunks (the server's flow control). */
+  streamSnapshot: (st: string) => `${API}.STREAM.SNAPSHOT.${st}`,
+  snapshotAck: (st: string) => `$JS.SNAPSHOT.ACK.${st}.>`,
+  /** A restore request, and the chunks sent to the subject its answer names. */
+  streamRestore: (st: string) => `${API}.STREAM.RESTORE.${st}`,
+  restoreChunk: (st: string) => `$JS.SNAPSHOT.RESTORE.${st}.>`,
 } as const;
 
 /** Every verb a KV reader needs: bind, get (stream and direct), watch, and watcher cleanup. */

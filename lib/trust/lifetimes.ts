@@ -53,6 +53,8 @@ const TABLE: Record<CredentialKind, LifetimePolicy> = {
   "channel-writer": policy("one-shot", 5 * MINUTE, HOUR),
   // The reference's teardown has no expiry at all; it is the only holder of STREAM.DELETE.
   teardown: policy("one-shot", 5 * MINUTE, HOUR),
+  // Snapshots of a large space take a while; still one operation, never a standing cred.
+  backup: policy("one-shot", 15 * MINUTE, 2 * HOUR),
   operator: policy("one-shot", 5 * MINUTE, HOUR),
   probe: policy("one-shot", MINUTE, 5 * MINUTE),
   "membership-observer": policy("rotation-renewed", ROTATION_RENEWED_TTL_SEC, 30 * DAY),

@@ -5,6 +5,7 @@
  * @module
  */
 export {
+  adoptSpaceAccount,
   composeSpaceAuth,
   createBrokerAuth,
   createSpaceAccountAuth,

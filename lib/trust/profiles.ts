@@ -22,6 +22,7 @@ import {
   probeGrants,
 } from "./profiles_members.ts";
 import {
+  backupGrants,
   channelWriterGrants,
   deliveryGrants,
   deprovisionerGrants,
@@ -45,6 +46,7 @@ const GRANTS: Readonly<Record<Profile, (ctx: GrantContext, g: GrantSet) => void>
   purger: purgerGrants,
   "channel-writer": channelWriterGrants,
   teardown: teardownGrants,
+  backup: backupGrants,
   operator: operatorGrants,
   probe: probeGrants,
 });

@@ -122,3 +122,16 @@ export function teardownGrants(ctx: GrantContext, g: GrantSet): void {
   g.pub(js.streamPurge(n.streams.chat), kvKey(n.buckets.channels, ">"));
   g.pub(...kvRead(n.buckets.presence), ...kvRead(n.buckets.channels));
 }
+
+/**
+ * Space backup and restore (`cotal space backup|restore`): snapshots and restores of the space's
+ * own streams and buckets through the JetStream snapshot API, and nothing else. It reads no
+ * message subject and cannot delete: a restore only creates streams that do not exist.
+ */
+export function backupGrants(ctx: GrantContext, g: GrantSet): void {
+  g.pub(JS_INFO);
+  for (const st of [...allStreams(ctx), ...allBucketStreams(ctx)]) {
+    g.pub(js.streamInfo(st), js.streamSnapshot(st), js.snapshotAck(st));
+    g.pub(js.streamRestore(st), js.restoreChunk(st));
+  }
+}

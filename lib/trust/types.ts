@@ -17,6 +17,7 @@ export type Profile =
   | "purger"
   | "channel-writer"
   | "teardown"
+  | "backup"
   | "operator"
   | "probe";
 

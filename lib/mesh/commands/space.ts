@@ -2,6 +2,8 @@ import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts"
 import { registry } from "../../registry.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { spaceAdd, spaceList, spaceRm } from "../space.ts";
+import { spaceBackup, spaceRestore } from "../backup.ts";
+
 import { resolveRoot, ROOT_FLAG } from "./common.ts";
 
 const SPACE_ARG = [{ name: "space", description: "the space's name", required: true }] as const;
@@ -68,4 +70,55 @@ export const spaceListCommand = defineCommand({
   },
 });
 
-registry.register([spaceAddCommand, spaceRmCommand, spaceListCommand]);
+/** `cotal space backup <space> --to <dir>`. */
+export const spaceBackupCommand = defineCommand({
+  kind: "command",
+  name: "space backup",
+  summary: "snapshot one space's streams, account and secrets into a new directory",
+  flags: {
+    ...ROOT_FLAG,
+    ...JSON_FLAG,
+    to: { type: "string", required: true, value: "dir", description: "a new or empty directory" },
+  },
+  positionals: SPACE_ARG,
+  async run({ values, positionals }) {
+    const space = assertValidSpaceName(positionals[0]);
+    const m = await spaceBackup(resolveRoot(values.root), space, resolveRoot(values.to));
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      m,
+      (v) =>
+        `backed up space '${space}': ${v.streams.length} streams, ${v.secrets.length} secrets -> ${values.to}`,
+    );
+  },
+});
+
+/** `cotal space restore --from <dir>`. */
+export const spaceRestoreCommand = defineCommand({
+  kind: "command",
+  name: "space restore",
+  summary: "restore a backed-up space into this root's running broker",
+  flags: {
+    ...ROOT_FLAG,
+    ...JSON_FLAG,
+    from: { type: "string", required: true, value: "dir", description: "a backup directory" },
+  },
+  async run({ values }) {
+    const m = await spaceRestore(resolveRoot(values.root), resolveRoot(values.from));
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      m,
+      (v) => `restored space '${v.space}': ${v.streams.length} streams`,
+    );
+  },
+});
+
+registry.register([
+  spaceAddCommand,
+  spaceRmCommand,
+  spaceListCommand,
+  spaceBackupCommand,
+  spaceRestoreCommand,
+]);

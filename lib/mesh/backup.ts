@@ -1,0 +1,257 @@
+/**
+ * `cotal space backup|restore`: one space's streams (server snapshots: messages, sequences and
+ * consumers), its account record and its per-space secrets, moved to and from a directory. A
+ * restore re-signs the account under the target root's operator with the same keys, so the
+ * space's existing credentials keep working on the new broker.
+ */
+import { CotalError } from "../errors.ts";
+import {
+  adoptSpaceAccount,
+  mintCreds,
+  newIdentity,
+  parseSpaceAccountAuth,
+  serializeSpaceAccountAuth,
+} from "../trust/mod.ts";
+import { decodeJwt, parseCreds } from "../nats/mod.ts";
+import { connectBroker } from "../wire/mod.ts";
+import { spaceAccountKey, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
+import { meshPaths } from "./layout.ts";
+import { restoreStream, type SnapshotHeader, snapshotStream } from "./snapshot.ts";
+import { runningBroker, spaceStreamList } from "./space.ts";
+import {
+  ensureBrokerAuth,
+  loadSpaceAccount,
+  readSpaceIndex,
+  writeSpaceIndex,
+} from "./trust_state.ts";
+import { provisionSpace, renderBrokerConfig } from "./up.ts";
+import { reloadBroker } from "./stack.ts";
+import { registerMesh } from "./machine_registry.ts";
+
+/** The format tag a backup's manifest carries. */
+export const BACKUP_FORMAT = "cotal-space-backup/1";
+
+/** What a backup holds, as its manifest says. */
+export interface BackupManifest {
+  format: typeof BACKUP_FORMAT;
+  space: string;
+  account: string;
+  createdAt: string;
+  streams: { name: string; file: string; bytes: number; config: unknown; state: unknown }[];
+  secrets: string[];
+}
+
+async function writePrivate(path: string, data: string | Uint8Array): Promise<void> {
+  const tmp = `${path}.tmp-${crypto.randomUUID()}`;
+  if (typeof data === "string") await Deno.writeTextFile(tmp, data, { mode: 0o600 });
+  else await Deno.writeFile(tmp, data, { mode: 0o600 });
+  await Deno.rename(tmp, path);
+}
+
+// Every Cotal cred may subscribe only to its own `_INBOX_<user key>` (see lib/wire/connect.ts).
+async function inboxPrefixOf(creds: string): Promise<string> {
+  const { jwt } = await parseCreds(creds);
+  return `_INBOX_${(await decodeJwt(jwt)).sub}`;
+}
+
+async function requireLive(root: string) {
+  const live = await runningBroker(root);
+  if (!live) {
+    throw new CotalError(
+      "broker_not_running",
+      `The mesh under ${root} is not running; start it with 'cotal up --root ${root}' first.`,
+    );
+  }
+  return live;
+}
+
+/** Backs one space up into `dir` (which must be absent or empty). The manifest is written last. */
+export async function spaceBackup(
+  root: string,
+  space: string,
+  dir: string,
+): Promise<BackupManifest> {
+  const store = workspaceSecretStore(root);
+  const account = await loadSpaceAccount(store, space);
+  if (!account) {
+    throw new CotalError(
+      "space_unknown",
+      `Space '${space}' is not served by ${root}; 'cotal space list' shows the spaces it has.`,
+    );
+  }
+  try {
+    if ([...Deno.readDirSync(dir)].length > 0) {
+      throw new CotalError(
+        "backup_dir_not_empty",
+        `${dir} is not empty; back up into a new or empty directory so nothing is overwritten.`,
+      );
+    }
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const live = await requireLive(root);
+  await Deno.mkdir(`${dir}/streams`, { recursive: true, mode: 0o700 });
+  await Deno.mkdir(`${dir}/secrets`, { recursive: true, mode: 0o700 });
+  const creds = await mintCreds(
+    { space, account: account.account },
+    newIdentity(),
+    "backup",
+  );
+  const nc = await connectBroker({ servers: live.url, creds }, { name: "cotal space backup" });
+  const streams: BackupManifest["streams"] = [];
+  try {
+    const jsm = await nc.jetstreamManager();
+    for (const name of spaceStreamList(space)) {
+      try {
+        await jsm.streams.info(name);
+      } catch {
+        continue; // A bucket the space never created.
+      }
+      const file = `streams/${name}.snap`;
+      const out = await Deno.open(`${dir}/${file}`, {
+        write: true,
+        createNew: true,
+        mode: 0o600,
+      });
+      try {
+        const h = await snapshotStream(nc, name, async (chunk) => {
+          await out.write(chunk);
+        }, { inboxPrefix: await inboxPrefixOf(creds) });
+        streams.push({ name, file, bytes: h.bytes, config: h.config, state: h.state });
+      } finally {
+        out.close();
+      }
+    }
+  } finally {
+    await nc.close();
+  }
+  await writePrivate(`${dir}/account.json`, serializeSpaceAccountAuth(account));
+  const secrets: string[] = [];
+  const spaceDir = `${meshPaths(root).store}/space.${spaceKeyHex(space)}`;
+  try {
+    for (const e of Deno.readDirSync(spaceDir)) {
+      if (!e.isFile) continue;
+      await writePrivate(`${dir}/secrets/${e.name}`, await Deno.readFile(`${spaceDir}/${e.name}`));
+      secrets.push(e.name);
+    }
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const manifest: BackupManifest = {
+    format: BACKUP_FORMAT,
+    space,
+    account: account.account.pub,
+    createdAt: new Date().toISOString(),
+    streams,
+    secrets: secrets.sort(),
+  };
+  await writePrivate(`${dir}/manifest.json`, JSON.stringify(manifest, null, 2) + "\n");
+  return manifest;
+}
+
+async function readManifest(dir: string): Promise<BackupManifest> {
+  let m: BackupManifest;
+  try {
+    m = JSON.parse(await Deno.readTextFile(`${dir}/manifest.json`));
+  } catch {
+    throw new CotalError(
+      "backup_unreadable",
+      `${dir} holds no readable manifest.json; point at a directory 'cotal space backup' wrote.`,
+    );
+  }
+  if (m.format !== BACKUP_FORMAT || typeof m.space !== "string" || !Array.isArray(m.streams)) {
+    throw new CotalError(
+      "backup_unreadable",
+      `${dir}/manifest.json is not a ${BACKUP_FORMAT} manifest; it cannot be restored.`,
+    );
+  }
+  for (const s of m.streams) {
+    if (!/^streams\/[A-Za-z0-9_-]+\.snap$/.test(s.file)) {
+      throw new CotalError("backup_unreadable", `The manifest names an unsafe file '${s.file}'.`);
+    }
+  }
+  for (const f of m.secrets ?? []) {
+    if (!/^[A-Za-z0-9._-]+$/.test(f) || f.startsWith(".")) {
+      throw new CotalError("backup_unreadable", `The manifest names an unsafe secret '${f}'.`);
+    }
+  }
+  return m;
+}
+
+async function* fileChunks(path: string): AsyncIterable<Uint8Array> {
+  const f = await Deno.open(path);
+  try {
+    const buf = new Uint8Array(128 * 1024);
+    for (;;) {
+      const n = await f.read(buf);
+      if (n === null) return;
+      yield buf.slice(0, n);
+    }
+  } finally {
+    f.close();
+  }
+}
+
+/**
+ * Restores a backed-up space into a root whose broker runs (a fresh broker, another operator,
+ * or the same root after `space rm`). Refuses a root that already serves the space.
+ */
+export async function spaceRestore(root: string, dir: string): Promise<BackupManifest> {
+  const m = await readManifest(dir);
+  const live = await requireLive(root);
+  const index = await readSpaceIndex(root);
+  if (index.spaces.includes(m.space)) {
+    throw new CotalError(
+      "space_exists",
+      `${root} already serves space '${m.space}'; remove it with 'cotal space rm ${m.space}' first.`,
+    );
+  }
+  const store = workspaceSecretStore(root);
+  const saved = await parseSpaceAccountAuth(
+    await Deno.readTextFile(`${dir}/account.json`),
+    m.space,
+  );
+  if (saved.account.pub !== m.account) {
+    throw new CotalError(
+      "backup_unreadable",
+      `${dir}/account.json is not the account the manifest names; the backup is mixed up.`,
+    );
+  }
+  const { broker } = await ensureBrokerAuth(store, "cotal");
+  const adopted = await adoptSpaceAccount(broker, saved);
+  if (!await store.create(spaceAccountKey(m.space), serializeSpaceAccountAuth(adopted))) {
+    throw new CotalError(
+      "space_exists",
+      `${root} already holds an account record for '${m.space}'; remove it first.`,
+    );
+  }
+  const spaceDir = `${meshPaths(root).store}/space.${spaceKeyHex(m.space)}`;
+  await Deno.mkdir(spaceDir, { recursive: true, mode: 0o700 });
+  for (const f of m.secrets ?? []) {
+    await writePrivate(`${spaceDir}/${f}`, await Deno.readFile(`${dir}/secrets/${f}`));
+  }
+  index.spaces.push(m.space);
+  await writeSpaceIndex(root, index);
+  await renderBrokerConfig(root, live);
+  await reloadBroker(root);
+  const creds = await mintCreds(
+    { space: m.space, account: adopted.account },
+    newIdentity(),
+    "backup",
+  );
+  const nc = await connectBroker({ servers: live.url, creds }, { name: "cotal space restore" });
+  try {
+    for (const s of m.streams) {
+      await restoreStream(
+        nc,
+        { config: s.config, state: s.state } as SnapshotHeader,
+        fileChunks(`${dir}/${s.file}`),
+      );
+    }
+  } finally {
+    await nc.close();
+  }
+  await provisionSpace(adopted, live.url);
+  await registerMesh({ space: m.space, root, url: live.url });
+  return m;
+}
