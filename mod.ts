@@ -11,6 +11,8 @@
 export { CotalError, isCotalError } from "./lib/errors.ts";
 
 // Daemon runners and lifecycle
+export { runAuthService } from "./lib/auth/mod.ts";
+export type { RunAuthServiceOptions } from "./lib/auth/mod.ts";
 export {
   DELIVERY_CREDS_KIND,
   deliveryCredsKey,
@@ -71,20 +73,31 @@ export type {
 // Auth building blocks
 export {
   cotalAuthProvider,
+  createCalloutAuth,
   createIdpBridge,
   createUserTokenIssuer,
   deriveOwnerToken,
+  ensureCalloutAuth,
   ensureIssuer,
   ensureOwnerSecret,
+  loadCalloutAuth,
   loadIssuer,
   loadOwnerSecret,
   pinnedJwksResolver,
+  startAuthCallout,
   validateUserToken,
 } from "./lib/auth/mod.ts";
 export type {
   ActorAuthorizer,
   ActorRow,
+  AuthCallout,
+  AuthCalloutOptions,
+  CalloutAuth,
+  CalloutDecision,
+  CalloutGrant,
+  CalloutProvisionAuth,
   CotalAuthSession,
+  CreateCalloutAuthOptions,
   IdpBridge,
   IdpBridgeOptions,
   IdpExchangeRequest,
@@ -96,6 +109,7 @@ export type {
   KeyResolver,
   PinnedJwksResolverOptions,
   PublicJwk,
+  ServiceKeys,
   UserTokenIssuer,
   UserTokenIssuerOptions,
   ValidatedBearer,

@@ -1,7 +1,8 @@
 /**
  * Auth: the Cotal bearer (issuer, JWKS, strict validation), owner derivation, the IdP bridge
- * for any OIDC IdP, the IdP pin, the actor ledger, and the `auth-provider:cotal` extension
- * (registered when this module is imported).
+ * for any OIDC IdP, the IdP pin, the actor ledger, the NATS auth callout (account, responder,
+ * store kinds), the auth-service daemon and its loopback HTTP face, and the
+ * `auth-provider:cotal` extension (registered when this module is imported).
  *
  * @module
  */
@@ -64,3 +65,30 @@ export {
 } from "./keys.ts";
 export { cotalAuthProvider } from "./provider.ts";
 export type { CotalAuthSession } from "./provider.ts";
+export { AUTH_CALLOUT_SUBJECT, calloutAccountName, createCalloutAuth } from "./callout_auth.ts";
+export type { CalloutAuth, CreateCalloutAuthOptions } from "./callout_auth.ts";
+export {
+  CALLOUT_KIND,
+  calloutKey,
+  ensureCalloutAuth,
+  loadCalloutAuth,
+  loadServiceKeys,
+  saveServiceKeys,
+  SERVICE_KEYS_KIND,
+  serviceKeysKey,
+} from "./callout_store.ts";
+export type { CalloutProvisionAuth, ServiceKeys } from "./callout_store.ts";
+export { CALLOUT_MAX_IN_FLIGHT, CALLOUT_QUEUE, startAuthCallout } from "./callout.ts";
+export type { AuthCallout, AuthCalloutOptions, CalloutDecision, CalloutGrant } from "./callout.ts";
+export { AUTH_SERVICE_COMMAND, runAuthService } from "./service.ts";
+export type { RunAuthServiceOptions } from "./service.ts";
+export { AUTH_SERVICE_FILE, authServicePaths, readDiscoveryFile } from "./service_files.ts";
+export type { AuthServiceDiscovery, AuthServicePaths } from "./service_files.ts";
+export {
+  BAD_CAP_PER_MIN,
+  createExchangeHandler,
+  FAILED_EXCHANGE_PER_MIN,
+  JWKS_MAX_AGE_SEC,
+  MAX_EXCHANGE_BODY_BYTES,
+} from "./service_http.ts";
+export type { AuthServiceEvent, ExchangeHandlerOptions } from "./service_http.ts";
