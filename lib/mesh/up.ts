@@ -4,6 +4,7 @@ import { ensureDefaultDeliveryClass, setupSpaceStreams } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
+import { mintSysCreds, rotateSys } from "./sys_creds.ts";
 import {
   brokerBinary,
   brokerComponent,
@@ -114,7 +115,9 @@ export interface UpResult {
  * keeps) the broker, provisions each space, then the daemons. A second `up` starts only what is
  * not running. In the foreground it waits for `untilStopped` and then stops everything.
  */
-export async function up(opts: UpOptions & { detach?: boolean }): Promise<UpResult> {
+export async function up(
+  opts: UpOptions & { detach?: boolean; rotateSys?: boolean },
+): Promise<UpResult> {
   const previous = await readMeshRecord(opts.root);
   const brokerRunning = (await listComponents(opts.root)).some((c) =>
     c.id === "nats-server" && c.state === "running"
@@ -132,9 +135,27 @@ export async function up(opts: UpOptions & { detach?: boolean }): Promise<UpResu
       `${opts.host}:${opts.port} is already in use; stop what listens there or pass --port <n>.`,
     );
   }
+  if (opts.rotateSys && brokerRunning) {
+    throw new CotalError(
+      "mesh_running",
+      `--rotate-sys re-issues the system account, which the broker reads only at start; run ` +
+        `'cotal down --root ${opts.root}' first.`,
+    );
+  }
   const server = await brokerBinary(opts.say);
+  await ensureMeshDirs(meshPaths(opts.root));
+  const store = workspaceSecretStore(opts.root);
+  // The system seed exists in memory only when the broker trust is created here (or rotated):
+  // that is the one moment the spaces' $SYS creds can be minted.
+  const { broker: trust, created: newTrust } = await ensureBrokerAuth(store, "cotal");
   if (await addSpaceRecord(opts.root, opts.space)) {
     opts.say(`created space '${opts.space}' (a new data account under this root's operator)`);
+  }
+  const all = await loadAllSpaceAccounts(opts.root, store);
+  if (newTrust) await mintSysCreds(opts.root, store, trust, all);
+  if (opts.rotateSys) {
+    await rotateSys(opts.root, store, trust, all);
+    opts.say(`re-issued the system account and the $SYS creds of ${all.length} space(s)`);
   }
   const { accounts } = await renderBrokerConfig(opts.root, opts);
   const rec: MeshRecord = {

@@ -143,6 +143,33 @@ export async function createSpaceAccountAuth(
 }
 
 /**
+ * Re-issues the system account of broker trust: a new SYS key, the operator JWT re-signed to
+ * name it. The operator key and every data account stay, so space creds are untouched; only
+ * `$SYS` creds (membership observer, connection evictor) must be minted again, which the
+ * returned bundle can do while its SYS seed is in memory. `gen` goes up by one.
+ */
+export async function rotateSystemAccount(broker: BrokerAuth): Promise<BrokerAuth> {
+  const opSigner = await operatorSigner(broker);
+  const previous = await decodeJwt(broker.operator.jwt, { type: "operator", ignoreTimes: true });
+  const sys = await createAccount();
+  const operatorJwt = await encodeJwt({
+    sub: broker.operator.pub,
+    name: previous.name ?? operatorName("cotal"),
+    nats: { type: "operator", system_account: sys.publicKey },
+  }, opSigner);
+  const sysJwt = await encodeJwt({
+    sub: sys.publicKey,
+    name: "SYS",
+    nats: { type: "account", limits: { ...SYS_LIMITS } },
+  }, opSigner);
+  return {
+    operator: { ...broker.operator, jwt: operatorJwt },
+    sys: { pub: sys.publicKey, jwt: sysJwt, signingSeed: sys.seed },
+    gen: broker.gen + 1,
+  };
+}
+
+/**
  * Re-signs an existing space account under `broker`'s operator, keeping its keys: the account
  * public key, its seed and its signing key stay, so every credential its signing key issued
  * keeps working on the new broker. This is how a backed-up space is restored into a broker with

@@ -13,6 +13,7 @@ export {
   isStrippedSpaceAuth,
   operatorName,
   rotateDataAccountSigningKey,
+  rotateSystemAccount,
   stripSpaceAuth,
 } from "./authorities.ts";
 export { credsAuthenticatorFast, type CredsSource } from "./connect_auth.ts";

@@ -18,6 +18,10 @@ export const upCommand = defineCommand({
     host: { type: "string", default: "127.0.0.1", description: "the broker's listen address" },
     port: { type: "string", default: "4222", description: "the broker's client port" },
     detach: { type: "boolean", description: "start in the background and return" },
+    "rotate-sys": {
+      type: "boolean",
+      description: "re-issue the system account and its $SYS creds (mesh must be stopped)",
+    },
   },
   async run({ values }) {
     const port = parsePort(values.port);
@@ -33,6 +37,7 @@ export const upCommand = defineCommand({
         host: values.host,
         port,
         detach: values.detach === true,
+        rotateSys: values["rotate-sys"] === true,
         // With --json, progress goes to stderr so stdout is one JSON document.
         say: (l) => json ? console.error(l) : console.log(l),
         untilStopped: stop.promise,
