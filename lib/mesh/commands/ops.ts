@@ -4,6 +4,8 @@ import { registry } from "../../registry.ts";
 import { PROFILES } from "../../trust/mod.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot, sendText, tail } from "../ops.ts";
+import { join } from "../join.ts";
+import { TextLineStream } from "../../cli/lines.ts";
 import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
 
 const SPACE_FLAG = {
@@ -127,3 +129,42 @@ export const tailCommand = defineCommand({
 });
 
 registry.register([mintCommand, sendCommand, tailCommand]);
+
+/** `cotal join`: join a space interactively as yourself. */
+export const joinCommand = defineCommand({
+  kind: "command",
+  name: "join",
+  summary: "join a space interactively as local.<actor> (lines post; /help lists commands)",
+  flags: {
+    ...ROOT_FLAG,
+    ...SPACE_FLAG,
+    as: {
+      type: "string",
+      default: Deno.env.get("USER") ?? "operator",
+      description: "your actor name",
+    },
+    channel: {
+      type: "string",
+      multiple: true,
+      default: ["general"],
+      description: "a channel to join and post to (repeatable; the first is current)",
+    },
+  },
+  async run({ values }) {
+    const space = assertValidSpaceName(values.space);
+    const root = await resolveMeshRoot(values.root, space);
+    const lines = Deno.stdin.readable.pipeThrough(new TextDecoderStream()).pipeThrough(
+      new TextLineStream(),
+    );
+    await join({
+      root,
+      space,
+      actor: values.as,
+      channels: [...values.channel],
+      lines,
+      print: console.log,
+    });
+  },
+});
+
+registry.register([joinCommand]);

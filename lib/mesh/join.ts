@@ -1,0 +1,149 @@
+/**
+ * `cotal join`: the operator joins a space interactively as `local.<actor>` — a real member with
+ * presence, its own durables and a bounded agent cred, removed again when it leaves. Lines read
+ * are posted to the current channel; `/`-commands do the rest.
+ */
+import { CotalEndpoint, type CotalMessageEvent } from "../endpoint/mod.ts";
+import { CotalError } from "../errors.ts";
+import { mintCreds, newIdentity, newLifecycleUid } from "../trust/mod.ts";
+import { deprovisionAgent, provisionAgent } from "../wire/mod.ts";
+import { workspaceSecretStore } from "../workspace/mod.ts";
+import { runningBroker } from "./space.ts";
+import { loadSpaceAccount } from "./trust_state.ts";
+
+/** Options for {@linkcode join}. */
+export interface JoinOptions {
+  root: string;
+  space: string;
+  actor: string;
+  /** Channels joined at start; the first is current. Posting is granted on exactly these. */
+  channels: string[];
+  /** Lines typed by the operator; the session ends when they end or on `/quit`. */
+  lines: AsyncIterable<string>;
+  print: (line: string) => void;
+}
+
+export const JOIN_HELP = [
+  "text            post to the current channel",
+  "/join <ch>      read a channel and make it current (posting needs --channel <ch>)",
+  "/leave <ch>     leave a channel",
+  "/dm <o.a> text  direct message one peer",
+  "/task <role> t  hand a task to a role (anycast)",
+  "/who            who is online",
+  "/quit           leave the space",
+].join("\n");
+
+function describe(ev: CotalMessageEvent): string {
+  const m = ev.message;
+  const text = m.parts.map((p) => p.kind === "text" ? p.text : `[${p.kind}]`).join(" ");
+  const where = m.channel !== undefined
+    ? `#${m.channel}`
+    : m.toService !== undefined
+    ? `@${m.toService}`
+    : "(dm)";
+  return `${ev.meta.historical ? "[history] " : ""}${where} ${m.from.id}: ${text}`;
+}
+
+/** Runs one interactive session; resolves with the number of lines posted. */
+export async function join(opts: JoinOptions): Promise<number> {
+  if (opts.channels.length === 0) {
+    throw new CotalError("usage", "Name at least one channel to join with --channel <name>.");
+  }
+  const live = await runningBroker(opts.root);
+  if (!live) {
+    throw new CotalError(
+      "broker_not_running",
+      `The mesh under ${opts.root} is not running; start it with 'cotal up --root ${opts.root}'.`,
+    );
+  }
+  const account = await loadSpaceAccount(workspaceSecretStore(opts.root), opts.space);
+  if (!account) {
+    throw new CotalError(
+      "space_unknown",
+      `Space '${opts.space}' has no account under ${opts.root}; add it with 'cotal space add'.`,
+    );
+  }
+  const auth = { space: opts.space, account: account.account };
+  const principal = { owner: "local", actor: opts.actor };
+  const lifecycleUid = newLifecycleUid();
+  const provisioner = await mintCreds(auth, newIdentity(), "provisioner");
+  const agent = await provisionAgent({
+    servers: live.url,
+    creds: provisioner,
+    space: opts.space,
+    principal,
+    lifecycleUid,
+    auth,
+    identity: newIdentity(),
+    subscribe: opts.channels,
+    allowSubscribe: [">"],
+    allowPublish: opts.channels,
+    expiresInSeconds: 12 * 3600,
+  });
+  const ep = new CotalEndpoint({
+    space: opts.space,
+    servers: live.url,
+    card: { name: opts.actor, owner: "local", actor: opts.actor },
+    lifecycleUid,
+    creds: agent.creds,
+    channels: opts.channels,
+  });
+  ep.addEventListener("message", (ev) => {
+    opts.print(describe(ev));
+    if (ev.delivery.durable && !ev.delivery.settled) ev.delivery.ack().catch(() => {});
+  });
+  ep.addEventListener("presence", (ev) => {
+    if (ev.change !== "update") opts.print(`* ${ev.presence.card.id} ${ev.change}`);
+  });
+  ep.addEventListener("warning", (ev) => opts.print(`! ${ev.error.message}`));
+  let current = opts.channels[0];
+  let posted = 0;
+  await ep.start();
+  opts.print(
+    `joined space '${opts.space}' as local.${opts.actor} in #${current}; /help for commands`,
+  );
+  try {
+    for await (const raw of opts.lines) {
+      const line = raw.trim();
+      if (line === "") continue;
+      try {
+        if (!line.startsWith("/")) {
+          await ep.multicast(line, { channel: current });
+          posted++;
+          continue;
+        }
+        const [cmd, arg, ...rest] = line.split(/\s+/);
+        if (cmd === "/quit") break;
+        else if (cmd === "/help") opts.print(JOIN_HELP);
+        else if (cmd === "/who") {
+          opts.print(ep.getRoster().map((p) => `${p.card.id} ${p.status}`).join("\n") || "nobody");
+        } else if (cmd === "/join" && arg) {
+          await ep.joinChannel(arg);
+          current = arg;
+        } else if (cmd === "/leave" && arg) await ep.leaveChannel(arg);
+        else if (cmd === "/dm" && arg && rest.length) {
+          await ep.unicast(arg, rest.join(" "));
+          posted++;
+        } else if (cmd === "/task" && arg && rest.length) {
+          await ep.anycast(arg, rest.join(" "));
+          posted++;
+        } else opts.print(`? unknown or incomplete command '${line}'; /help lists them`);
+      } catch (err) {
+        opts.print(`! ${(err as Error).message}`);
+      }
+    }
+  } finally {
+    await ep.stop();
+    const deprov = await mintCreds(auth, newIdentity(), "deprovisioner", {
+      deprovisionTarget: { ...principal, lifecycleUid },
+    });
+    await deprovisionAgent({
+      servers: live.url,
+      creds: deprov,
+      space: opts.space,
+      principal,
+      lifecycleUid,
+    }).catch((err) => opts.print(`! could not remove this session's durables: ${err.message}`));
+  }
+  return posted;
+}

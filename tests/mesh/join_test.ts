@@ -1,0 +1,82 @@
+import assert from "node:assert/strict";
+import { connectBroker, streamNames } from "../../lib/wire/mod.ts";
+import { mintForRoot, sendText, tail } from "../../lib/mesh/ops.ts";
+import { down, up } from "../../lib/mesh/up.ts";
+import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
+Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves no durables behind", async () => {
+  const root = await tempDir("cotal-root-");
+  const home = await tempDir("cotal-home-");
+  try {
+    const r = await up({
+      root,
+      space: "j",
+      host: "127.0.0.1",
+      port: freePort(),
+      detach: true,
+      say: () => {},
+      untilStopped: Promise.resolve(),
+    });
+    const seen: string[] = [];
+    const ac = new AbortController();
+    const tailing = Promise.withResolvers<void>();
+    const tailer = tail(root, "j", (l) => seen.push(`${l.from}:${l.text}`), {
+      signal: ac.signal,
+      ready: tailing.resolve,
+    });
+    await tailing.promise;
+
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, "join", "--root", root, "--space", "j", "--as", "alice"],
+      env: { COTAL_HOME: home },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const out: string[] = [];
+    const reading = (async () => {
+      for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) out.push(chunk);
+    })();
+    const writer = child.stdin.getWriter();
+    const enc = new TextEncoder();
+    await waitFor(() => out.join("").includes("joined space 'j' as local.alice"), {
+      what: "join to start",
+    });
+    await writer.write(enc.encode("hello from alice\n"));
+    await waitFor(() => seen.includes("local.alice:hello from alice"), {
+      what: "the post in tail",
+    });
+
+    const during = await connectBroker({
+      servers: r.url,
+      creds: await mintForRoot(root, "j", { profile: "admin" }),
+    });
+    const dmDuring = await (await during.jetstreamManager()).streams.info(streamNames("j").dm);
+    assert.equal(dmDuring.state.consumer_count, 1, "the session has its own dm_ durable");
+    await during.close();
+    await sendText(root, "j", { to: "local.alice" }, "psst");
+    await waitFor(() => out.join("").includes("(dm) local.operator: psst"), { what: "the DM" });
+    await writer.write(enc.encode("/nonsense\n/quit\n"));
+    await writer.close();
+    assert.equal((await child.status).code, 0);
+    await reading;
+    assert.match(out.join(""), /\? unknown or incomplete command '\/nonsense'/);
+
+    // The session's bind-only durables are gone: the DM stream is back to no consumers.
+    const obs = await connectBroker({
+      servers: r.url,
+      creds: await mintForRoot(root, "j", { profile: "admin" }),
+    });
+    const dm = await (await obs.jetstreamManager()).streams.info(streamNames("j").dm);
+    assert.equal(dm.state.consumer_count, 0);
+    await obs.close();
+    ac.abort();
+    await tailer;
+  } finally {
+    await down(root);
+    await removeTempDir(root);
+    await removeTempDir(home);
+  }
+});
