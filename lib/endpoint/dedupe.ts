@@ -1,6 +1,7 @@
 /**
  * A bounded set of recently seen message ids: live, backfilled, gap-filled and durable copies
- * of one message coalesce on it. Oldest ids are forgotten first, so memory stays flat.
+ * of one message coalesce on it. A ring of fixed size forgets the oldest id first, so memory
+ * stays flat and an insert never allocates.
  *
  * @module
  */
@@ -8,28 +9,30 @@
 /** Ids remembered by default: far more than any reconnect gap or backfill surfaces at once. */
 export const DEFAULT_SEEN_IDS = 20_000;
 
-/** Insertion-ordered, capacity-bounded id set. */
+/** Capacity-bounded id set, oldest forgotten first. */
 export class SeenIds {
-  readonly #max: number;
   readonly #ids = new Set<string>();
+  readonly #ring: (string | undefined)[];
+  #next = 0;
 
   constructor(max = DEFAULT_SEEN_IDS) {
-    this.#max = max;
+    this.#ring = new Array(max);
   }
 
   /** True when `id` was seen before; otherwise records it and returns false. */
   check(id: string): boolean {
     if (this.#ids.has(id)) return true;
+    const old = this.#ring[this.#next];
+    if (old !== undefined) this.#ids.delete(old);
+    this.#ring[this.#next] = id;
+    this.#next = (this.#next + 1) % this.#ring.length;
     this.#ids.add(id);
-    if (this.#ids.size > this.#max) {
-      // A Set iterates in insertion order: the first key is the oldest.
-      this.#ids.delete(this.#ids.values().next().value!);
-    }
     return false;
   }
 
   /** Forget `id` (a copy handed back for redelivery must surface again). */
   forget(id: string): void {
+    // Its ring slot stays; when it is reused, deleting an absent id is a no-op.
     this.#ids.delete(id);
   }
 

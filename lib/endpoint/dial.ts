@@ -28,6 +28,12 @@ export async function dial(opts: DialOptions): Promise<NatsConnection> {
       authenticator: opts.authenticator,
       inboxPrefix: `_INBOX_${opts.connId}`,
       name: opts.name,
+      // Our own publishes would come back to our channel subscriptions only to be dropped by
+      // the echo rule: let the broker skip them (stream-delivered copies are unaffected).
+      noEcho: true,
+      // An Error with a stack per request costs ~10% of a busy endpoint's CPU; failures are
+      // wrapped into CotalErrors naming the operation anyway.
+      noAsyncTraces: true,
       ...(opts.live
         ? { maxReconnectAttempts: -1, reconnectTimeWait: 1_000 }
         : { maxReconnectAttempts: 0, timeout: 4_000 }),
