@@ -16,6 +16,7 @@ import { newLifecycleUid } from "../../lib/wire/names.ts";
 import { provisionAgentDurables } from "../../lib/wire/provision.ts";
 import { dlvDurableName, dmDurableName } from "../../lib/wire/resources.ts";
 import { setupSpaceStreams } from "../../lib/wire/streams.ts";
+import { seedChannelRegistry } from "../../lib/wire/channels.ts";
 import { collect } from "./_mesh.ts";
 
 async function openMesh() {
@@ -256,4 +257,78 @@ Deno.test("endpoint - a throwing listener and unheard warnings or errors never k
   await waitFor(async () => (await pending(m.raw, `DM_${m.space}`, dm)).redelivered >= 1, {
     what: "a redelivery",
   });
+});
+
+Deno.test("endpoint - publishes carry Nats-Msg-Id = message id, so a resend is a stream duplicate", async () => {
+  await using m = await openMesh();
+  await m.ep.start();
+  const msg = await m.ep.multicast("once");
+  const jsm = await m.raw.jetstreamManager();
+  const stored = await jsm.streams.getMessage(`CHAT_${m.space}`, {
+    last_by_subj: `cotal.${m.space}.chat.local.bob.general`,
+  });
+  assert.equal(stored.header.get("Nats-Msg-Id"), msg.id);
+  assert.equal(stored.json<{ id: string }>().id, msg.id);
+  const again = await m.raw.jetstream().publish(
+    `cotal.${m.space}.chat.local.bob.general`,
+    stored.data,
+    { msgID: msg.id },
+  );
+  assert.equal(again.duplicate, true);
+});
+
+Deno.test("endpoint - the channel registry decides replay and delivery class; leave stops delivery", async () => {
+  await using m = await openMesh();
+  await seedChannelRegistry({
+    servers: m.broker.url,
+    space: m.space,
+    channels: {
+      quiet: { replay: false },
+      recent: { replayWindow: "1h" },
+      live: { deliveryClass: "live" },
+    },
+  });
+  const P = `cotal.${m.space}`;
+  const js = m.raw.jetstream();
+  for (const ch of ["quiet", "recent", "live"]) {
+    await js.publish(
+      `${P}.chat.local.alice.${ch}`,
+      envelope(m.space, "local.alice", { channel: ch }),
+    );
+  }
+  const got = collect<CotalMessageEvent>(m.ep, "message");
+  await m.ep.start();
+  // replay:false is noise control: nothing replayed.
+  assert.deepEqual(await m.ep.joinChannel("quiet"), {
+    joined: true,
+    backfilled: 0,
+    durable: false,
+    reason: "durable backstop unavailable (no delivery daemon answered)",
+  });
+  // A replay window still replays what is inside it.
+  assert.equal((await m.ep.joinChannel("recent")).backfilled, 1);
+  // A live-class channel asks for no backstop at all.
+  assert.deepEqual(await m.ep.joinChannel("live"), { joined: true, backfilled: 1, durable: false });
+  assert.deepEqual(m.ep.joinedChannels(), ["general", "quiet", "recent", "live"]);
+  await waitFor(() => got.length === 2, { what: "the two backfills" });
+
+  assert.deepEqual(await m.ep.leaveChannel("live"), { left: true });
+  assert.deepEqual(await m.ep.leaveChannel("live"), { left: false });
+  assert.deepEqual(m.ep.joinedChannels(), ["general", "quiet", "recent"]);
+  m.raw.publish(
+    `${P}.chat.local.alice.live`,
+    envelope(m.space, "local.alice", { channel: "live" }),
+  );
+  const marker = crypto.randomUUID();
+  m.raw.publish(
+    `${P}.chat.local.alice.quiet`,
+    envelope(m.space, "local.alice", { channel: "quiet" }, marker),
+  );
+  await waitFor(() => got.some((e) => e.message.id === marker), {
+    what: "the post on a joined channel",
+  });
+  assert.ok(
+    !got.some((e) => e.message.channel === "live" && !e.meta.historical),
+    "nothing live after leaving",
+  );
 });
