@@ -57,6 +57,8 @@ interface Joined {
   filter: string;
   sub?: Subscription;
   durable: boolean;
+  /** The membership generation the daemon answered the join with (a leave must name it). */
+  generation?: number;
 }
 
 /** The joined channels of one endpoint; survives connection rebuilds. */
@@ -163,8 +165,9 @@ export class ChannelSet {
     if (eff.deliveryClass !== "durable" || hasWildcard(channel)) {
       return { joined: true, backfilled, durable: false };
     }
-    const backstop = await this.#durableJoin(channel);
+    const { generation, ...backstop } = await this.#durableJoin(channel);
     entry.durable = backstop.durable;
+    entry.generation = generation;
     return { joined: true, backfilled, ...backstop };
   }
 
@@ -188,6 +191,7 @@ export class ChannelSet {
       // Fail closed: if the daemon cannot confirm the leave, the subscription stays.
       const reply = await this.#control("durableLeave", {
         channel,
+        generation: j.generation,
         lifecycleUid: this.#host.lifecycleUid,
       });
       if (!reply.ok) {
@@ -283,17 +287,16 @@ export class ChannelSet {
     return sub;
   }
 
-  async #durableJoin(channel: string): Promise<{ durable: boolean; reason?: string }> {
-    const reply = await this.#control("durableJoin", {
-      channel,
-      lifecycleUid: this.#host.lifecycleUid,
-    });
+  async #durableJoin(
+    channel: string,
+  ): Promise<{ durable: boolean; reason?: string; generation?: number }> {
+    const reply = await this.#control("durableJoin", { channel });
     if (!reply.ok) {
       return { durable: false, reason: `durable backstop unavailable (${reply.reason})` };
     }
-    const data = reply.data as { durable?: boolean; reason?: string } | undefined;
+    const data = reply.data as { durable?: boolean; reason?: string; generation?: number };
     return data?.durable === true
-      ? { durable: true }
+      ? { durable: true, generation: data.generation }
       : { durable: false, reason: data?.reason ?? "the delivery daemon declined the backstop" };
   }
 

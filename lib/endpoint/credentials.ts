@@ -28,8 +28,10 @@ export const BEARER_REFRESH_MARGIN_MS = 60_000;
 export const CREDS_RETRY_MS = 60_000;
 /** A failed bearer refresh is retried after this long. */
 export const BEARER_RETRY_MS = 15_000;
-/** No renewal is scheduled sooner than this. */
+/** No creds renewal is scheduled sooner than this. */
 export const MIN_RENEW_DELAY_MS = 1_000;
+/** No bearer refresh is scheduled sooner than this (a bearer shorter than the margin). */
+export const MIN_BEARER_REFRESH_DELAY_MS = 5_000;
 
 /** One parsed credential. Times are epoch ms; `expiresAt` is undefined for an unbounded JWT. */
 export interface HeldCredential {
@@ -234,14 +236,13 @@ export class CredentialHolder {
   renewAt(now = Date.now()): number | undefined {
     const c = this.#current;
     if (!this.#source || c?.expiresAt === undefined) return undefined;
-    let at: number;
     if (this.kind === "creds") {
       const from = c.issuedAt ?? now;
-      at = from + (c.expiresAt - from) * CREDS_RENEW_FRACTION;
-    } else {
-      at = c.expiresAt - BEARER_REFRESH_MARGIN_MS;
+      const at = from + (c.expiresAt - from) * CREDS_RENEW_FRACTION;
+      return Math.max(at, now + MIN_RENEW_DELAY_MS);
     }
-    return Math.max(at, now + MIN_RENEW_DELAY_MS);
+    // A bearer living less than the margin would otherwise be refreshed in a tight loop.
+    return Math.max(c.expiresAt - BEARER_REFRESH_MARGIN_MS, now + MIN_BEARER_REFRESH_DELAY_MS);
   }
 
   /** When to retry a failed renewal: the retry period, but before the current one dies. */

@@ -164,8 +164,10 @@ export class CotalEndpoint extends EndpointEvents {
 
   /** The card as published in presence. */
   get card(): AgentCard {
-    if (!this.#card) this.principal;
-    return structuredClone(this.#card!);
+    if (!this.#card) {
+      throw new CotalError("not_started", "The endpoint has not started; await start() first.");
+    }
+    return structuredClone(this.#card);
   }
 
   /** True while fully bound to a live connection. */

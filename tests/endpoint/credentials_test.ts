@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { SignJWT } from "jose";
 import { startTestBroker, waitFor } from "../_harness/broker.ts";
 import { CotalEndpoint } from "../../lib/endpoint/mod.ts";
+import { CredentialHolder } from "../../lib/endpoint/credentials.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { createSpaceAuth, mintCreds, newIdentity } from "../../lib/trust/mod.ts";
 import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
@@ -151,7 +152,7 @@ Deno.test("endpoint - a bearer function is refreshed ahead of expiry and present
     space: "s",
     card: { name: "alice", owner: OWNER, actor: "alice" },
     sentinelCreds: k.sentinelCreds,
-    // 63 s of life: the refresh is due 60 s before expiry, 3 s from now.
+    // 63 s of life: the refresh is due 60 s before expiry, 3 s from now, held to 5 s at least.
     bearer: async () => {
       issued.push(await k.bearer(63));
       return issued.at(-1)!;
@@ -272,4 +273,36 @@ Deno.test("endpoint - option refusals", async () => {
   } finally {
     await mesh[Symbol.asyncDispose]();
   }
+});
+
+Deno.test("endpoint - renewal schedule: creds at 75% of life, bearers 60 s ahead, never a tight loop", async () => {
+  const auth = await createSpaceAuth("sched");
+  const id = newIdentity();
+  const mint = (ttl: number) =>
+    mintCreds(auth, id, "agent", { lifecycleUid: "a".repeat(26), expiresInSeconds: ttl });
+  const creds = new CredentialHolder({ creds: () => mint(1000) });
+  const c = (await creds.load())!;
+  const now = Date.now();
+  assert.equal(creds.renewAt(now), c.issuedAt! + 750_000);
+  // A failed renewal retries after 60 s, and always before the live one dies.
+  assert.equal(creds.retryAt(now), now + 60_000);
+  const short = new CredentialHolder({ creds: () => mint(20) });
+  const s = (await short.load())!;
+  assert.equal(short.renewAt(s.issuedAt!), s.issuedAt! + 15_000);
+  assert.ok(short.retryAt(s.issuedAt! + 15_000) < s.expiresAt! - 2_000);
+  // A string cannot renew: no timer at all.
+  assert.equal(new CredentialHolder({ creds: await mint(100) }).renewAt(), undefined);
+
+  const sentinelCreds = await mintCreds(auth, newIdentity(), "probe");
+  const key = new TextEncoder().encode("test-only bearer signing key, 32+ bytes long");
+  const bearer = (ttl: number) =>
+    new SignJWT({}).setProtectedHeader({ alg: "HS256" }).setExpirationTime(
+      Math.floor(Date.now() / 1000) + ttl,
+    ).sign(key);
+  const long = new CredentialHolder({ bearer: () => bearer(300), sentinelCreds });
+  const l = (await long.load())!;
+  assert.equal(long.renewAt(now), l.expiresAt! - 60_000);
+  const brief = new CredentialHolder({ bearer: () => bearer(30), sentinelCreds });
+  await brief.load();
+  assert.equal(brief.renewAt(now), now + 5_000);
 });
