@@ -30,7 +30,10 @@ export const CREDS_RETRY_MS = 60_000;
 export const BEARER_RETRY_MS = 15_000;
 /** No creds renewal is scheduled sooner than this. */
 export const MIN_RENEW_DELAY_MS = 1_000;
-/** No bearer refresh is scheduled sooner than this (a bearer shorter than the margin). */
+/**
+ * No bearer refresh is scheduled sooner than this (a bearer shorter than the margin), unless
+ * the bearer dies sooner than twice this: then halfway through its remaining life.
+ */
 export const MIN_BEARER_REFRESH_DELAY_MS = 5_000;
 
 /** One parsed credential. Times are epoch ms; `expiresAt` is undefined for an unbounded JWT. */
@@ -241,8 +244,10 @@ export class CredentialHolder {
       const at = from + (c.expiresAt - from) * CREDS_RENEW_FRACTION;
       return Math.max(at, now + MIN_RENEW_DELAY_MS);
     }
-    // A bearer living less than the margin would otherwise be refreshed in a tight loop.
-    return Math.max(c.expiresAt - BEARER_REFRESH_MARGIN_MS, now + MIN_BEARER_REFRESH_DELAY_MS);
+    // A bearer living less than the margin would otherwise be refreshed in a tight loop; one
+    // living less than twice the floor is refreshed halfway, still ahead of its expiry.
+    const floor = Math.min(MIN_BEARER_REFRESH_DELAY_MS, (c.expiresAt - now) / 2);
+    return Math.max(c.expiresAt - BEARER_REFRESH_MARGIN_MS, now + floor);
   }
 
   /** When to retry a failed renewal: the retry period, but before the current one dies. */

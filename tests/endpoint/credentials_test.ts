@@ -305,4 +305,8 @@ Deno.test("endpoint - renewal schedule: creds at 75% of life, bearers 60 s ahead
   const brief = new CredentialHolder({ bearer: () => bearer(30), sentinelCreds });
   await brief.load();
   assert.equal(brief.renewAt(now), now + 5_000);
+  // Shorter than twice the floor: halfway through what is left, before it dies.
+  const tiny = new CredentialHolder({ bearer: () => bearer(4), sentinelCreds });
+  const t = (await tiny.load())!;
+  assert.equal(tiny.renewAt(now), now + (t.expiresAt! - now) / 2);
 });
