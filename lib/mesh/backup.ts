@@ -38,6 +38,8 @@ export interface BackupManifest {
   account: string;
   createdAt: string;
   streams: { name: string; file: string; bytes: number; config: unknown; state: unknown }[];
+  /** Memory-storage streams (runtime state), recreated empty on restore. */
+  skipped: string[];
   secrets: string[];
 }
 
@@ -99,13 +101,21 @@ export async function spaceBackup(
   );
   const nc = await connectBroker({ servers: live.url, creds }, { name: "cotal space backup" });
   const streams: BackupManifest["streams"] = [];
+  const skipped: string[] = [];
   try {
     const jsm = await nc.jetstreamManager();
     for (const name of spaceStreamList(space)) {
+      let info;
       try {
-        await jsm.streams.info(name);
+        info = await jsm.streams.info(name);
       } catch {
         continue; // A bucket the space never created.
+      }
+      // Memory streams hold runtime state only (presence rows, leases) that is rebuilt within
+      // seconds; nats-server 2.10 cannot snapshot them at all. The restore recreates them empty.
+      if (String(info.config.storage) === "memory") {
+        skipped.push(name);
+        continue;
       }
       const file = `streams/${name}.snap`;
       const out = await Deno.open(`${dir}/${file}`, {
@@ -143,6 +153,7 @@ export async function spaceBackup(
     account: account.account.pub,
     createdAt: new Date().toISOString(),
     streams,
+    skipped,
     secrets: secrets.sort(),
   };
   await writePrivate(`${dir}/manifest.json`, JSON.stringify(manifest, null, 2) + "\n");

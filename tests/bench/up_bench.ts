@@ -13,6 +13,7 @@ import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
 import { chatSubject, connectBroker, streamNames } from "../../lib/wire/mod.ts";
 import { workspaceSecretStore } from "../../lib/workspace/mod.ts";
 import { freePort, plainConfig } from "../_harness/broker.ts";
+import { publishWithRetry } from "../_harness/publish.ts";
 import { percentile, runContext, writeSection } from "./_report.ts";
 
 const RUNS = 5;
@@ -79,7 +80,7 @@ for (let i = 0; i < RUNS; i++) {
   let stop = false;
   const pub = (async () => {
     while (!stop) {
-      await js.publish(subject, "x");
+      await publishWithRetry(js, subject, "x", `${i}-${acked}`);
       acked++;
     }
   })();

@@ -6,18 +6,17 @@ import { credsAuthenticatorFast } from "../../lib/trust/mod.ts";
 import { membershipObserverCredsKey, workspaceSecretStore } from "../../lib/workspace/mod.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
+import { expectRefused } from "../_harness/refused.ts";
 
 async function connects(url: string, creds: string): Promise<boolean> {
+  const attempt = () =>
+    connect({ servers: url, authenticator: credsAuthenticatorFast(creds), reconnect: false });
   try {
-    const nc = await connect({
-      servers: url,
-      authenticator: credsAuthenticatorFast(creds),
-      reconnect: false,
-    });
-    await nc.close();
-    return true;
-  } catch {
+    await expectRefused(attempt);
     return false;
+  } catch {
+    // It connected (expectRefused closed it).
+    return true;
   }
 }
 
