@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
+import { helpText } from "../lib/cli/help.ts";
+import { helpRequested, parseCommandArgs } from "../lib/cli/parse.ts";
 import { isCotalError } from "../lib/errors.ts";
 import { AUTH_SERVICE_COMMAND, runAuthService } from "../lib/auth/service.ts";
 

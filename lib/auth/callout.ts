@@ -17,7 +17,6 @@ import {
   type AuthorizationRequestClaims,
   decodeJwt,
   encodeJwt,
-  seedSigner,
   type Signer,
   xkeyOpen,
   XKeyPair,
@@ -26,6 +25,7 @@ import {
 import { assertExplicitPermissions, principalTags } from "../trust/mint.ts";
 import { permissionsFor } from "../trust/profiles.ts";
 import { assertConnId } from "../trust/space_token.ts";
+import { syncSigner } from "../trust/sync_keys.ts";
 import { AUTH_CALLOUT_SUBJECT, type CalloutAuth } from "./callout_auth.ts";
 import type { ServiceKeys } from "./callout_store.ts";
 import type { KeyResolver } from "./jwks.ts";
@@ -138,8 +138,8 @@ export async function startAuthCallout(opts: AuthCalloutOptions): Promise<AuthCa
   if (typeof opts.ledger?.authorizeBearer !== "function") badOptions("ledger is required");
   const xkp = await XKeyPair.fromSeed(opts.callout.xkey.seed);
   if (xkp.publicKey !== opts.callout.xkey.pub) badOptions("the xkey seed does not match its key");
-  const responseSigner = await seedSigner(opts.callout.account.signingSeed);
-  const userSigner = await seedSigner(opts.serviceKeys.dataAccount.signingSeed);
+  const responseSigner = fastSigner(opts.callout.account.signingSeed);
+  const userSigner = fastSigner(opts.serviceKeys.dataAccount.signingSeed);
   const expected = opts.expectedServerIds ? new Set(opts.expectedServerIds) : undefined;
   const ctx: Ctx = {
     space,
@@ -379,6 +379,15 @@ export function calloutReason(message: string): string {
     out += code >= 0x20 && code < 0x7f ? ch : (FOLD[ch] ?? "?");
   }
   return out.length > 256 ? `${out.slice(0, 253)}...` : out;
+}
+
+/**
+ * A Signer over native synchronous ed25519 (`node:crypto`, ~30 µs): a connect waits on two
+ * signatures, and each WebCrypto call is a thread-pool round trip on the latency path.
+ */
+function fastSigner(seed: string): Signer {
+  const s = syncSigner(seed);
+  return { publicKey: s.publicKey, sign: (data) => Promise.resolve(s.sign(data)) };
 }
 
 function badOptions(detail: string): never {

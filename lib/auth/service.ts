@@ -16,6 +16,7 @@ import { FsSecretStore, workspaceSecretStore } from "../workspace/fs_secret_stor
 import type { SecretStore } from "../workspace/types.ts";
 import { type AuthCallout, type CalloutDecision, startAuthCallout } from "./callout.ts";
 import { loadCalloutAuth, loadServiceKeys } from "./callout_store.ts";
+import { freshReadStore } from "./fresh_reads.ts";
 import { createIdpBridge } from "./idp_bridge.ts";
 import { checkIdpUrl, discoverIdp } from "./idp_fetch.ts";
 import { ensureIdpPin, type IdpPin, loadIdpPin } from "./idp_pin.ts";
@@ -108,7 +109,10 @@ export async function runAuthService(
   const cap = randomHex(32);
   const stop = stopSignal(opts.signal);
   try {
-    const ledger = createActorLedger({ space: cfg.space, stateDir: cfg.stateDir });
+    const ledger = createActorLedger({
+      space: cfg.space,
+      store: freshReadStore(new FsSecretStore(cfg.stateDir)),
+    });
     responder = await startAuthCallout({
       nc,
       space: cfg.space,
@@ -156,7 +160,13 @@ export async function runAuthService(
         { cause: why },
       );
     }
-    log({ event: "stopping" });
+    const mem = Deno.memoryUsage();
+    log({
+      event: "stopping",
+      rssMb: Math.round(mem.rss / 2 ** 20),
+      heapMb: Math.round(mem.heapTotal / 2 ** 20),
+      externalMb: Math.round(mem.external / 2 ** 20),
+    });
   } finally {
     stop.dispose();
     await removeDiscoveryFile(cfg.discoveryFile, cap).catch(() => {});

@@ -218,7 +218,15 @@ export async function spawnService(
     stdout: "piped",
     stderr: "piped",
     clearEnv: true,
-    env: { NO_COLOR: "1", HOME: Deno.env.get("HOME") ?? "/root" },
+    env: {
+      NO_COLOR: "1",
+      HOME: Deno.env.get("HOME") ?? "/root",
+      // Lets a bench try V8 heap flags on the daemon without changing its permission row.
+      ...(Deno.env.get("DENO_V8_FLAGS") ? { DENO_V8_FLAGS: Deno.env.get("DENO_V8_FLAGS")! } : {}),
+      ...(Deno.env.get("MALLOC_ARENA_MAX")
+        ? { MALLOC_ARENA_MAX: Deno.env.get("MALLOC_ARENA_MAX")! }
+        : {}),
+    },
   }).spawn();
   const events: Record<string, unknown>[] = [];
   const text: string[] = [];
