@@ -119,7 +119,10 @@ export class ChannelSet {
         else delete this.#registry.channels[e.key];
       }
     })().catch(() => {});
-    await Promise.race([initialized, new Promise((r) => setTimeout(r, 2_000))]);
+    // A registry that never finishes its replay must not hold the connect hostage.
+    let t: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([initialized, new Promise((r) => (t = setTimeout(r, 2_000)))]);
+    clearTimeout(t);
   }
 
   /** Stop the registry watch and drop the subscriptions (the joined set is kept). */

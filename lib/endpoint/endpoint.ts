@@ -203,12 +203,14 @@ export class CotalEndpoint extends EndpointEvents {
       }
       nc = await this.#dial();
       await this.#bind(nc, true);
+      // stop() during start(): it already ran, so this connection is ours to close.
+      if (this.#state !== "starting") throw stoppedError();
       this.#state = "running";
       this.#renewal.schedule();
     } catch (err) {
       this.#teardown();
       await nc?.close().catch(() => {});
-      this.#state = "idle";
+      if (this.#state === "starting") this.#state = "idle";
       throw err;
     }
   }
@@ -243,7 +245,7 @@ export class CotalEndpoint extends EndpointEvents {
    * attempt fails its error is thrown and the background loop keeps retrying.
    */
   reconnect(): Promise<void> {
-    if (this.#state === "idle" || this.#state === "stopped") {
+    if (this.#state !== "running" && this.#state !== "rebuilding") {
       return Promise.reject(
         new CotalError("not_started", "Only a started endpoint can reconnect."),
       );
@@ -256,31 +258,31 @@ export class CotalEndpoint extends EndpointEvents {
   }
 
   /** Post to a channel (default: the first concrete boot channel). */
-  multicast(text: string, opts: MulticastOptions = {}): Promise<CotalMessage> {
+  async multicast(text: string, opts: MulticastOptions = {}): Promise<CotalMessage> {
     const channel = opts.channel ?? this.#channels.defaultChannel(this.#opts.channels ?? []);
-    return this.#send({ channel, mentions: opts.mentions }, text, opts);
+    return await this.#send({ channel, mentions: opts.mentions }, text, opts);
   }
 
   /** Send a DM to one principal (`<owner>.<actor>`). */
-  unicast(to: string, text: string, opts: SendOptions = {}): Promise<CotalMessage> {
-    return this.#send({ to }, text, opts);
+  async unicast(to: string, text: string, opts: SendOptions = {}): Promise<CotalMessage> {
+    return await this.#send({ to }, text, opts);
   }
 
   /** Hand a task to whichever holder of `role` takes it first. */
-  anycast(role: string, text: string, opts: SendOptions = {}): Promise<CotalMessage> {
-    return this.#send({ toService: role }, text, opts);
+  async anycast(role: string, text: string, opts: SendOptions = {}): Promise<CotalMessage> {
+    return await this.#send({ toService: role }, text, opts);
   }
 
   /** Join a channel: confirmed subscribe, backfill marked historical, backstop request. */
-  joinChannel(channel: string): Promise<JoinResult> {
+  async joinChannel(channel: string): Promise<JoinResult> {
     this.#live();
-    return this.#channels.join(channel);
+    return await this.#channels.join(channel);
   }
 
   /** Leave a channel (fail-closed when a durable backstop was established). */
-  leaveChannel(channel: string): Promise<{ left: boolean }> {
+  async leaveChannel(channel: string): Promise<{ left: boolean }> {
     this.#live();
-    return this.#channels.leave(channel);
+    return await this.#channels.leave(channel);
   }
 
   /** The joined channels. */
@@ -462,6 +464,7 @@ export class CotalEndpoint extends EndpointEvents {
         await this.#renewal.freshen();
         nc = await this.#dial();
         await this.#bind(nc, false);
+        if (this.#state !== "rebuilding") throw stoppedError();
         this.#state = "running";
         this.#renewal.schedule();
         const since = this.#gapSince;
@@ -480,8 +483,7 @@ export class CotalEndpoint extends EndpointEvents {
         this.#attempts.rejectAll(err);
       }
     }
-    const stopped = new CotalError("stopped", "The endpoint was stopped while reconnecting.");
-    this.#attempts.rejectAll(stopped);
+    this.#attempts.rejectAll(stoppedError());
   }
 
   #renewed(cred: HeldCredential): void {
@@ -506,4 +508,8 @@ export class CotalEndpoint extends EndpointEvents {
   #error(err: CotalError): void {
     this.dispatchEvent(new EndpointErrorEvent(err));
   }
+}
+
+function stoppedError(): CotalError {
+  return new CotalError("stopped", "The endpoint was stopped; create a new one.");
 }
