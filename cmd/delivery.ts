@@ -1,30 +1,63 @@
 /**
- * cotal-delivery: the durable backstop for one space: fan-out writer and trusted reader.
+ * cotal-delivery: the durable backstop for one space (fan-out writer and trusted reader).
+ * A thin composition root: parse the flags, run the daemon, map its end to an exit code.
  * @module
  */
-import { parseArgs } from "node:util";
+import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
+import { isCotalError } from "../lib/errors.ts";
+import { runDelivery } from "../lib/delivery/mod.ts";
 
-const USAGE = `usage: cotal-delivery --space <name> --server <url> [--help]
-
-the durable backstop for one space: fan-out writer and trusted reader.`;
-
-try {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      space: { type: "string" },
-      server: { type: "string" },
-      help: { type: "boolean", short: "h" },
+const command: CommandSpec = {
+  name: "delivery",
+  summary: "the durable backstop for one space: fan-out writer and trusted reader",
+  flags: {
+    space: { type: "string", required: true, description: "the space to serve" },
+    server: {
+      type: "string",
+      description: "broker URL(s), comma separated (default nats://127.0.0.1:4222)",
+      value: "url",
     },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    Deno.exit(0);
+    root: {
+      type: "string",
+      description: "the state directory whose secret store holds the space's creds",
+      value: "dir",
+    },
+    creds: {
+      type: "string",
+      description: "a delivery creds file (instead of the store's delivery key)",
+      value: "file",
+    },
+    "lease-wait": {
+      type: "string",
+      description: "seconds to keep retrying a lease another daemon holds (default 0)",
+      value: "s",
+    },
+  },
+};
+
+async function main(argv: string[]): Promise<number> {
+  if (helpRequested(command, argv)) {
+    // The daemon is its own executable: drop the subcommand word the shared help adds.
+    console.log(
+      helpText(command, "cotal-delivery").replaceAll("cotal-delivery delivery", "cotal-delivery"),
+    );
+    return 0;
   }
-} catch (err) {
-  console.error(`cotal-delivery: ${(err as Error).message}\n${USAGE}`);
-  Deno.exit(2);
+  let daemon;
+  try {
+    daemon = await runDelivery(parseCommandArgs(command, argv, { program: "cotal-delivery" }));
+  } catch (err) {
+    const text = isCotalError(err) ? err.message : String(err);
+    console.error(
+      `cotal-delivery: ${text.replaceAll("cotal-delivery delivery", "cotal-delivery")}`,
+    );
+    return isCotalError(err, "usage") ? 2 : 1;
+  }
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    Deno.addSignalListener(sig, () => void daemon.stop());
+  }
+  const exit = await daemon.closed;
+  return exit.code;
 }
-console.error(`cotal-delivery: not available in this build yet.\n${USAGE}`);
-Deno.exit(2);
+
+Deno.exit(await main(Deno.args));

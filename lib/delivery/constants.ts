@@ -1,0 +1,48 @@
+/**
+ * The delivery daemon's fixed numbers and wire markers. Timing that bounds a safety property
+ * (the lease, the redelivery ceiling) is policy, not configuration.
+ *
+ * @module
+ */
+
+/** Header every framed DLV copy carries; an agent terminates a DLV entry without it. */
+export const DELIVERY_FRAME_HEADER = "Cotal-Delivery-Frame";
+/** The only frame version this build writes and reads. */
+export const DELIVERY_FRAME_VERSION = 1;
+
+/** The fan-out durable on CHAT. */
+export const FANOUT_DURABLE = "fanout";
+/** The trusted reader durable on INBOX. */
+export const READER_DURABLE = "reader";
+/** Ack wait of the daemon's durables. */
+export const DAEMON_ACK_WAIT_MS = 60_000;
+/** In-flight cap of the reader, so one offline owner's backlog cannot pin unbounded entries. */
+export const READER_MAX_ACK_PENDING = 1000;
+/** In-flight cap of the fan-out. */
+export const FANOUT_MAX_ACK_PENDING = 1000;
+/** A reader entry for an unknown lifecycle is deferred this long, at most this many times. */
+export const READER_NAK_DELAY_MS = 2000;
+export const READER_MAX_DELIVERIES = 10;
+
+/** The single-flight lease key (one shard per space). */
+export const LEASE_KEY = "lease.0";
+/** Renew period of the lease (the bucket TTL is 30 s). */
+export const LEASE_RENEW_MS = 5_000;
+/**
+ * Without a successful renew for this long the daemon goes quiet: a successor can acquire only
+ * once the row has aged out (30 s after the last write the broker stamped), so quiescing well
+ * before that keeps two daemons from ever acting at once.
+ */
+export const LEASE_QUIESCE_AFTER_MS = 18_000;
+
+/** Catch-up fetch batch on a durable join. */
+export const CATCHUP_BATCH = 256;
+/** `readHistory` default and maximum page size. */
+export const READ_HISTORY_DEFAULT_LIMIT = 100;
+export const READ_HISTORY_MAX_LIMIT = 200;
+
+/** A renewal re-read happens at this fraction of the cred's life. */
+export const RENEW_AT_FRACTION = 0.75;
+
+/** How long the broker may stay unreachable before the daemon exits (it never outlives it). */
+export const BROKER_GONE_MS = 15_000;

@@ -1,0 +1,135 @@
+/**
+ * What every delivery loop and handler shares: the space's names, the connection, the
+ * registry mirrors, the work fence and the log.
+ *
+ * @module
+ */
+
+import type { JetStreamClient, JetStreamManager, KV, NatsConnection } from "nats";
+import type { AclRecord } from "../wire/acl.ts";
+import type { ChannelConfig, DeliveryClass } from "../wire/channels.ts";
+import { CHANNEL_DEFAULTS_KEY, type SpaceBucketNames, type SpaceStreamNames } from "../wire/mod.ts";
+import type { KvMirror } from "./kv_mirror.ts";
+import type { MembershipRecord } from "./members.ts";
+
+/** Where the daemon's lines go; `warn` and `error` are the loud ones an operator must see. */
+export interface DeliveryLogger {
+  info(line: string): void;
+  warn(line: string): void;
+  error(line: string): void;
+}
+
+/** A logger writing `cotal-delivery: <level>: <line>` to stderr. */
+export function stderrLogger(prefix = "cotal-delivery"): DeliveryLogger {
+  const out = (level: string) => (line: string) => console.error(`${prefix}: ${level}: ${line}`);
+  return { info: out("info"), warn: out("warning"), error: out("error") };
+}
+
+/**
+ * The work fence. Every effect (publish, reply, ack) re-checks it with the token the work was
+ * started under, so a handler descheduled across a lease loss or takeover never acts for a
+ * shard it no longer holds.
+ */
+export class Fence {
+  #epoch = 0;
+  #active = false;
+
+  /** Opens a new epoch of work and returns its token. */
+  activate(): number {
+    this.#active = true;
+    return ++this.#epoch;
+  }
+
+  /** Closes the current epoch: every outstanding token stops being valid. */
+  quiesce(): void {
+    this.#active = false;
+    this.#epoch++;
+  }
+
+  /** The token new work starts under. */
+  get token(): number {
+    return this.#epoch;
+  }
+
+  get active(): boolean {
+    return this.#active;
+  }
+
+  /** True while `token`'s epoch is the current, active one. */
+  mayAct(token: number): boolean {
+    return this.#active && token === this.#epoch;
+  }
+}
+
+/** Counters for status and the bench. */
+export interface DeliveryCounters {
+  fannedOut: number;
+  entriesWritten: number;
+  delivered: number;
+  droppedAcl: number;
+  droppedWindow: number;
+  droppedMalformed: number;
+  deferred: number;
+  terminated: number;
+  errors: number;
+}
+
+/** Members of one channel, keyed by their member-registry key. */
+export type ChannelMembers = Map<string, MembershipRecord>;
+
+/** Everything a loop or handler needs. */
+export interface DeliveryContext {
+  space: string;
+  /** `cotal.<token>`. */
+  root: string;
+  streams: SpaceStreamNames;
+  buckets: SpaceBucketNames;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  /** The daemon's own principal dot form. */
+  self: string;
+  fence: Fence;
+  log: DeliveryLogger;
+  channels: KvMirror<ChannelConfig>;
+  members: KvMirror<MembershipRecord>;
+  acl: KvMirror<AclRecord>;
+  /** The members bucket, for the daemon's own row writes. */
+  membersKv: KV;
+  /** Rows of the members mirror, indexed by channel. */
+  byChannel: Map<string, ChannelMembers>;
+  counters: DeliveryCounters;
+}
+
+/** A fresh set of zeroed counters. */
+export function newCounters(): DeliveryCounters {
+  return {
+    fannedOut: 0,
+    entriesWritten: 0,
+    delivered: 0,
+    droppedAcl: 0,
+    droppedWindow: 0,
+    droppedMalformed: 0,
+    deferred: 0,
+    terminated: 0,
+    errors: 0,
+  };
+}
+
+/** The delivery class of `channel` from the mirrored registry: its own, the default, `durable`. */
+export function deliveryClassOf(ctx: DeliveryContext, channel: string): DeliveryClass {
+  return ctx.channels.get(channel)?.value.deliveryClass ??
+    ctx.channels.get(CHANNEL_DEFAULTS_KEY)?.value.deliveryClass ?? "durable";
+}
+
+/** The live ACL rows of a principal alias (`<owner>.<actor>`), as `[uid, record]` pairs. */
+export function aliasAclRows(ctx: DeliveryContext, member: string): [string, AclRecord][] {
+  const prefix = `${member}.`;
+  const rows: [string, AclRecord][] = [];
+  for (const [key, e] of ctx.acl.entries()) {
+    if (key.startsWith(prefix) && !key.slice(prefix.length).includes(".")) {
+      rows.push([key.slice(prefix.length), e.value]);
+    }
+  }
+  return rows;
+}

@@ -1,0 +1,71 @@
+/**
+ * The fan-out writer: routing only, never the authorization gate. Each CHAT message is
+ * authenticated against its subject, and on a durable channel one INBOX entry is written per
+ * member whose window holds the message's sequence (the sender excepted). The trusted reader
+ * re-authorizes every entry before anything reaches a member.
+ *
+ * @module
+ */
+
+import type { JsMsg } from "nats";
+import { decodeMessage, dinboxSubject, parseSubject } from "../wire/mod.ts";
+import { FANOUT_DURABLE } from "./constants.ts";
+import { deliveryClassOf, type DeliveryContext } from "./context.ts";
+import { copyId, encodeEntry, type InboxEntry } from "./frames.ts";
+import { durableEligible } from "./members.ts";
+import { type PullLoop, startPullLoop } from "./pull_loop.ts";
+
+/** Handle one CHAT message under fence token `token`. */
+export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): Promise<void> {
+  const parsed = parseSubject(m.subject, { space: ctx.space });
+  const decoded = decodeMessage(m.subject, m.data, { space: ctx.space });
+  if (!parsed.ok || parsed.kind !== "chat" || !decoded.ok) {
+    // Unauthenticated or malformed: never copied, never redelivered.
+    ctx.counters.droppedMalformed++;
+    if (ctx.fence.mayAct(token)) m.ack();
+    return;
+  }
+  // The delivery class and member rows as of now, not as of some earlier watch delivery.
+  await Promise.all([ctx.channels.sync(), ctx.members.sync()]);
+  const channel = parsed.channel;
+  const pubs: Promise<unknown>[] = [];
+  if (deliveryClassOf(ctx, channel) === "durable") {
+    const sender = `${decoded.sender.owner}.${decoded.sender.actor}`;
+    const seq = m.seq;
+    for (const rec of ctx.byChannel.get(channel)?.values() ?? []) {
+      if (rec.owner === sender || !durableEligible(rec, seq)) continue;
+      const [owner, actor] = rec.owner.split(".");
+      const entry: InboxEntry = {
+        msg: decoded.message,
+        channel,
+        seq,
+        reason: "durable-channel",
+        generation: rec.generation,
+      };
+      if (!ctx.fence.mayAct(token)) return;
+      pubs.push(
+        ctx.js.publish(
+          dinboxSubject(ctx.space, { owner, actor }, rec.lifecycleUid),
+          encodeEntry(entry),
+          { msgID: copyId(decoded.message.id, rec.owner, rec.lifecycleUid, rec.generation) },
+        ),
+      );
+    }
+  }
+  await Promise.all(pubs);
+  ctx.counters.entriesWritten += pubs.length;
+  if (!ctx.fence.mayAct(token)) return;
+  m.ack();
+  ctx.counters.fannedOut++;
+}
+
+/** Starts the fan-out loop on the `fanout` durable. */
+export async function startFanout(ctx: DeliveryContext): Promise<PullLoop> {
+  const consumer = await ctx.js.consumers.get(ctx.streams.chat, FANOUT_DURABLE);
+  return await startPullLoop(ctx, {
+    name: "fan-out",
+    consumer,
+    window: 256,
+    handle: (m, token) => fanoutOne(ctx, m, token),
+  });
+}

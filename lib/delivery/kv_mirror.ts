@@ -1,0 +1,161 @@
+/**
+ * A watched, in-memory mirror of one KV bucket with a freshness barrier.
+ *
+ * Delivery decisions must use the registry's current state (a narrowed ACL, a leave or a
+ * class flip takes effect at once), but a point read per message would cap throughput at the
+ * JetStream API's request rate. `sync()` gives the same guarantee as a fresh read made at the
+ * moment it is called: it reads the bucket stream's last sequence and waits until the watch
+ * has delivered at least that far. Concurrent callers share one read, so a burst of messages
+ * costs one request per bucket.
+ *
+ * @module
+ */
+
+import type {
+  JetStreamManager,
+  KV,
+  KvEntry,
+  KvWatchOptions,
+  NatsConnection,
+  QueuedIterator,
+} from "nats";
+import { CotalError } from "../errors.ts";
+import { kvStreamName } from "../wire/resources.ts";
+
+/** How long a sync may wait for the watch before the caller's decision is refused. */
+const SYNC_TIMEOUT_MS = 5_000;
+
+/** A decoded value and the revision it was written at. */
+export interface Mirrored<T> {
+  value: T;
+  revision: number;
+}
+
+/** Options of {@linkcode KvMirror.start}. */
+export interface KvMirrorOptions<T> {
+  bucket: string;
+  /** Decode a stored value; undefined keeps the key out of the mirror (and counts it). */
+  decode: (key: string, value: Uint8Array) => T | undefined;
+  /** Called after each applied change (a put, or a delete with `value` undefined). */
+  onChange?: (key: string, value: T | undefined) => void;
+}
+
+/** One bucket, mirrored. */
+export class KvMirror<T> {
+  readonly bucket: string;
+  readonly #entries = new Map<string, Mirrored<T>>();
+  readonly #opts: KvMirrorOptions<T>;
+  #jsm?: JetStreamManager;
+  #watch?: QueuedIterator<KvEntry>;
+  #seen = 0;
+  #waiters: { seq: number; resolve: () => void }[] = [];
+  #queued?: Promise<void>;
+  #undecodable = 0;
+  #stopped = false;
+
+  private constructor(opts: KvMirrorOptions<T>) {
+    this.bucket = opts.bucket;
+    this.#opts = opts;
+  }
+
+  /** Binds the bucket, loads its current keys and keeps following it. */
+  static async start<T>(nc: NatsConnection, opts: KvMirrorOptions<T>): Promise<KvMirror<T>> {
+    const m = new KvMirror<T>(opts);
+    m.#jsm = await nc.jetstreamManager();
+    const kv: KV = await nc.jetstream().views.kv(opts.bucket, { bindOnly: true });
+    const initialized = Promise.withResolvers<void>();
+    const wopts: KvWatchOptions = { key: ">", initializedFn: () => initialized.resolve() };
+    m.#watch = await kv.watch(wopts);
+    (async () => {
+      for await (const e of m.#watch!) m.#apply(e);
+    })().catch(() => {});
+    await initialized.promise;
+    return m;
+  }
+
+  #apply(e: KvEntry): void {
+    if (e.operation === "PUT") {
+      const value = this.#opts.decode(e.key, e.value);
+      if (value === undefined) {
+        this.#undecodable++;
+        this.#entries.delete(e.key);
+      } else this.#entries.set(e.key, { value, revision: e.revision });
+      this.#opts.onChange?.(e.key, value);
+    } else {
+      this.#entries.delete(e.key);
+      this.#opts.onChange?.(e.key, undefined);
+    }
+    if (e.revision > this.#seen) this.#seen = e.revision;
+    if (this.#waiters.length > 0) {
+      const ready = this.#waiters.filter((w) => w.seq <= this.#seen);
+      this.#waiters = this.#waiters.filter((w) => w.seq > this.#seen);
+      for (const w of ready) w.resolve();
+    }
+  }
+
+  /** The mirrored entry of `key`, as of the last applied change. */
+  get(key: string): Mirrored<T> | undefined {
+    return this.#entries.get(key);
+  }
+
+  /** Every mirrored entry (live keys only). */
+  entries(): IterableIterator<[string, Mirrored<T>]> {
+    return this.#entries.entries();
+  }
+
+  /** Entries that could not be decoded (a corrupt writer), for status. */
+  get undecodable(): number {
+    return this.#undecodable;
+  }
+
+  /**
+   * Resolves once the mirror holds every write the broker committed before this call. Rejects
+   * with `mirror_stale` when the watch does not catch up in time (the caller retries later).
+   */
+  sync(): Promise<void> {
+    if (!this.#queued) {
+      this.#queued = (async () => {
+        // Callers in the same turn of the event loop join this read; later ones need their own.
+        await Promise.resolve();
+        this.#queued = undefined;
+        const info = await this.#jsm!.streams.info(kvStreamName(this.bucket));
+        await this.#until(info.state.last_seq);
+      })();
+    }
+    return this.#queued;
+  }
+
+  /** Wait until the watch has applied sequence `seq` (a revision this daemon just wrote). */
+  until(seq: number): Promise<void> {
+    return this.#until(seq);
+  }
+
+  #until(seq: number): Promise<void> {
+    if (seq <= this.#seen || this.#stopped) return Promise.resolve();
+    const { promise, resolve, reject } = Promise.withResolvers<void>();
+    const timer = setTimeout(() => {
+      this.#waiters = this.#waiters.filter((w) => w.resolve !== done);
+      reject(
+        new CotalError(
+          "mirror_stale",
+          `The watch on ${this.bucket} did not catch up to sequence ${seq}; the decision was ` +
+            `deferred and will be retried.`,
+        ),
+      );
+    }, SYNC_TIMEOUT_MS);
+    const done = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    this.#waiters.push({ seq, resolve: done });
+    return promise;
+  }
+
+  /** Stops following the bucket. */
+  stop(): void {
+    this.#stopped = true;
+    this.#watch?.stop();
+    for (const w of this.#waiters) w.resolve();
+    this.#waiters = [];
+  }
+}

@@ -1,0 +1,212 @@
+/**
+ * The single-flight lease: one delivery daemon per space holds `lease.0` in
+ * `cotal_delivery_<s>` (bucket TTL 30 s). Acquire is a create-only write, renew and mark-ready
+ * are compare-and-set updates, release is a compare-and-set delete, and a watch on the key
+ * reports a row that changed hands at once instead of at the next renew.
+ *
+ * Ownership means holder *and* incarnation match: a successor started with the same cred has
+ * the same holder but a fresh incarnation, so it never mistakes its predecessor's row for its
+ * own.
+ *
+ * @module
+ */
+
+import {
+  type KV,
+  type KvEntry,
+  KvWatchInclude,
+  type NatsConnection,
+  type QueuedIterator,
+} from "nats";
+import { CotalError } from "../errors.ts";
+import { jsonBytes } from "../wire/kv.ts";
+import { LEASE_KEY } from "./constants.ts";
+
+/** The lease row. */
+export interface LeaseInfo {
+  /** The holder's principal dot form (`local.<nkey>`). */
+  holder: string;
+  /** A random id per daemon process. */
+  incarnation: string;
+  /** Epoch ms of the acquire. */
+  since: number;
+  /** True once the loops and the control responders are bound. */
+  ready: boolean;
+}
+
+/** What a read of the key found, relative to this daemon. */
+export type LeaseView =
+  | { state: "held"; revision: number; info: LeaseInfo }
+  | { state: "taken"; revision: number; info: LeaseInfo }
+  | { state: "gone" }
+  | { state: "unknown"; error: string };
+
+function decodeLease(e: KvEntry | null): LeaseInfo | undefined {
+  if (!e || e.operation !== "PUT") return undefined;
+  try {
+    const v = JSON.parse(new TextDecoder().decode(e.value));
+    if (typeof v?.holder === "string" && typeof v.incarnation === "string") return v as LeaseInfo;
+  } catch {
+    // A row that does not parse cannot be proven ours; it reads as someone else's.
+  }
+  return { holder: "?", incarnation: "?", since: 0, ready: false };
+}
+
+function isWrongSeq(err: unknown): boolean {
+  const code = (err as { api_error?: { err_code?: number } })?.api_error?.err_code;
+  return code === 10071 || /wrong last sequence|key exists/i.test(String((err as Error)?.message));
+}
+
+function isPermission(err: unknown): boolean {
+  return /permission/i.test(String((err as Error)?.message ?? err));
+}
+
+/** One daemon's handle on the lease. */
+export class DeliveryLease {
+  readonly holder: string;
+  readonly incarnation: string;
+  readonly bucket: string;
+  #kv: KV;
+  #revision?: number;
+  #info?: LeaseInfo;
+  #watch?: QueuedIterator<KvEntry>;
+
+  private constructor(kv: KV, bucket: string, holder: string, incarnation: string) {
+    this.#kv = kv;
+    this.bucket = bucket;
+    this.holder = holder;
+    this.incarnation = incarnation;
+  }
+
+  /** Binds the (pre-created) lease bucket; the daemon never creates it. */
+  static async bind(
+    nc: NatsConnection,
+    bucket: string,
+    holder: string,
+    incarnation: string,
+  ): Promise<DeliveryLease> {
+    let kv: KV;
+    try {
+      kv = await nc.jetstream().views.kv(bucket, { bindOnly: true });
+    } catch (err) {
+      throw new CotalError(
+        "lease_bucket_missing",
+        `The delivery lease bucket ${bucket} is not reachable (${
+          (err as Error)?.message ?? err
+        }); set the space up (setupSpaceStreams) before starting its delivery daemon.`,
+        { cause: err },
+      );
+    }
+    return new DeliveryLease(kv, bucket, holder, incarnation);
+  }
+
+  /** The revision of the row this daemon last wrote, when it holds the lease. */
+  get revision(): number | undefined {
+    return this.#revision;
+  }
+
+  /** Create-only acquire. Resolves false when a row already exists; throws on a denial. */
+  async acquire(): Promise<boolean> {
+    const info: LeaseInfo = {
+      holder: this.holder,
+      incarnation: this.incarnation,
+      since: Date.now(),
+      ready: false,
+    };
+    try {
+      this.#revision = await this.#kv.create(LEASE_KEY, jsonBytes(info));
+      this.#info = info;
+      return true;
+    } catch (err) {
+      if (isWrongSeq(err)) return false;
+      if (isPermission(err)) {
+        throw new CotalError(
+          "lease_denied",
+          `The broker refused the write of ${LEASE_KEY} in ${this.bucket}; use a credential ` +
+            `holding the delivery profile.`,
+          { cause: err },
+        );
+      }
+      throw new CotalError(
+        "lease_failed",
+        `Could not acquire ${LEASE_KEY} in ${this.bucket} (${(err as Error)?.message ?? err}).`,
+        { cause: err },
+      );
+    }
+  }
+
+  /** Re-reads the key and classifies it. */
+  async read(): Promise<LeaseView> {
+    let e: KvEntry | null;
+    try {
+      e = await this.#kv.get(LEASE_KEY);
+    } catch (err) {
+      return { state: "unknown", error: String((err as Error)?.message ?? err) };
+    }
+    const info = decodeLease(e);
+    if (!info || !e) return { state: "gone" };
+    const mine = info.holder === this.holder && info.incarnation === this.incarnation;
+    return { state: mine ? "held" : "taken", revision: e.revision, info };
+  }
+
+  /** Adopt the broker's revision after a read proved the row is ours. */
+  adopt(view: LeaseView & { state: "held" }): void {
+    this.#revision = view.revision;
+    this.#info = view.info;
+  }
+
+  /** CAS update of the row (renew, or flip `ready`). Resolves false when it is not ours any more. */
+  async write(patch: Partial<Pick<LeaseInfo, "ready">> = {}): Promise<boolean> {
+    if (this.#revision === undefined || !this.#info) return false;
+    const info: LeaseInfo = { ...this.#info, ...patch };
+    try {
+      this.#revision = await this.#kv.update(LEASE_KEY, jsonBytes(info), this.#revision);
+      this.#info = info;
+      return true;
+    } catch (err) {
+      if (isWrongSeq(err)) {
+        this.#revision = undefined;
+        return false;
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Watches the key; `onForeign` runs for every change this daemon did not write (another
+   * holder's create, a delete, a purge). The watch is mandatory: start-up fails without it.
+   */
+  async watch(onForeign: () => void): Promise<void> {
+    this.#watch = await this.#kv.watch({ key: LEASE_KEY, include: KvWatchInclude.UpdatesOnly });
+    (async () => {
+      for await (const e of this.#watch!) {
+        if (e.revision === this.#revision) continue;
+        const info = decodeLease(e);
+        if (info?.holder === this.holder && info.incarnation === this.incarnation) continue;
+        onForeign();
+      }
+    })().catch(() => {});
+  }
+
+  /**
+   * Releases the row only when it is provably ours: re-read, then a delete at that revision.
+   * Best effort: the bucket TTL is the crash-safe release.
+   */
+  async release(): Promise<boolean> {
+    this.#watch?.stop();
+    const view = await this.read();
+    if (view.state !== "held") return false;
+    try {
+      await this.#kv.delete(LEASE_KEY, { previousSeq: view.revision });
+      this.#revision = undefined;
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Stops the watch without touching the row (a lost lease is never released). */
+  stopWatch(): void {
+    this.#watch?.stop();
+  }
+}

@@ -1,0 +1,222 @@
+/**
+ * The membership feed: the display-only bucket `cotal_membership_<s>` saying who is
+ * subscribed to which channel (live, from the broker's CONNZ) and who holds a durable
+ * membership (from the members registry). It is never an input to delivery or authorization.
+ *
+ * It runs on two connections of its own, isolated from the backstop: the `$SYS` observer
+ * (conn A, scans this account only) and the data-account `membership-rw` cred (conn B, the
+ * only writer of the bucket, renewed from the store like the delivery cred). Any start problem
+ * degrades the graph to traffic-only with a loud line; the backstop is unaffected.
+ *
+ * @module
+ */
+
+import { connect, type KV, type NatsConnection, type Subscription } from "nats";
+import { isCotalError } from "../errors.ts";
+import { credsAuthenticatorFast, MEMBERSHIP_INBOX_PREFIX } from "../trust/mod.ts";
+import { membershipRwCredsKey } from "../workspace/mod.ts";
+import { jsonBytes } from "../wire/kv.ts";
+import { scanConnz } from "./connz.ts";
+import type { DeliveryLogger } from "./context.ts";
+import { type CredReader, loadCred, RenewingCred } from "./cred_renewal.ts";
+import { loadObserver, type SysSource } from "./sys_creds.ts";
+
+/** The heartbeat key: `{observedAt, count}` after every complete sweep. */
+export const FEED_HEARTBEAT_KEY = "=feed";
+const DEFAULT_INTERVAL_MS = 15_000;
+const DEBOUNCE_MS = 400;
+
+/** One principal's row. */
+export interface FeedRow {
+  /** Live chat subscriptions, as channel patterns (wildcards kept). */
+  live: string[];
+  /** Channels with an open durable membership. */
+  durable: string[];
+  observedAt: number;
+}
+
+/** The feed's state: `down` carries the reason (the graph is traffic-only meanwhile). */
+export type FeedStatus =
+  | { state: "up"; lastSweepAt?: number; principals: number; lastIncomplete?: string }
+  | { state: "down"; reason: string };
+
+/** A running (or degraded) feed. */
+export interface MembershipFeed {
+  status(): FeedStatus;
+  /** Runs one sweep now (for tests and event triggers). */
+  sweep(): Promise<boolean>;
+  stop(): Promise<void>;
+}
+
+/** Options of {@linkcode startMembershipFeed}. */
+export interface MembershipFeedOptions {
+  src: SysSource;
+  servers: string[];
+  /** `cotal.<token>`. */
+  root: string;
+  bucket: string;
+  log: DeliveryLogger;
+  /** Open durable memberships per principal, from the daemon's members mirror. */
+  durable: () => Map<string, string[]>;
+  intervalMs?: number;
+}
+
+function down(log: DeliveryLogger, reason: string): MembershipFeed {
+  log.warn(`membership feed down, the graph is traffic-only: ${reason}`);
+  return {
+    status: () => ({ state: "down", reason }),
+    sweep: () => Promise.resolve(false),
+    stop: () => Promise.resolve(),
+  };
+}
+
+function same(a: FeedRow | undefined, b: FeedRow): boolean {
+  return a !== undefined &&
+    JSON.stringify([a.live, a.durable]) === JSON.stringify([b.live, b.durable]);
+}
+
+/** Starts the feed; never throws (a start problem returns a `down` feed). */
+export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<MembershipFeed> {
+  const { src, log } = opts;
+  const rwKey = membershipRwCredsKey(src.space, src.composition);
+  const reader: CredReader = { describe: rwKey, read: () => src.store.get(rwKey) };
+  let rwText: string | undefined;
+  try {
+    rwText = await reader.read();
+  } catch (err) {
+    return down(log, `the store refused ${rwKey} (${isCotalError(err) ? err.code : "error"})`);
+  }
+  if (rwText === undefined) return down(log, `the membership-rw cred is missing (${rwKey})`);
+  let observer;
+  let rw: RenewingCred;
+  try {
+    observer = await loadObserver(src);
+    rw = new RenewingCred(reader, await loadCred(rwText, "membership-rw cred"), {
+      what: "membership-rw cred",
+      servers: opts.servers,
+      log,
+    });
+  } catch (err) {
+    return down(log, isCotalError(err) ? err.message : String(err));
+  }
+  let a: NatsConnection | undefined;
+  let b: NatsConnection | undefined;
+  let kv: KV;
+  try {
+    a = await connect({
+      servers: opts.servers,
+      authenticator: credsAuthenticatorFast(observer.text),
+      inboxPrefix: MEMBERSHIP_INBOX_PREFIX,
+      name: "cotal-membership-observer",
+      maxReconnectAttempts: -1,
+    });
+    b = await connect({
+      servers: opts.servers,
+      authenticator: rw.authenticator(),
+      inboxPrefix: `_INBOX_${rw.current.connId}`,
+      name: "cotal-membership-rw",
+      maxReconnectAttempts: -1,
+    });
+    rw.attach(b);
+    kv = await b.jetstream().views.kv(opts.bucket, { bindOnly: true });
+  } catch (err) {
+    rw.stop();
+    await a?.close().catch(() => {});
+    await b?.close().catch(() => {});
+    return down(log, `could not open its connections (${(err as Error)?.message ?? err})`);
+  }
+  const written = new Map<string, FeedRow>();
+  try {
+    for await (const k of await kv.keys()) {
+      if (k !== FEED_HEARTBEAT_KEY) written.set(k, { live: [], durable: [], observedAt: 0 });
+    }
+  } catch {
+    // An unlistable bucket only means stale rows are pruned once they are seen again.
+  }
+  const chatPrefix = `${opts.root}.chat.*.*.`;
+  let status: FeedStatus = { state: "up", principals: 0 };
+  let running: Promise<boolean> | undefined;
+
+  const sweepOnce = async (): Promise<boolean> => {
+    const scan = await scanConnz(a!, src.expectedAccount, { subscriptions: true });
+    // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
+    if (!scan.complete || !scan.conns.some((c) => c.user === rw.current.nkey)) {
+      status = {
+        ...status,
+        state: "up",
+        lastIncomplete: scan.reason ?? "the feed's own connection was not in the scan",
+      } as FeedStatus;
+      return false;
+    }
+    const now = Date.now();
+    const live = new Map<string, Set<string>>();
+    for (const c of scan.conns) {
+      if (!c.principal) continue;
+      const set = live.get(c.principal) ?? new Set<string>();
+      for (const s of c.subs) if (s.startsWith(chatPrefix)) set.add(s.slice(chatPrefix.length));
+      live.set(c.principal, set);
+    }
+    const durable = opts.durable();
+    const next = new Map<string, FeedRow>();
+    for (const p of new Set([...live.keys(), ...durable.keys()])) {
+      // Infra connections (this daemon, the feed itself) subscribe to no channel: no row.
+      if ((live.get(p)?.size ?? 0) === 0 && (durable.get(p)?.length ?? 0) === 0) continue;
+      next.set(p, {
+        live: [...(live.get(p) ?? [])].sort(),
+        durable: [...(durable.get(p) ?? [])].sort(),
+        observedAt: now,
+      });
+    }
+    for (const [p, row] of next) {
+      if (same(written.get(p), row)) continue;
+      await kv.put(p, jsonBytes(row));
+      written.set(p, row);
+    }
+    for (const p of [...written.keys()]) {
+      if (next.has(p)) continue;
+      await kv.delete(p);
+      written.delete(p);
+    }
+    await kv.put(FEED_HEARTBEAT_KEY, jsonBytes({ observedAt: now, count: next.size }));
+    status = { state: "up", lastSweepAt: now, principals: next.size };
+    return true;
+  };
+  const sweep = () => {
+    running ??= sweepOnce().catch((err) => {
+      log.warn(
+        `membership feed sweep failed (${
+          (err as Error)?.message ?? err
+        }); the last good state stays`,
+      );
+      return false;
+    }).finally(() => running = undefined);
+    return running;
+  };
+
+  let debounce: ReturnType<typeof setTimeout> | undefined;
+  const subs: Subscription[] = [];
+  for (const ev of ["CONNECT", "DISCONNECT"]) {
+    subs.push(a.subscribe(`$SYS.ACCOUNT.${src.expectedAccount}.${ev}`, {
+      callback: () => {
+        clearTimeout(debounce);
+        debounce = setTimeout(() => void sweep(), DEBOUNCE_MS);
+      },
+    }));
+  }
+  const interval = setInterval(() => void sweep(), opts.intervalMs ?? DEFAULT_INTERVAL_MS);
+  await sweep();
+  log.info("membership feed up");
+  return {
+    status: () => status,
+    sweep,
+    async stop() {
+      clearInterval(interval);
+      clearTimeout(debounce);
+      rw.stop();
+      for (const s of subs) s.unsubscribe();
+      await running?.catch(() => {});
+      await a!.close().catch(() => {});
+      await b!.close().catch(() => {});
+    },
+  };
+}

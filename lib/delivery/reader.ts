@@ -1,0 +1,92 @@
+/**
+ * The trusted reader: the authorization gate of the durable backstop. INBOX is a mixed,
+ * pre-authorization store no agent can read; for every entry the reader re-checks the
+ * member's *current* read ACL and, for durable-channel copies, the membership window, before
+ * publishing the framed copy to the member's DLV subject.
+ *
+ * @module
+ */
+
+import type { JsMsg } from "nats";
+import { channelCovers } from "../wire/provision.ts";
+import { dlvSubject, parseSubject } from "../wire/mod.ts";
+import { READER_DURABLE, READER_MAX_DELIVERIES, READER_NAK_DELAY_MS } from "./constants.ts";
+import type { DeliveryContext } from "./context.ts";
+import { copyId, decodeEntry, encodeFrame } from "./frames.ts";
+import { durableEligible } from "./members.ts";
+import { type PullLoop, startPullLoop } from "./pull_loop.ts";
+
+function deferOrTerm(ctx: DeliveryContext, m: JsMsg, token: number, why: string): void {
+  if (!ctx.fence.mayAct(token)) return;
+  if (m.info.redeliveryCount >= READER_MAX_DELIVERIES) {
+    ctx.counters.terminated++;
+    ctx.log.warn(`reader: terminated ${m.subject} after ${m.info.redeliveryCount} tries (${why})`);
+    m.term(why);
+  } else {
+    ctx.counters.deferred++;
+    m.nak(READER_NAK_DELAY_MS);
+  }
+}
+
+/** Judge and transfer one INBOX entry under fence token `token`. */
+export async function readOne(ctx: DeliveryContext, m: JsMsg, token: number): Promise<void> {
+  const parsed = parseSubject(m.subject, { space: ctx.space });
+  const entry = decodeEntry(m.data);
+  if (!parsed.ok || parsed.kind !== "dinbox" || !entry) {
+    ctx.counters.droppedMalformed++;
+    if (ctx.fence.mayAct(token)) m.term("not a Plane-3 entry");
+    return;
+  }
+  const member = `${parsed.member.owner}.${parsed.member.actor}`;
+  const uid = parsed.lifecycleUid;
+  await Promise.all([ctx.acl.sync(), ctx.members.sync()]);
+  const acl = ctx.acl.get(`${member}.${uid}`)?.value;
+  if (!acl) {
+    // Unknown is not "no": defer (a row may still be on its way), bounded so one stuck owner
+    // cannot hold the head of the shared reader; a retired lifecycle's entries end terminated.
+    deferOrTerm(ctx, m, token, `no ACL row for ${member}.${uid}`);
+    return;
+  }
+  if (!acl.allowSubscribe.some((pattern) => channelCovers(pattern, entry.channel))) {
+    // Revoked or narrowed: the copy is dropped for good.
+    ctx.counters.droppedAcl++;
+    if (ctx.fence.mayAct(token)) m.ack();
+    return;
+  }
+  if (entry.reason === "durable-channel") {
+    const row = ctx.members.get(`${entry.channel}/${member}.${uid}`)?.value;
+    if (!row || !durableEligible(row, entry.seq)) {
+      // A leave is a hard read cut for everything after its cursor.
+      ctx.counters.droppedWindow++;
+      if (ctx.fence.mayAct(token)) m.ack();
+      return;
+    }
+  }
+  if (!ctx.fence.mayAct(token)) return;
+  const { data, hdrs } = encodeFrame(entry.channel, entry.msg);
+  try {
+    await ctx.js.publish(dlvSubject(ctx.space, parsed.member, uid), data, {
+      msgID: copyId(entry.msg.id, member, uid, entry.generation),
+      headers: hdrs,
+    });
+  } catch (err) {
+    deferOrTerm(ctx, m, token, `DLV publish failed: ${(err as Error)?.message ?? err}`);
+    return;
+  }
+  // The entry's durability now lives in DLV; a crash before this ack re-transfers under the
+  // same copy id, which DLV's duplicate window collapses.
+  if (!ctx.fence.mayAct(token)) return;
+  m.ack();
+  ctx.counters.delivered++;
+}
+
+/** Starts the reader loop on the `reader` durable. */
+export async function startReader(ctx: DeliveryContext): Promise<PullLoop> {
+  const consumer = await ctx.js.consumers.get(ctx.streams.inbox, READER_DURABLE);
+  return await startPullLoop(ctx, {
+    name: "reader",
+    consumer,
+    window: 256,
+    handle: (m, token) => readOne(ctx, m, token),
+  });
+}

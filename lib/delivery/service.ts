@@ -1,0 +1,180 @@
+/**
+ * The daemon's request rails: `ctl.delivery` (agents: durableJoin, durableLeave,
+ * listMemberships, readHistory), `ctl.delivery-admin` (the supervisor: evictPrincipal,
+ * reloadCreds) and the `live.delivery` liveness probe.
+ *
+ * The caller is the subject's `<owner>.<actor>`, which the broker forge-locks through the
+ * caller's publish grant; a payload naming anyone else is never consulted. A reply is sent only
+ * inside the request subject's own `.reply.` subtree, so the daemon cannot be made to publish
+ * on a subject of the caller's choosing (a confused deputy).
+ *
+ * @module
+ */
+
+import type { Msg, Subscription } from "nats";
+import { CotalError, isCotalError } from "../errors.ts";
+import { isPrincipalOwnerToken, isPrincipalToken, type Principal } from "../wire/mod.ts";
+import type { DeliveryContext } from "./context.ts";
+import { readHistory } from "./history.ts";
+import { durableJoin, durableLeave, listMemberships } from "./membership_ops.ts";
+
+/** Admin operations the composition root supplies (absent hooks refuse loudly). */
+export interface AdminHooks {
+  evictPrincipal?: (principal: string) => Promise<unknown>;
+  reloadCreds?: () => Promise<unknown>;
+  /** Answered on the liveness rail: is this daemon's lease row ready and its own. */
+  ready: () => boolean;
+  incarnation: string;
+}
+
+const ENC = new TextEncoder();
+const DEC = new TextDecoder();
+
+/** The caller of a rail request, or undefined when the subject does not name a principal. */
+function callerOf(subject: string): Principal | undefined {
+  const t = subject.split(".");
+  const owner = t[4];
+  const actor = t[5];
+  if (t.length !== 6 || !isPrincipalToken(owner) || !isPrincipalToken(actor)) return undefined;
+  if (!isPrincipalOwnerToken(owner)) return undefined;
+  return { owner, actor };
+}
+
+/** True when `reply` lies inside `<request subject>.reply.`. */
+export function boundReply(subject: string, reply: string | undefined): reply is string {
+  return typeof reply === "string" && reply.startsWith(`${subject}.reply.`) &&
+    reply.length > subject.length + 7 && !/[*> ]/.test(reply);
+}
+
+/** A request: `{op, args}`. Any other field (a claimed `from`, say) is never consulted. */
+interface Request {
+  op: unknown;
+  args: Record<string, unknown>;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function parseRequest(m: Msg): Request {
+  let v: unknown;
+  try {
+    v = JSON.parse(DEC.decode(m.data));
+  } catch {
+    v = undefined;
+  }
+  if (!isObject(v) || (v.args !== undefined && !isObject(v.args))) {
+    throw new CotalError("bad_request", "The request body is not a JSON {op, args} object.");
+  }
+  return { op: v.op, args: (v.args as Record<string, unknown> | undefined) ?? {} };
+}
+
+function errorBody(err: unknown): Record<string, unknown> {
+  if (isCotalError(err)) return { ok: false, code: err.code, error: err.message };
+  return { ok: false, code: "internal", error: "The request failed inside the delivery daemon." };
+}
+
+type Handler = (caller: Principal, req: Request, token: number) => Promise<unknown>;
+
+function serve(
+  ctx: DeliveryContext,
+  subject: string,
+  queue: string,
+  what: string,
+  handle: Handler,
+): Subscription {
+  return ctx.nc.subscribe(subject, {
+    queue,
+    callback: (err, m) => {
+      if (err) return;
+      const token = ctx.fence.token;
+      if (!boundReply(m.subject, m.reply)) {
+        ctx.log.warn(
+          `${what}: dropped a request from ${m.subject} whose reply is not in its own subtree`,
+        );
+        return;
+      }
+      const caller = callerOf(m.subject);
+      (async () => {
+        let out: unknown;
+        try {
+          if (!caller) {
+            throw new CotalError("bad_caller", "The request subject names no principal.");
+          }
+          out = { ok: true, data: await handle(caller, parseRequest(m), token) };
+        } catch (e) {
+          if (!isCotalError(e)) ctx.log.warn(`${what}: ${(e as Error)?.message ?? e}`);
+          out = errorBody(e);
+        }
+        // Every effect re-checks the fence, the reply included.
+        if (!ctx.fence.mayAct(token)) return;
+        ctx.nc.publish(m.reply!, ENC.encode(JSON.stringify(out)));
+      })();
+    },
+  });
+}
+
+/** Binds the three rails; returns their subscriptions. */
+export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription[] {
+  const P = ctx.root;
+  const ctl = serve(
+    ctx,
+    `${P}.ctl.delivery.*.*`,
+    "ctl.delivery",
+    "ctl.delivery",
+    (caller, { op, args: body }, token) => {
+      switch (op) {
+        case "durableJoin":
+          return durableJoin(ctx, caller, body.channel, token);
+        case "durableLeave":
+          return durableLeave(ctx, caller, body, token);
+        case "listMemberships":
+          return listMemberships(ctx, caller, body.lifecycleUid);
+        case "readHistory":
+          return readHistory(ctx, caller, body) as Promise<unknown>;
+        default:
+          throw new CotalError(
+            "unknown_op",
+            `Unknown ctl.delivery op ${JSON.stringify(op)}; use durableJoin, durableLeave, ` +
+              `listMemberships or readHistory.`,
+          );
+      }
+    },
+  );
+  const admin = serve(
+    ctx,
+    `${P}.ctl.delivery-admin.*.*`,
+    "ctl.delivery-admin",
+    "ctl.delivery-admin",
+    async (_caller, { op, args: body }) => {
+      const hook = op === "evictPrincipal"
+        ? hooks.evictPrincipal && (() => hooks.evictPrincipal!(String(body.principal ?? "")))
+        : op === "reloadCreds"
+        ? hooks.reloadCreds
+        : undefined;
+      if (op !== "evictPrincipal" && op !== "reloadCreds") {
+        throw new CotalError(
+          "unknown_op",
+          `Unknown ctl.delivery-admin op ${JSON.stringify(op)}; use evictPrincipal or reloadCreds.`,
+        );
+      }
+      if (!hook) {
+        throw new CotalError("unavailable", `This delivery daemon does not serve ${op}.`);
+      }
+      return await hook();
+    },
+  );
+  const live = ctx.nc.subscribe(`${P}.live.delivery.*.*`, {
+    queue: "live.delivery",
+    callback: (err, m) => {
+      if (err || !boundReply(m.subject, m.reply)) return;
+      const answer = {
+        plane: "delivery",
+        responder: hooks.ready() ? "bound" : "unbound",
+        instance: hooks.incarnation,
+      };
+      ctx.nc.publish(m.reply!, ENC.encode(JSON.stringify(answer)));
+    },
+  });
+  return [ctl, admin, live];
+}
