@@ -129,7 +129,10 @@ function isInside(path: string, dir: string): boolean {
  * run dir, logs, other agents), each of those again when configured outside it, the machine
  * home, and `/tmp` (so it cannot read other processes' temp files either).
  */
-export function hiddenPaths(layout: DeploymentLayout): string[] {
+export function hiddenPaths(
+  layout: DeploymentLayout,
+  opts: { outermost?: boolean } = {},
+): string[] {
   const store = layout.store ?? `${layout.root}/secrets`;
   const all = [
     "/tmp",
@@ -142,6 +145,7 @@ export function hiddenPaths(layout: DeploymentLayout): string[] {
     agentsRootOf(layout),
   ].map((p) => p.replace(/\/+$/, "") || "/");
   const sorted = [...new Set(all)].sort((a, b) => a.length - b.length);
+  if (opts.outermost === false) return sorted;
   const out: string[] = [];
   for (const p of sorted) if (!out.some((o) => isInside(p, o))) out.push(p);
   return out;
@@ -157,6 +161,14 @@ export interface SandboxOptions {
   readonly env: Readonly<Record<string, string>>;
   /** Detach from the controlling terminal (stops TIOCSTI into a shared one); not under a pty. */
   readonly newSession?: boolean;
+  /**
+   * Directories the runner's own code lives in (the checkout or install dir), bound back
+   * read-only when a hidden dir covers them: a checkout under `/tmp` must stay runnable. Hidden
+   * dirs inside them (a `./.cotal` state root in the checkout) are hidden again after the bind.
+   */
+  readonly expose?: readonly string[];
+  /** Every hidden dir, nested ones included (`hiddenPaths(layout, { outermost: false })`). */
+  readonly hideAll?: readonly string[];
 }
 
 /**
@@ -179,6 +191,14 @@ export function sandboxArgs(opts: SandboxOptions): string[] {
       );
     }
     args.push("--tmpfs", dir);
+  }
+  for (const code of opts.expose ?? []) {
+    const dir = code.replace(/\/+$/, "");
+    // Already visible (read-only), or itself a hidden dir: never bound back.
+    const all = opts.hideAll ?? opts.hide;
+    if (!opts.hide.some((h) => isInside(dir, h)) || all.includes(dir)) continue;
+    args.push("--ro-bind", dir, dir);
+    for (const h of all) if (isInside(h, dir)) args.push("--tmpfs", h);
   }
   args.push(
     "--bind",

@@ -101,6 +101,9 @@ export function runnerLaunchSpec(opts: RunnerOptions): LaunchSpec {
   const hide = hiddenPaths(l);
   const env = agentEnv(opts, launchFile);
   const program = declaredProgram(opts.spec);
+  const config = opts.config ?? new URL("../../deno.json", import.meta.url).pathname;
+  const entry = opts.entry ?? new URL("../../cmd/agent.ts", import.meta.url).pathname;
+  const codeDirs = [...new Set([dirOf(config), dirOf(dirOf(entry))])];
   const denoArgs = [
     "run",
     ...denoRunFlags("cotal-agent", opts.layout, {
@@ -109,8 +112,8 @@ export function runnerLaunchSpec(opts: RunnerOptions): LaunchSpec {
       program,
       envAllow: Object.keys(env),
     }),
-    `--config=${opts.config ?? new URL("../../deno.json", import.meta.url).pathname}`,
-    opts.entry ?? new URL("../../cmd/agent.ts", import.meta.url).pathname,
+    `--config=${config}`,
+    entry,
   ];
   const deno = opts.deno ?? Deno.execPath();
   if (opts.isolation.mode === "deno-only") {
@@ -125,7 +128,14 @@ export function runnerLaunchSpec(opts: RunnerOptions): LaunchSpec {
   return {
     command: opts.isolation.bwrap,
     args: [
-      ...sandboxArgs({ agentDir, hide, env, newSession: opts.newSession }),
+      ...sandboxArgs({
+        agentDir,
+        hide,
+        env,
+        newSession: opts.newSession,
+        expose: codeDirs,
+        hideAll: hiddenPaths(l, { outermost: false }),
+      }),
       deno,
       ...denoArgs,
     ],
@@ -170,4 +180,8 @@ export async function startRunner(
   });
   const handle = await runtime.spawn(spec, { cols: opts.cols, rows: opts.rows });
   return { handle, spec, isolation: opts.isolation, runtime: runtime.name };
+}
+
+function dirOf(path: string): string {
+  return path.replace(/\/+$/, "").replace(/\/[^/]*$/, "") || "/";
 }

@@ -130,9 +130,12 @@ async function command(mode: Mode, p: Planted, spec: AgentSpec): Promise<LaunchS
   const allowAll = ["run", "-A", `--config=${CONFIG}`, ENTRY];
   if (mode === "bwrap") {
     const env = denoOnly.env!;
+    // The same code exposure the supervisor uses: a checkout under a hidden dir stays runnable.
     const args = sandboxArgs({
       agentDir: fx.agentDir,
       hide: hiddenPaths(fx.layout),
+      hideAll: hiddenPaths(fx.layout, { outermost: false }),
+      expose: [CONFIG.replace(/\/[^/]*$/, "")],
       env,
       newSession: true,
     });
