@@ -87,6 +87,8 @@ export interface ServiceMesh {
   ): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }>;
   /** Connect through the callout with the sentinel creds and a bearer. */
   connectUser(bearer: string, opts?: { name?: string }): Promise<NatsConnection>;
+  /** Stop the broker and start a fresh one on the same port (JetStream state is not kept). */
+  restartBroker(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -105,10 +107,9 @@ export async function startServiceMesh(
   const issuer = await ensureIssuer(store, space);
   const ownerSecret = await ensureOwnerSecret(store, space);
   const idp = await startTestIdp({ alg: opts.alg ?? "EdDSA" });
-  const broker = await startTestBroker({
-    config: ({ port, storeDir }) =>
-      serverConfig(auth, [auth], { storeDir, port, extraAccounts: [callout.account] }),
-  });
+  const config = ({ port, storeDir }: { port: number; storeDir: string }) =>
+    serverConfig(auth, [auth], { storeDir, port, extraAccounts: [callout.account] });
+  let broker = await startTestBroker({ config });
   if (opts.streams) {
     await setupSpaceStreams({
       servers: broker.url,
@@ -137,7 +138,9 @@ export async function startServiceMesh(
     issuer,
     ownerSecret,
     idp,
-    broker,
+    get broker() {
+      return broker;
+    },
     ledger,
     owner,
     flags,
@@ -196,6 +199,11 @@ export async function startServiceMesh(
         inboxPrefix: `_INBOX_${name}`,
         reconnect: false,
       });
+    },
+    async restartBroker() {
+      const port = broker.port;
+      await broker.stop();
+      broker = await startTestBroker({ config, port });
     },
     async close() {
       for (const s of running) await s.stop().catch(() => {});

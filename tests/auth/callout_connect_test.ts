@@ -82,6 +82,7 @@ Deno.test("callout - refusals are signed denials with the reason reported", asyn
     const row = await mesh.grant("alice");
     const good = await mesh.bearer(row);
     const t = now();
+    const act = { owner: row.owner, actor: "alice", lifecycleUid: row.lifecycleUid };
     const base = (over: Record<string, unknown>) => ({
       iss: `urn:cotal:auth:${mesh.space}`,
       aud: mesh.space,
@@ -91,7 +92,7 @@ Deno.test("callout - refusals are signed denials with the reason reported", asyn
       exp: t + 300,
       ver: 1,
       scope: [],
-      act: { owner: row.owner, actor: "alice", lifecycleUid: row.lifecycleUid },
+      act,
       ...over,
     });
     const cases: [string, string, () => Promise<NatsConnection>][] = [
@@ -117,6 +118,24 @@ Deno.test("callout - refusals are signed denials with the reason reported", asyn
           connectUser(
             mesh,
             await forge(mesh.issuer, base({ iat: t + 3600, nbf: t + 3600, exp: t + 3900 })),
+          ),
+      ],
+      [
+        "scope wider than the current grant",
+        "bearer_scope_exceeds_grant",
+        async () =>
+          connectUser(
+            mesh,
+            await forge(mesh.issuer, base({ scope: ["admin"], act: { ...act, scope: ["admin"] } })),
+          ),
+      ],
+      [
+        "claimless (no lifecycle uid)",
+        "bearer_stale",
+        async () =>
+          connectUser(
+            mesh,
+            await forge(mesh.issuer, base({ act: { owner: row.owner, actor: "alice" } })),
           ),
       ],
       ["bad nonce", "callout_bad_nonce", () => connectUser(mesh, good, { name: "a.b" })],

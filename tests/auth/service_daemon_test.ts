@@ -3,11 +3,12 @@
  * discovery file, the read-only faces, refusals of missing material, and a clean SIGTERM.
  */
 import assert from "node:assert/strict";
-import { authServicePaths } from "../../lib/auth/service_files.ts";
+import type { NatsConnection } from "nats";
+import { authServicePaths, readDiscoveryFile } from "../../lib/auth/service_files.ts";
 import { loadIdpPin } from "../../lib/auth/idp_pin.ts";
 import { spaceKeyHex } from "../../lib/workspace/keys.ts";
 import { denoRunFlags } from "../../lib/permissions.ts";
-import { tempDir } from "../_harness/broker.ts";
+import { tempDir, waitFor } from "../_harness/broker.ts";
 import { spawnService, startServiceMesh } from "./_service_mesh.ts";
 
 Deno.test("service - boots under its permission row, publishes auth-service.json last, exits 0 on SIGTERM", async () => {
@@ -131,4 +132,54 @@ Deno.test("service - usage refusals: a non-loopback listen address, a missing --
   ) => e);
   assert.equal(noSpace.code, 2);
   assert.match(noSpace.message, /--space is required/);
+});
+
+Deno.test("service - a killed daemon's stale auth-service.json is replaced, never reused", async () => {
+  const mesh = await startServiceMesh();
+  try {
+    const first = await mesh.start();
+    first.child.kill("SIGKILL");
+    await first.stop();
+    const { discoveryFile } = authServicePaths(mesh.root, mesh.space);
+    // The crash left its file (pid and cap of a dead process) behind.
+    assert.equal((await readDiscoveryFile(discoveryFile))?.cap, first.discovery.cap);
+    const second = await mesh.start();
+    assert.notEqual(second.discovery.cap, first.discovery.cap);
+    assert.equal(second.discovery.pid, second.child.pid);
+    const stale = await fetch(`${second.discovery.url}/exchange`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${first.discovery.cap}`,
+        "content-type": "application/json",
+      },
+      body: "{}",
+    });
+    assert.equal(stale.status, 401, "the dead process's capability opens nothing");
+    await stale.body?.cancel();
+    assert.equal(await second.stop(), 0);
+  } finally {
+    await mesh.close();
+  }
+});
+
+Deno.test("service - the callout comes back after a broker restart", async () => {
+  const mesh = await startServiceMesh();
+  try {
+    const svc = await mesh.start();
+    await mesh.grant("alice");
+    const r = await mesh.exchange(svc, { idpToken: await mesh.idp.sign(), actor: "alice" });
+    const bearer = r.body.token as string;
+    await (await mesh.connectUser(bearer)).close();
+    await mesh.restartBroker();
+    let nc: NatsConnection | undefined;
+    await waitFor(async () => {
+      nc = await mesh.connectUser(bearer).catch(() => undefined);
+      return nc !== undefined;
+    }, { timeoutMs: 20_000, what: "a callout connect after the broker restart" });
+    await nc!.close();
+    assert.equal(svc.child.pid, svc.discovery.pid);
+    assert.equal(await svc.stop(), 0);
+  } finally {
+    await mesh.close();
+  }
 });
