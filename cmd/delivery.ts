@@ -43,7 +43,16 @@ async function main(argv: string[]): Promise<number> {
     );
     return 0;
   }
-  let daemon;
+  // Listen before starting: a SIGTERM that lands while the daemon boots (a fast 'cotal down')
+  // must still stop it gracefully and release its lease, not kill it with the lease held.
+  let stopRequested = false;
+  let daemon: Awaited<ReturnType<typeof runDelivery>> | undefined;
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    Deno.addSignalListener(sig, () => {
+      stopRequested = true;
+      void daemon?.stop();
+    });
+  }
   try {
     daemon = await runDelivery(parseCommandArgs(command, argv, { program: "cotal-delivery" }));
   } catch (err) {
@@ -53,9 +62,7 @@ async function main(argv: string[]): Promise<number> {
     );
     return isCotalError(err, "usage") ? 2 : 1;
   }
-  for (const sig of ["SIGINT", "SIGTERM"] as const) {
-    Deno.addSignalListener(sig, () => void daemon.stop());
-  }
+  if (stopRequested) void daemon.stop();
   const exit = await daemon.closed;
   return exit.code;
 }

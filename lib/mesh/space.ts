@@ -3,7 +3,15 @@ import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import { bucketNames, connectBroker, streamNames } from "../wire/mod.ts";
 import { spaceAccountKey, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
 import { meshPaths } from "./layout.ts";
-import { listComponents, readMeshRecord, reloadBroker, stopComponent } from "./stack.ts";
+import {
+  ensureComponent,
+  listComponents,
+  readMeshRecord,
+  reloadBroker,
+  stopComponent,
+} from "./stack.ts";
+import { deliveryComponent, ensureDaemonCreds } from "./daemons.ts";
+import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
 import { addSpaceRecord, provisionSpace, renderBrokerConfig } from "./up.ts";
 
@@ -50,8 +58,14 @@ export async function spaceAdd(root: string, space: string): Promise<{ created: 
   if (live) {
     await renderBrokerConfig(root, live);
     await reloadBroker(root);
-    const account = (await loadSpaceAccount(workspaceSecretStore(root), space))!;
+    const store = workspaceSecretStore(root);
+    const account = (await loadSpaceAccount(store, space))!;
     await provisionSpace(account, live.url);
+    await ensureDaemonCreds(root, store, account);
+    const rec = (await readMeshRecord(root))!;
+    // Detached even under a foreground up: this command exits, the daemon must not.
+    await ensureComponent(root, await deliveryComponent(root, space, rec), true);
+    await registerMesh({ space, root, url: live.url });
   }
   return { created: true };
 }
@@ -139,6 +153,7 @@ export async function spaceRm(
   if (live && account) deletedStreams = await deleteStreams(account, live.url);
   index.spaces = index.spaces.filter((s) => s !== space);
   await writeSpaceIndex(root, index);
+  await unregisterMesh(space, root);
   await store.delete(spaceAccountKey(space));
   const p = meshPaths(root);
   await Deno.remove(`${p.store}/space.${key}`, { recursive: true }).catch(() => {});

@@ -5,6 +5,7 @@ import { workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { mintSysCreds, rotateSys } from "./sys_creds.ts";
+import { deliveryComponent, ensureDaemonCreds } from "./daemons.ts";
 import {
   brokerBinary,
   brokerComponent,
@@ -185,6 +186,15 @@ export async function up(
     if (!broker.started) await reloadBroker(opts.root);
     for (const a of accounts) await provisionSpace(a, rec.url);
     await writeMeshRecord(rec);
+    for (const a of accounts) {
+      await ensureDaemonCreds(opts.root, store, a);
+      const d = await ensureComponent(
+        opts.root,
+        await deliveryComponent(opts.root, a.space, rec),
+        opts.detach ?? false,
+      );
+      track(`delivery.${a.space}`, d);
+    }
     for (const a of accounts) await registerMesh({ space: a.space, root: opts.root, url: rec.url });
   } catch (err) {
     if (!opts.detach) await down(opts.root).catch(() => {});

@@ -66,7 +66,8 @@ Deno.test("mesh - space add while a sibling keeps serving: no message lost acros
     const obs = await credsFor(root, "alpha", "observer");
     const no = await connectBroker({ servers: result.url, creds: obs });
     const info = await (await no.jetstreamManager()).streams.info(streamNames("alpha").chat);
-    assert.equal(info.state.messages, acked);
+    // The CHAT stream keeps a bounded history, so count by sequence: one per acknowledged publish.
+    assert.equal(info.state.last_seq, acked);
     await no.close();
 
     // The new space serves: its own cred connects and its streams exist.

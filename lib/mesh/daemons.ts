@@ -1,0 +1,123 @@
+/**
+ * The per-space daemons `cotal up` runs, each as its own `deno run` process under its row of
+ * the permission table (development layout; systemd runs the compiled binaries instead).
+ */
+import { denoRunFlags, type DeploymentLayout } from "../permissions.ts";
+import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
+import {
+  deliveryCredsKey,
+  membershipConfigKey,
+  membershipRwCredsKey,
+  remintDaemonCreds,
+  type SecretStore,
+  spaceKeyHex,
+} from "../workspace/mod.ts";
+import { meshPaths } from "./layout.ts";
+import { isSameProcess } from "./pidfile.ts";
+import { componentFiles, type ComponentSpec, type MeshRecord, spaceComponentId } from "./stack.ts";
+import { fileSize, waitLogLine } from "./ready.ts";
+
+const CHECKOUT = new URL("../../", import.meta.url).pathname;
+
+/** The environment every daemon gets (it starts with nothing else). */
+export function daemonEnv(): Record<string, string> {
+  const env: Record<string, string> = { NO_COLOR: "1" };
+  // Deno finds its module and npm caches through these; nothing secret rides them.
+  for (const k of ["HOME", "DENO_DIR", "XDG_CACHE_HOME"]) {
+    const v = Deno.env.get(k);
+    if (v !== undefined) env[k] = v;
+  }
+  return env;
+}
+
+/** The development layout of a root for the permission table. */
+export function devLayout(root: string, rec: MeshRecord, space?: string): DeploymentLayout {
+  const p = meshPaths(root);
+  return {
+    root,
+    store: p.store,
+    runDir: p.runDir,
+    logDir: p.logDir,
+    broker: [`${rec.host}:${rec.port}`],
+    ...(space ? { spaceKey: `space.${spaceKeyHex(space)}` } : {}),
+  };
+}
+
+/**
+ * Makes sure a space's standing daemon creds exist in the store: absent ones are minted with a
+ * fresh identity; present ones are re-signed with the same nkeys (authority continuity), so
+ * each `up` also renews them.
+ */
+export async function ensureDaemonCreds(
+  root: string,
+  store: SecretStore,
+  account: SpaceAccountAuth,
+): Promise<void> {
+  const auth = { space: account.space, account: account.account };
+  const composition = { root };
+  for (
+    const [key, profile] of [
+      [deliveryCredsKey(account.space, composition), "delivery"],
+      [membershipRwCredsKey(account.space, composition), "membership-rw"],
+    ] as const
+  ) {
+    if (await store.get(key) === undefined) {
+      await store.put(key, await mintCreds(auth, newIdentity(), profile));
+    }
+  }
+  const cfg = membershipConfigKey(account.space, composition);
+  if (await store.get(cfg) === undefined) {
+    await store.put(cfg, JSON.stringify({ accountId: account.account.pub }) + "\n");
+  }
+  await remintDaemonCreds(root, account.space);
+}
+
+/** Waits for a daemon's own "up" line in its log, bounded, failing fast if it exits. */
+function logReady(root: string, id: string, re: RegExp, from: number) {
+  return async (rec: { pid: number; startTime: number; name: string; startedAt: string }) => {
+    const { logFile } = componentFiles(root, id);
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      if (!isSameProcess(rec)) throw new Error(`${id} exited during start-up`);
+      try {
+        await waitLogLine(logFile, from, re, 200);
+        return;
+      } catch {
+        // Not yet.
+      }
+    }
+    throw new Error(`${id} did not report ready within 15 s`);
+  };
+}
+
+/** The delivery daemon of one space. */
+export async function deliveryComponent(
+  root: string,
+  space: string,
+  rec: MeshRecord,
+): Promise<ComponentSpec> {
+  const id = spaceComponentId("delivery", space);
+  const from = await fileSize(componentFiles(root, id).logFile);
+  return {
+    id,
+    name: "cotal-delivery",
+    space,
+    command: Deno.execPath(),
+    args: [
+      "run",
+      ...denoRunFlags("cotal-delivery", devLayout(root, rec, space)),
+      `--config=${CHECKOUT}deno.json`,
+      `${CHECKOUT}cmd/delivery.ts`,
+      "--space",
+      space,
+      "--server",
+      rec.url,
+      "--root",
+      root,
+      "--lease-wait",
+      "10",
+    ],
+    env: daemonEnv(),
+    ready: logReady(root, id, /delivery daemon up for space/, from),
+  };
+}
