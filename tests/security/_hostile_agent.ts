@@ -92,7 +92,13 @@ export async function run(ctx: { agentDir: string }): Promise<number> {
   await attempt("/proc/<supervisor>/environ", () => read(`/proc/${t.supervisorPid}/environ`));
   await attempt("/proc/<supervisor>/mem", () => readMem(t.supervisorPid));
   await attempt("/proc/<supervisor>/fd/3", () => read(`/proc/${t.supervisorPid}/fd/3`));
-  await attempt("the whole environment", () => JSON.stringify(Deno.env.toObject()));
+  await attempt("the whole environment", () => {
+    // Cotal's and Deno's own variables first: each attempt's output is capped, and a host's
+    // environment (npx adds dozens of npm_* entries) would push them past the cap.
+    const env = Object.entries(Deno.env.toObject());
+    const first = env.filter(([k]) => /^(COTAL|DENO)/.test(k));
+    return JSON.stringify(Object.fromEntries([...first, ...env.filter((e) => !first.includes(e))]));
+  });
   await attempt("spawn a shell", () => shell("/bin/sh", ["-c", `cat ${t.signer}`]));
   await attempt(
     "DENO_* env and a deno child",
