@@ -8,7 +8,7 @@
  * @module
  */
 
-import { connect, type NatsConnection } from "nats";
+import { connect, Events, type NatsConnection } from "nats";
 import type { CommandSpec, ParsedArgs } from "../cli/types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
@@ -133,7 +133,23 @@ export async function runAuthService(
       tokenIssuer: m.issuer,
     });
     m.ownerSecret.fill(0);
-    const handler = createExchangeHandler({ space: cfg.space, cap, issuer: m.issuer, bridge, log });
+    let calloutUp = true;
+    (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === Events.Disconnect || s.type === Events.Reconnect) {
+          calloutUp = s.type === Events.Reconnect;
+          log({ event: "broker", state: calloutUp ? "reconnected" : "disconnected" });
+        }
+      }
+    })().catch(() => {});
+    const handler = createExchangeHandler({
+      space: cfg.space,
+      cap,
+      issuer: m.issuer,
+      bridge,
+      log,
+      calloutUp: () => calloutUp,
+    });
     server = listen(cfg, handler);
     const host = server.addr.hostname.includes(":")
       ? `[${server.addr.hostname}]`

@@ -32,6 +32,8 @@ export interface ExchangeHandlerOptions {
   issuer: Pick<UserTokenIssuer, "issuer" | "jwks">;
   bridge: Pick<IdpBridge, "exchange">;
   log?: (event: AuthServiceEvent) => void;
+  /** False while the callout cannot answer (its broker connection is down): health is 503. */
+  calloutUp?: () => boolean;
 }
 
 type Route = (req: Request) => Promise<Response>;
@@ -51,24 +53,27 @@ export function createExchangeHandler(
   const capBytes = new TextEncoder().encode(`Bearer ${opts.cap}`);
   const badCap = new MinuteWindow(BAD_CAP_PER_MIN);
   const failed = new MinuteWindow(FAILED_EXCHANGE_PER_MIN);
+  const jwks = (): Promise<Response> =>
+    Promise.resolve(
+      json(200, opts.issuer.jwks(), { "cache-control": `max-age=${JWKS_MAX_AGE_SEC}` }),
+    );
   const routes = new Map<string, Map<string, Route>>([
-    [
-      "/health",
-      new Map([[
-        "GET",
-        () =>
-          Promise.resolve(json(200, { ok: true, space: opts.space, issuer: opts.issuer.issuer })),
-      ]]),
-    ],
-    [
-      "/jwks",
-      new Map([["GET", () =>
-        Promise.resolve(
-          json(200, opts.issuer.jwks(), { "cache-control": `max-age=${JWKS_MAX_AGE_SEC}` }),
-        )]]),
-    ],
+    ["/health", new Map([["GET", health]])],
+    ["/jwks", new Map([["GET", jwks]])],
     ["/exchange", new Map([["POST", exchange]])],
   ]);
+
+  function health(): Promise<Response> {
+    const up = opts.calloutUp?.() ?? true;
+    return Promise.resolve(
+      json(up ? 200 : 503, {
+        ok: up,
+        space: opts.space,
+        issuer: opts.issuer.issuer,
+        callout: up ? "connected" : "reconnecting",
+      }),
+    );
+  }
 
   async function exchange(req: Request): Promise<Response> {
     // A browser always sends Origin on a cross-origin POST; the CLI and daemons never do.

@@ -87,8 +87,11 @@ export interface ServiceMesh {
   ): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }>;
   /** Connect through the callout with the sentinel creds and a bearer. */
   connectUser(bearer: string, opts?: { name?: string }): Promise<NatsConnection>;
-  /** Stop the broker and start a fresh one on the same port (JetStream state is not kept). */
-  restartBroker(): Promise<void>;
+  /**
+   * Stop the broker, run `whileDown`, and start a fresh one on the same port (JetStream state
+   * is not kept).
+   */
+  restartBroker(whileDown?: () => Promise<void>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -200,9 +203,10 @@ export async function startServiceMesh(
         reconnect: false,
       });
     },
-    async restartBroker() {
+    async restartBroker(whileDown) {
       const port = broker.port;
       await broker.stop();
+      await whileDown?.();
       broker = await startTestBroker({ config, port });
     },
     async close() {

@@ -37,6 +37,7 @@ Deno.test("service - boots under its permission row, publishes auth-service.json
       ok: true,
       space: mesh.space,
       issuer: `urn:cotal:auth:${mesh.space}`,
+      callout: "connected",
     });
     const jwks = await fetch(`${svc.discovery.url}/jwks`);
     assert.equal(jwks.headers.get("cache-control"), "max-age=300");
@@ -170,7 +171,19 @@ Deno.test("service - the callout comes back after a broker restart", async () =>
     const r = await mesh.exchange(svc, { idpToken: await mesh.idp.sign(), actor: "alice" });
     const bearer = r.body.token as string;
     await (await mesh.connectUser(bearer)).close();
-    await mesh.restartBroker();
+    const health = async () => {
+      const res = await fetch(`${svc.discovery.url}/health`);
+      await res.body?.cancel();
+      return res.status;
+    };
+    // While the broker is down the service says so: the callout cannot answer.
+    await mesh.restartBroker(() =>
+      waitFor(async () => (await health()) === 503, { what: "health to report 503" })
+    );
+    await waitFor(async () => (await health()) === 200, {
+      timeoutMs: 20_000,
+      what: "health to recover",
+    });
     let nc: NatsConnection | undefined;
     await waitFor(async () => {
       nc = await mesh.connectUser(bearer).catch(() => undefined);
