@@ -9,5 +9,6 @@ import "../lib/mesh/commands/up.ts";
 import "../lib/mesh/commands/space.ts";
 import "../lib/mesh/commands/ops.ts";
 import "../lib/mesh/commands/systemd.ts";
+import "../lib/mesh/commands/doctor.ts";
 
 Deno.exit(await dispatch(Deno.args, registry, { program: "cotal" }));

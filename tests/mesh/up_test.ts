@@ -4,7 +4,7 @@ import { readPidFile } from "../../lib/mesh/pidfile.ts";
 import { componentFiles } from "../../lib/mesh/stack.ts";
 import { loadSpaceAccount } from "../../lib/mesh/trust_state.ts";
 import { credsAuthenticatorFast, mintCreds, newIdentity } from "../../lib/trust/mod.ts";
-import { workspaceSecretStore } from "../../lib/workspace/mod.ts";
+import { membershipRwCredsKey, workspaceSecretStore } from "../../lib/workspace/mod.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
 
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
@@ -49,7 +49,31 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
 
     const status = await cotal(["status", "--json", "--root", root]);
     assert.equal(status.code, 0);
-    assert.equal(JSON.parse(status.stdout).healthy, true);
+    const st = JSON.parse(status.stdout);
+    assert.equal(st.healthy, true);
+    assert.deepEqual(
+      st.creds.map((c: { kind: string; status: string }) => `${c.kind}:${c.status}`).sort(),
+      [
+        "connection-evictor.creds:healthy",
+        "delivery.creds:healthy",
+        "membership-observer.creds:healthy",
+        "membership-rw.creds:healthy",
+      ],
+    );
+    // A damaged cred turns status unhealthy and doctor names it, without echoing its bytes.
+    const rwKey = membershipRwCredsKey("default", { root });
+    const store = workspaceSecretStore(root);
+    const good = (await store.get(rwKey))!;
+    await store.put(rwKey, "not a creds file SECRETBYTES");
+    const doctor = await cotal(["doctor", "auth", "--json", "--root", root]);
+    assert.equal(doctor.code, 1);
+    const row = JSON.parse(doctor.stdout).find((r: { kind: string }) =>
+      r.kind === "membership-rw.creds"
+    );
+    assert.equal(row.status, "unreadable");
+    assert.ok(!doctor.stdout.includes("SECRETBYTES"));
+    assert.equal((await cotal(["status", "--json", "--root", root])).code, 1);
+    await store.put(rwKey, good);
 
     // The broker runs in operator mode and the space's streams exist: a cred minted from the
     // root's own trust record reads them; an unauthenticated client is refused.

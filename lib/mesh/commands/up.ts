@@ -5,6 +5,8 @@ import { down, up } from "../up.ts";
 import { listComponents } from "../stack.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { parsePort, resolveRoot, ROOT_FLAG } from "./common.ts";
+import { doctorAuth } from "../../workspace/doctor.ts";
+import { credRows } from "./doctor.ts";
 
 /** `cotal up`: bring the stack up for a space. */
 export const upCommand = defineCommand({
@@ -66,25 +68,33 @@ export const downCommand = defineCommand({
   },
 });
 
-/** `cotal status`: each component and whether it runs. */
+/** `cotal status`: each component and its health, and the health of every stored cred. */
 export const statusCommand = defineCommand({
   kind: "command",
   name: "status",
-  summary: "show each component of a root and its health",
+  summary: "show each component of a root, its health, and the health of its creds",
   flags: { ...ROOT_FLAG, ...JSON_FLAG },
   async run({ values }) {
-    const components = await listComponents(resolveRoot(values.root));
-    const healthy = components.length > 0 && components.every((c) => c.state === "running");
+    const root = resolveRoot(values.root);
+    const components = await listComponents(root);
+    const creds = components.length ? await doctorAuth(root).catch(() => []) : [];
+    const credsOk = creds.every((c) => c.status !== "expired" && c.status !== "unreadable");
+    const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
+      credsOk;
     printResult(
       denoIo(),
       { json: values.json === true },
-      { healthy, components },
+      { healthy, components, creds },
       (r) =>
         r.components.length
-          ? r.components.map((c) =>
-            `${c.id.padEnd(44)} ${c.state}${c.pid ? ` (pid ${c.pid})` : ""}`
-          )
-            .join("\n")
+          ? [
+            ...r.components.map((c) =>
+              `${c.id.padEnd(44)} ${c.state}${c.pid ? ` (pid ${c.pid})` : ""}`
+            ),
+            "",
+            "creds:",
+            credRows(r.creds) || "  none",
+          ].join("\n")
           : "nothing is running under this root; start it with 'cotal up'",
     );
     return healthy ? 0 : 1;
