@@ -11,8 +11,8 @@ import {
   assertValidPrincipal,
   assertValidRole,
   type Principal,
-  token,
 } from "./names.ts";
+import { spaceNames } from "../trust/grant_names.ts";
 
 /** The five message streams of one space. */
 export interface SpaceStreamNames {
@@ -46,30 +46,14 @@ export interface SpaceBucketNames {
   readonly manager: string;
 }
 
-/** Stream names for a space. */
+/** Stream names for a space (one definition, shared with the trust layer's grants). */
 export function streamNames(space: string): SpaceStreamNames {
-  const s = token(space);
-  return Object.freeze({
-    chat: `CHAT_${s}`,
-    dm: `DM_${s}`,
-    task: `TASK_${s}`,
-    inbox: `INBOX_${s}`,
-    dlv: `DLV_${s}`,
-  });
+  return Object.freeze({ ...spaceNames(space).streams });
 }
 
-/** KV bucket names for a space. */
+/** KV bucket names for a space (one definition, shared with the trust layer's grants). */
 export function bucketNames(space: string): SpaceBucketNames {
-  const s = token(space);
-  return Object.freeze({
-    presence: `cotal_presence_${s}`,
-    channels: `cotal_channels_${s}`,
-    members: `cotal_members_${s}`,
-    acl: `cotal_acl_${s}`,
-    membership: `cotal_membership_${s}`,
-    delivery: `cotal_delivery_${s}`,
-    manager: `cotal_manager_${s}`,
-  });
+  return Object.freeze({ ...spaceNames(space).buckets });
 }
 
 /** The stream backing a KV bucket. */
