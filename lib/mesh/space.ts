@@ -11,6 +11,7 @@ import {
   stopComponent,
 } from "./stack.ts";
 import { deliveryComponent, ensureDaemonCreds } from "./daemons.ts";
+import { authServiceComponent, readUserAuth } from "./user_auth.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
 import { addSpaceRecord, provisionSpace, renderBrokerConfig } from "./up.ts";
@@ -65,6 +66,10 @@ export async function spaceAdd(root: string, space: string): Promise<{ created: 
     const rec = (await readMeshRecord(root))!;
     // Detached even under a foreground up: this command exits, the daemon must not.
     await ensureComponent(root, await deliveryComponent(root, space, rec), true);
+    const userAuth = await readUserAuth(root);
+    if (userAuth) {
+      await ensureComponent(root, authServiceComponent(root, space, rec, userAuth), true);
+    }
     await registerMesh({ space, root, url: live.url });
   }
   return { created: true };

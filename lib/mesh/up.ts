@@ -7,6 +7,13 @@ import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { mintSysCreds, rotateSys } from "./sys_creds.ts";
 import { deliveryComponent, ensureDaemonCreds } from "./daemons.ts";
 import {
+  authServiceComponent,
+  ensureUserAuthSecrets,
+  readUserAuth,
+  type UserAuthConfig,
+  writeUserAuth,
+} from "./user_auth.ts";
+import {
   brokerBinary,
   brokerComponent,
   ensureComponent,
@@ -57,10 +64,13 @@ export async function renderBrokerConfig(
   const store = workspaceSecretStore(root);
   const { broker } = await ensureBrokerAuth(store, "cotal");
   const accounts = await loadAllSpaceAccounts(root, store);
+  // User mode: each space's callout account is preloaded beside its data account.
+  const userAuth = await readUserAuth(root);
+  const extraAccounts = userAuth ? await ensureUserAuthSecrets(store, broker, accounts) : [];
   const config = serverConfig(
     broker,
     accounts.map((a) => ({ space: a.space, account: { pub: a.account.pub, jwt: a.account.jwt } })),
-    { storeDir: p.jetstream, host: opts.host, port: opts.port },
+    { storeDir: p.jetstream, host: opts.host, port: opts.port, extraAccounts },
   );
   const tmp = `${p.brokerConfig}.tmp`;
   await Deno.writeTextFile(tmp, config, { mode: 0o600 });
@@ -117,7 +127,7 @@ export interface UpResult {
  * not running. In the foreground it waits for `untilStopped` and then stops everything.
  */
 export async function up(
-  opts: UpOptions & { detach?: boolean; rotateSys?: boolean },
+  opts: UpOptions & { detach?: boolean; rotateSys?: boolean; userAuth?: UserAuthConfig },
 ): Promise<UpResult> {
   const previous = await readMeshRecord(opts.root);
   const brokerRunning = (await listComponents(opts.root)).some((c) =>
@@ -152,6 +162,7 @@ export async function up(
   if (await addSpaceRecord(opts.root, opts.space)) {
     opts.say(`created space '${opts.space}' (a new data account under this root's operator)`);
   }
+  if (opts.userAuth) await writeUserAuth(opts.root, opts.userAuth);
   const all = await loadAllSpaceAccounts(opts.root, store);
   if (newTrust) await mintSysCreds(opts.root, store, trust, all);
   if (opts.rotateSys) {
@@ -194,6 +205,17 @@ export async function up(
         opts.detach ?? false,
       );
       track(`delivery.${a.space}`, d);
+    }
+    const userAuth = await readUserAuth(opts.root);
+    if (userAuth) {
+      for (const a of accounts) {
+        const auth = await ensureComponent(
+          opts.root,
+          authServiceComponent(opts.root, a.space, rec, userAuth),
+          opts.detach ?? false,
+        );
+        track(`auth-service.${a.space}`, auth);
+      }
     }
     for (const a of accounts) await registerMesh({ space: a.space, root: opts.root, url: rec.url });
   } catch (err) {

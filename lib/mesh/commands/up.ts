@@ -4,9 +4,28 @@ import { registry } from "../../registry.ts";
 import { down, up } from "../up.ts";
 import { listComponents } from "../stack.ts";
 import { assertValidSpaceName } from "../names.ts";
+import { CotalError } from "../../errors.ts";
+import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
 import { parsePort, resolveRoot, ROOT_FLAG } from "./common.ts";
 import { doctorAuth } from "../../workspace/doctor.ts";
 import { credRows } from "./doctor.ts";
+
+function userAuthFrom(on: boolean, idp?: string, audience?: string): UserAuthConfig | undefined {
+  if (!on) {
+    if (idp !== undefined || audience !== undefined) {
+      throw new CotalError("usage", "--idp and --audience go with --user-auth; add --user-auth.");
+    }
+    return undefined;
+  }
+  if (idp === undefined) {
+    throw new CotalError(
+      "usage",
+      "--user-auth needs --idp <issuer url>, the OIDC issuer to trust.",
+    );
+  }
+  parseIdpUrl(idp);
+  return { idp, ...(audience !== undefined ? { audience } : {}) };
+}
 
 /** `cotal up`: bring the stack up for a space. */
 export const upCommand = defineCommand({
@@ -20,6 +39,12 @@ export const upCommand = defineCommand({
     host: { type: "string", default: "127.0.0.1", description: "the broker's listen address" },
     port: { type: "string", default: "4222", description: "the broker's client port" },
     detach: { type: "boolean", description: "start in the background and return" },
+    "user-auth": {
+      type: "boolean",
+      description: "user mode: agents and people connect with IdP-backed bearers (needs --idp)",
+    },
+    idp: { type: "string", value: "issuer url", description: "the OIDC issuer to pin" },
+    audience: { type: "string", description: "the audience IdP tokens carry (default: issuer)" },
     "rotate-sys": {
       type: "boolean",
       description: "re-issue the system account and its $SYS creds (mesh must be stopped)",
@@ -40,6 +65,7 @@ export const upCommand = defineCommand({
         port,
         detach: values.detach === true,
         rotateSys: values["rotate-sys"] === true,
+        userAuth: userAuthFrom(values["user-auth"] === true, values.idp, values.audience),
         // With --json, progress goes to stderr so stdout is one JSON document.
         say: (l) => json ? console.error(l) : console.log(l),
         untilStopped: stop.promise,

@@ -1,0 +1,158 @@
+/**
+ * User mode for `cotal up --user-auth --idp <issuer>`: each space gets a callout account
+ * (preloaded into the broker config), the bearer issuer and owner secret, and its own
+ * `cotal-auth-service` daemon. The choice is recorded in `<root>/user-auth.json` so a second
+ * `up` and `space add` keep it.
+ */
+import {
+  AUTH_SERVICE_FILE,
+  authServicePaths,
+  ensureCalloutAuth,
+  ensureIssuer,
+  ensureOwnerSecret,
+  readDiscoveryFile,
+} from "../auth/mod.ts";
+import { CotalError } from "../errors.ts";
+import { denoRunFlags } from "../permissions.ts";
+import {
+  type BrokerAuth,
+  composeSpaceAuth,
+  type PreloadAccount,
+  type SpaceAccountAuth,
+} from "../trust/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
+import { daemonEnv, devLayout } from "./daemons.ts";
+import { isSameProcess, type PidRecord } from "./pidfile.ts";
+import { type ComponentSpec, type MeshRecord, spaceComponentId } from "./stack.ts";
+
+/** What `--user-auth` pinned. */
+export interface UserAuthConfig {
+  /** The OIDC issuer URL the auth services pin on first start. */
+  idp: string;
+  /** The audience IdP tokens must carry (default: the issuer). */
+  audience?: string;
+}
+
+const CHECKOUT = new URL("../../", import.meta.url).pathname;
+
+/** Checks an issuer URL given on the command line. */
+export function parseIdpUrl(text: string): URL {
+  let u: URL;
+  try {
+    u = new URL(text);
+  } catch {
+    throw new CotalError(
+      "usage",
+      `--idp must be an issuer URL like https://idp.example, not '${text}'.`,
+    );
+  }
+  const loopback = ["127.0.0.1", "localhost", "[::1]"].includes(u.hostname);
+  if (u.protocol !== "https:" && !(u.protocol === "http:" && loopback)) {
+    throw new CotalError(
+      "usage",
+      `--idp must use https (plain http only on loopback), not '${text}'.`,
+    );
+  }
+  return u;
+}
+
+/** Reads the root's user-auth choice; undefined for a static-creds root. */
+export async function readUserAuth(root: string): Promise<UserAuthConfig | undefined> {
+  try {
+    const v = JSON.parse(await Deno.readTextFile(`${root}/user-auth.json`));
+    if (typeof v.idp === "string") return v;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+  }
+  throw new CotalError(
+    "user_auth_corrupt",
+    `${root}/user-auth.json is not a Cotal user-auth record; fix it or remove it to go back to static creds.`,
+  );
+}
+
+/** Records the choice; refuses to re-pin a root to another IdP. */
+export async function writeUserAuth(root: string, cfg: UserAuthConfig): Promise<void> {
+  const current = await readUserAuth(root);
+  if (current && (current.idp !== cfg.idp || (current.audience ?? "") !== (cfg.audience ?? ""))) {
+    throw new CotalError(
+      "user_auth_conflict",
+      `${root} is pinned to the IdP ${current.idp}; Cotal never re-pins a root silently.`,
+    );
+  }
+  if (current) return;
+  const tmp = `${root}/user-auth.json.tmp`;
+  await Deno.writeTextFile(tmp, JSON.stringify(cfg, null, 2) + "\n", { mode: 0o600 });
+  await Deno.rename(tmp, `${root}/user-auth.json`);
+}
+
+/**
+ * Makes sure every space has its callout account, issuer and owner secret, and returns the
+ * callout accounts the broker config must preload.
+ */
+export async function ensureUserAuthSecrets(
+  store: SecretStore,
+  broker: BrokerAuth,
+  accounts: SpaceAccountAuth[],
+): Promise<PreloadAccount[]> {
+  const out: PreloadAccount[] = [];
+  for (const a of accounts) {
+    const callout = await ensureCalloutAuth(store, composeSpaceAuth(broker, a));
+    await ensureIssuer(store, a.space);
+    await ensureOwnerSecret(store, a.space);
+    out.push({ pub: callout.account.pub, jwt: callout.account.jwt });
+  }
+  return out;
+}
+
+/** The auth service of one space: ready once its discovery file is written and /health answers. */
+export function authServiceComponent(
+  root: string,
+  space: string,
+  rec: MeshRecord,
+  cfg: UserAuthConfig,
+): ComponentSpec {
+  const idp = parseIdpUrl(cfg.idp);
+  const paths = authServicePaths(root, space);
+  return {
+    id: spaceComponentId("auth-service", space),
+    name: "cotal-auth-service",
+    space,
+    command: Deno.execPath(),
+    args: [
+      "run",
+      ...denoRunFlags("cotal-auth-service", {
+        ...devLayout(root, rec, space),
+        authListen: "127.0.0.1:0",
+        authIdp: [idp.host],
+      }),
+      `--config=${CHECKOUT}deno.json`,
+      `${CHECKOUT}cmd/auth-service.ts`,
+      "--root",
+      root,
+      "--space",
+      space,
+      "--server",
+      rec.url,
+      "--listen",
+      "127.0.0.1:0",
+      "--idp",
+      cfg.idp,
+      ...(cfg.audience ? ["--audience", cfg.audience] : []),
+    ],
+    env: daemonEnv(),
+    ready: async (pid: PidRecord) => {
+      const deadline = Date.now() + 15_000;
+      while (Date.now() < deadline) {
+        if (!isSameProcess(pid)) throw new Error("cotal-auth-service exited during start-up");
+        const d = await readDiscoveryFile(paths.discoveryFile).catch(() => undefined);
+        if (d && d.pid === pid.pid) {
+          const res = await fetch(`${d.url}/health`).catch(() => undefined);
+          await res?.body?.cancel();
+          if (res?.ok) return;
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`no healthy ${AUTH_SERVICE_FILE} within 15 s`);
+    },
+  };
+}
