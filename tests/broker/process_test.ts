@@ -45,7 +45,8 @@ Deno.test("broker - an invalid config fails with the broker's own log lines in t
     );
     await assert.rejects(
       startBrokerProcess({ binary: await natsServerPath(), configPath, readyTimeoutMs: 5_000 }),
-      (e) => isCotalError(e, "broker_exited") && /nats-server: Parse error on line \d/.test(e.message),
+      (e) =>
+        isCotalError(e, "broker_exited") && /nats-server: Parse error on line \d/.test(e.message),
     );
   } finally {
     await removeTempDir(dir);
