@@ -111,6 +111,8 @@ export async function startBrokerProcess(opts: StartBrokerOptions): Promise<Brok
 
   const waitLine = (re: RegExp, timeoutMs: number, what: string) =>
     new Promise<string>((resolve, reject) => {
+      // Set right below; a log line can only resolve the waiter on a later turn.
+      // deno-lint-ignore prefer-const
       let timer: ReturnType<typeof setTimeout> | undefined;
       const w = {
         re,
