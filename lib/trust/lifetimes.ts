@@ -55,6 +55,8 @@ const TABLE: Record<CredentialKind, LifetimePolicy> = {
   teardown: policy("one-shot", 5 * MINUTE, HOUR),
   // Snapshots of a large space take a while; still one operation, never a standing cred.
   backup: policy("one-shot", 15 * MINUTE, 2 * HOUR),
+  // One control request (spawn waits out its readiness window); attach asks for up to the max.
+  "control-caller": policy("one-shot", 5 * MINUTE, HOUR),
   operator: policy("one-shot", 5 * MINUTE, HOUR),
   probe: policy("one-shot", MINUTE, 5 * MINUTE),
   "membership-observer": policy("rotation-renewed", ROTATION_RENEWED_TTL_SEC, 30 * DAY),

@@ -24,6 +24,7 @@ import {
 import {
   backupGrants,
   channelWriterGrants,
+  controlCallerGrants,
   deliveryGrants,
   deprovisionerGrants,
   membershipRwGrants,
@@ -47,6 +48,7 @@ const GRANTS: Readonly<Record<Profile, (ctx: GrantContext, g: GrantSet) => void>
   "channel-writer": channelWriterGrants,
   teardown: teardownGrants,
   backup: backupGrants,
+  "control-caller": controlCallerGrants,
   operator: operatorGrants,
   probe: probeGrants,
 });

@@ -1,6 +1,6 @@
 /**
  * Grants of the host-side profiles: supervisor, provisioner, deprovisioner, delivery,
- * membership-rw, purger, channel-writer and teardown (reference B §2.1).
+ * membership-rw, purger, channel-writer, teardown, backup and control-caller (reference B §2.1).
  *
  * @module
  */
@@ -14,10 +14,34 @@ export function supervisorGrants(ctx: GrantContext, g: GrantSet): void {
   const mgr = n.buckets.manager;
   g.pub(JS_INFO, ...kvGet(mgr), kvKey(mgr, "lease.*"), kvKey(mgr, "renewal"));
   g.pub(...kvRead(n.buckets.presence), kvKey(n.buckets.presence, `${o}.${a}`));
+  // Its CotalEndpoint (presence, the roster that tells it an agent is ready) binds the channel
+  // registry at every bind; the registry holds no secret.
+  g.pub(...kvRead(n.buckets.channels));
   g.pub(`${P}.ctl.delivery-admin.${o}.${a}`);
   // Liveness responder: queue-subscribes the probe rail, replies only under it.
   g.pub(`${P}.live.manager.*.*.reply.>`);
   g.sub(`${P}.ctl.delivery-admin.${o}.${a}.>`, `${P}.live.manager.*.*`);
+  // The manager's control rail: requests to the class (queue group) or to one instance,
+  // replies only on the reply rail (derived from the request subject, never a payload address),
+  // and attach session frames (it writes `out`, reads `in`).
+  g.sub(`${P}.ep.one.manager.*.*.*.*.*`, `${P}.ep.inst.manager.*.*.*.*.*.*`);
+  g.pub(`${P}.ep.reply.manager.*.*.*.*.*.*`);
+  g.pub(`${P}.eps.manager.*.*.out`);
+  g.sub(`${P}.eps.manager.*.*.in`);
+}
+
+/**
+ * The operator's side of the manager's control rail (`cotal spawn|ps|despawn|attach`): requests
+ * carrying only its own `<owner>.<actor>` as the caller, its own replies, and attach session
+ * frames. Nothing on the messaging planes, no KV, no JetStream.
+ */
+export function controlCallerGrants(ctx: GrantContext, g: GrantSet): void {
+  const { names: n, principal: { owner: o, actor: a } } = ctx;
+  const P = n.root;
+  g.pub(`${P}.ep.one.manager.*.${o}.${a}.*.*`, `${P}.ep.inst.manager.*.*.${o}.${a}.*.*`);
+  g.sub(`${P}.ep.reply.manager.*.*.${o}.${a}.*.*`);
+  g.pub(`${P}.eps.manager.*.*.in`);
+  g.sub(`${P}.eps.manager.*.*.out`);
 }
 
 function allStreams(ctx: GrantContext): string[] {

@@ -18,6 +18,7 @@ export type Profile =
   | "channel-writer"
   | "teardown"
   | "backup"
+  | "control-caller"
   | "operator"
   | "probe";
 
