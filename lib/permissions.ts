@@ -74,11 +74,16 @@ export interface AgentLayout {
   envAllow?: string[];
 }
 
-/** A rendered permission set: exact lists, never a bare allow-all. */
+/**
+ * A rendered permission set: exact lists. `readAll`/`writeAll` are the one exception (the
+ * supervisor's pty, see its row): they render a bare `--allow-read`/`--allow-write`.
+ */
 export interface PermissionSet {
   read: string[];
+  readAll: boolean;
   denyRead: string[];
   write: string[];
+  writeAll: boolean;
   denyWrite: string[];
   net: string[];
   env: string[];
@@ -113,8 +118,10 @@ function defaults(l: DeploymentLayout) {
 function empty(): PermissionSet {
   return {
     read: [],
+    readAll: false,
     denyRead: [],
     write: [],
+    writeAll: false,
     denyWrite: [],
     net: [],
     env: [],
@@ -171,7 +178,17 @@ export function permissionsFor(
     case "cotal-supervise":
       p.read = [layout.root];
       p.write = [layout.root];
+      // Unscoped read and write: under Deno 2.9.6 `@lydell/node-pty` wraps the pty's fd in
+      // `node:tty.ReadStream`, and Deno checks read-all and write-all for that (any path list,
+      // even `/`, plus /dev/pts, /dev/ptmx, /proc/self and the npm cache, is refused; measured
+      // in tests/manager/pty_runtime_test.ts). The supervisor holds the signer and already has
+      // --allow-ffi and --allow-run=deno, so this widens what a *compromised supervisor* can
+      // touch, never what an agent can (agents run under their own row inside bwrap).
+      p.readAll = true;
+      p.writeAll = true;
       p.env = ["COTAL_*", ...AGENT_ENV_ALLOWLIST, ...(layout.agentEnvPassThrough ?? [])];
+      // By absolute path: deno (the runner), bwrap, and /usr/bin/kill (Deno.kill needs an
+      // unscoped --allow-run, so the supervisor signals its runners through kill instead).
       p.run = [...(layout.supervisorPrograms ?? [])];
       // The pty runtime is a Node-API addon.
       p.ffi = true;
@@ -198,9 +215,9 @@ function list(flag: string, values: string[]): string[] {
 export function renderFlags(p: PermissionSet): string[] {
   return [
     "--no-prompt",
-    ...list("--allow-read", p.read),
+    ...(p.readAll ? ["--allow-read"] : list("--allow-read", p.read)),
     ...list("--deny-read", p.denyRead),
-    ...list("--allow-write", p.write),
+    ...(p.writeAll ? ["--allow-write"] : list("--allow-write", p.write)),
     ...list("--deny-write", p.denyWrite),
     ...list("--allow-net", p.net),
     ...list("--allow-env", p.env),
