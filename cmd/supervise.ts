@@ -1,30 +1,73 @@
 /**
  * cotal-supervise: the agent lifecycle (spawn, despawn, attach) for one space on this machine.
+ * A thin composition root: parse the flags, build a Manager, run until SIGINT or SIGTERM.
  * @module
  */
-import { parseArgs } from "node:util";
+import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
+import { isCotalError } from "../lib/errors.ts";
+import { ISOLATION_MODES, type IsolationMode } from "../lib/manager/sandbox.ts";
+import { Manager } from "../lib/manager/manager.ts";
 
-const USAGE = `usage: cotal-supervise --space <name> --server <url> [--help]
-
-the agent lifecycle (spawn, despawn, attach) for one space on this machine.`;
-
-try {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      space: { type: "string" },
-      server: { type: "string" },
-      help: { type: "boolean", short: "h" },
+const command: CommandSpec = {
+  name: "supervise",
+  summary: "the agent lifecycle (spawn, despawn, attach) for one space on this machine",
+  flags: {
+    root: {
+      type: "string",
+      required: true,
+      value: "dir",
+      description: "the state directory (its secret store holds the space's signer)",
     },
-    strict: true,
-  });
-  if (values.help) {
-    console.log(USAGE);
-    Deno.exit(0);
+    space: { type: "string", required: true, description: "the space to supervise" },
+    server: {
+      type: "string",
+      value: "url",
+      description: "broker URL(s), comma separated (default nats://127.0.0.1:4222)",
+    },
+    isolation: {
+      type: "string",
+      value: "mode",
+      description: `how agents are isolated: ${ISOLATION_MODES.join(" or ")} (default bwrap)`,
+    },
+    runtime: { type: "string", description: "the spawn backend (default pty)" },
+  },
+};
+
+const PROGRAM = "cotal-supervise";
+
+async function main(argv: string[]): Promise<number> {
+  if (helpRequested(command, argv)) {
+    console.log(helpText(command, PROGRAM).replaceAll(`${PROGRAM} supervise`, PROGRAM));
+    return 0;
   }
-} catch (err) {
-  console.error(`cotal-supervise: ${(err as Error).message}\n${USAGE}`);
-  Deno.exit(2);
+  let manager: Manager;
+  try {
+    const { values } = parseCommandArgs(command, argv, { program: PROGRAM });
+    const isolation = (values.isolation ?? "bwrap") as IsolationMode;
+    if (!ISOLATION_MODES.includes(isolation)) {
+      console.error(`${PROGRAM}: --isolation must be ${ISOLATION_MODES.join(" or ")}.`);
+      return 2;
+    }
+    const root = String(values.root);
+    manager = new Manager({
+      space: String(values.space),
+      workspaceRoot: root.startsWith("/") ? root : `${Deno.cwd()}/${root}`,
+      servers: values.server ? String(values.server).split(",") : undefined,
+      isolation,
+      runtime: values.runtime ? String(values.runtime) : undefined,
+    });
+    await manager.start();
+  } catch (err) {
+    const text = isCotalError(err) ? `${err.message} [${err.code}]` : String(err);
+    console.error(`${PROGRAM}: ${text.replaceAll(`${PROGRAM} supervise`, PROGRAM)}`);
+    return isCotalError(err, "usage") ? 2 : 1;
+  }
+  const stopped = Promise.withResolvers<void>();
+  const onSignal = () => stopped.resolve();
+  for (const sig of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(sig, onSignal);
+  await stopped.promise;
+  await manager.stop();
+  return 0;
 }
-console.error(`cotal-supervise: not available in this build yet.\n${USAGE}`);
-Deno.exit(2);
+
+Deno.exit(await main(Deno.args));

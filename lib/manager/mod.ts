@@ -1,18 +1,71 @@
 /**
- * lib/manager: the supervisor's building blocks: runtimes (pty built in), the bwrap sandbox and
- * isolation modes, agents' launch material, and starting one agent runner. Importing it
- * registers the `runtime:pty` and `runtime:process` extensions.
+ * lib/manager: the supervisor (`Manager`) and its building blocks: the control rail and its
+ * client, runtimes (pty built in), the bwrap sandbox and isolation modes, agents' launch
+ * material, the built-in connectors, and starting one agent runner. Importing it registers the
+ * `runtime:pty` and `runtime:process` runtimes and the `task-runner`, `module` and `program`
+ * connectors.
  *
  * @example
  * ```ts
- * const isolation = await resolveIsolation({ program: declaredProgram(spec) });
- * await writeLaunchMaterial(launchFilePath(agentDir), material);
- * const { handle } = await startRunner({ layout, agentDir, spec, isolation });
- * handle.onExit((e) => console.log("agent exited", e));
+ * const manager = new Manager({ space, servers: brokerUrl, workspaceRoot });
+ * await manager.start(); // then wire your own SIGINT/SIGTERM -> manager.stop()
+ * const ctl = await ManagerClient.connect({ servers: brokerUrl, space, creds: controlCreds });
+ * await ctl.request("spawn", { name: "upper", role: "shout", command: "/usr/bin/tr", args: ["a-z", "A-Z"] });
  * ```
  *
  * @module
  */
+export {
+  AGENT_REMINT_FRACTION,
+  DAEMON_REMINT_INTERVAL_MS,
+  Manager,
+  type ManagerOptions,
+  type ManagerStatus,
+  MAX_AGENTS,
+} from "./manager.ts";
+export {
+  type AgentRow,
+  type AgentStatus,
+  OUTPUT_TAIL_BYTES,
+  type RestartPolicy,
+  STOP_GRACE_MS,
+} from "./managed_agent.ts";
+export {
+  DEFAULT_RESTART_POLICY,
+  parseSpawnRequest,
+  READINESS_TIMEOUT_MS,
+  type SpawnRequest,
+} from "./spawn_request.ts";
+export {
+  CONTROL_VERSION,
+  type ControlCaller,
+  type ControlReply,
+  type ControlRequest,
+  MANAGER_COMMANDS,
+  MANAGER_ENDPOINT,
+  type ManagerCommand,
+  parseRequestSubject,
+  replySubject,
+  requestSubject,
+  sessionSubject,
+} from "./control_rail.ts";
+export {
+  type AttachSession,
+  DEFAULT_CONTROL_TIMEOUT_MS,
+  ManagerClient,
+  type ManagerClientOptions,
+} from "./control_client.ts";
+export { MANAGER_LEASE_RENEW_MS, MANAGER_LEASE_TTL_MS } from "./lease.ts";
+export { MAX_SESSIONS } from "./attach.ts";
+export { KILL_PROGRAM } from "./signal.ts";
+export {
+  agentSpecFromLaunch,
+  type ManagerLaunchContext,
+  moduleConnector,
+  programConnector,
+  RUNNER_COMMAND,
+  taskRunnerConnector,
+} from "./connectors.ts";
 export {
   BWRAP_MANUAL,
   bwrapSuites,
@@ -54,11 +107,14 @@ export {
 export { createRuntime, DEFAULT_PTY_SIZE, processRuntime, ptyRuntime } from "./pty_runtime.ts";
 export {
   type AgentContext,
+  agentEndpoint,
   type AgentModule,
   BUILTIN_AGENTS,
   launchPathFromEnv,
+  requestStop,
   runAgent,
   type RunAgentOptions,
+  STOP_FILE,
 } from "./runner.ts";
 export {
   ensureHiddenDirs,
@@ -69,6 +125,7 @@ export {
 } from "./start_runner.ts";
 export {
   parseTaskRunnerConfig,
+  resultRecipient,
   runTaskCommand,
   TASK_RUNNER_LIMITS,
   type TaskCommand,

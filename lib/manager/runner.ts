@@ -2,16 +2,16 @@
  * The agent runner's library side: read the launch material, then run the agent it names, a
  * TypeScript module inside the agent's dir or a built-in agent in this process, or the declared
  * external program as a child (which inherits the runner's sandbox and its already-minimal env).
+ * The runner connects to the broker as the agent: in-process agents ask for the endpoint, and
+ * for an external program the runner holds it itself so the program shows in presence.
  *
  * @module
  */
 import { CotalError } from "../errors.ts";
+import { CotalEndpoint } from "../endpoint/endpoint.ts";
 import { type AgentSpec, LAUNCH_ENV, type LaunchMaterial, readLaunchMaterial } from "./launch.ts";
 
-/**
- * What an agent is given. It grows the broker endpoint (presence, channels, DMs, anycast) once
- * lib/endpoint lands; until then agents get their validated launch material only.
- */
+/** What an agent is given: its launch material, its dir, a stop signal and its endpoint. */
 export interface AgentContext {
   readonly launch: LaunchMaterial;
   /** The agent's directory: its working dir and the only place it may write. */
@@ -20,6 +20,11 @@ export interface AgentContext {
   readonly signal: AbortSignal;
   /** One line to the runner's stderr (what `cotal attach` and the logs show). */
   log(line: string): void;
+  /**
+   * The agent's broker endpoint (presence, DMs, anycast, channels), connected as the agent on
+   * the first call; the runner stops it when the agent returns.
+   */
+  endpoint(): Promise<CotalEndpoint>;
 }
 
 /** What an agent module exports: `run` resolves to its exit code (default 0). */
@@ -33,6 +38,48 @@ export const BUILTIN_AGENTS: Readonly<Record<string, () => Promise<AgentModule>>
     "task-runner": () => import("./agents/task_runner.ts"),
   },
 );
+
+/**
+ * The stop file: the supervisor creates it in the agent's dir to ask the runner to stop (the
+ * runner watches its dir). A signal cannot do this cleanly: under bwrap it would reach bwrap,
+ * which takes the whole sandbox down before the runner leaves presence.
+ */
+export const STOP_FILE = ".cotal-stop";
+
+/** Asks the runner of `agentDir` to stop; false when the dir is gone. */
+export async function requestStop(agentDir: string): Promise<boolean> {
+  try {
+    await Deno.writeTextFile(`${agentDir}/${STOP_FILE}`, "", { mode: 0o600 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Removes a stale stop file before a (re)start. */
+export async function clearStop(agentDir: string): Promise<void> {
+  await Deno.remove(`${agentDir}/${STOP_FILE}`).catch(() => {});
+}
+
+/** Aborts `ctrl` when the stop file appears in `agentDir`; returns the watcher's closer. */
+function watchStop(agentDir: string, ctrl: AbortController): () => void {
+  let watcher: Deno.FsWatcher;
+  try {
+    watcher = Deno.watchFs(agentDir, { recursive: false });
+  } catch {
+    return () => {};
+  }
+  (async () => {
+    try {
+      for await (const ev of watcher) {
+        if (ev.paths.some((p) => p.endsWith(`/${STOP_FILE}`))) ctrl.abort();
+      }
+    } catch {
+      // Closed.
+    }
+  })();
+  return () => watcher.close();
+}
 
 /** Options for {@linkcode runAgent}. */
 export interface RunAgentOptions {
@@ -148,6 +195,39 @@ function signalNumber(sig: Deno.Signal): number | undefined {
 }
 
 /**
+ * The agent's endpoint. Its creds come from the launch file on every (re)read: the supervisor
+ * re-mints them into it before the endpoint's 75 % renewal, so renewal needs no signer here.
+ */
+export function agentEndpoint(launchPath: string, launch: LaunchMaterial): CotalEndpoint {
+  if (launch.auth.kind !== "creds") {
+    throw new CotalError(
+      "agent_bearer_unsupported",
+      "This runner connects with creds only; give the agent static creds in its launch material.",
+    );
+  }
+  const card = launch.card;
+  return new CotalEndpoint({
+    space: launch.space,
+    servers: [...launch.servers],
+    card: {
+      name: card.name,
+      owner: launch.principal.owner,
+      actor: launch.principal.actor,
+      ...(card.role ? { role: card.role } : {}),
+      ...(card.description ? { description: card.description } : {}),
+    },
+    lifecycleUid: launch.lifecycleUid,
+    creds: async () => {
+      const now = await readLaunchMaterial(launchPath);
+      if (now.auth.kind !== "creds") {
+        throw new CotalError("agent_bearer_unsupported", "The launch file no longer holds creds.");
+      }
+      return now.auth.creds;
+    },
+  });
+}
+
+/**
  * Runs the agent a launch file names and resolves to the runner's exit code. Refusals (bad
  * material, unknown built-in, a module without `run`) throw CotalErrors; an agent that throws
  * rejects with its own error.
@@ -155,13 +235,37 @@ function signalNumber(sig: Deno.Signal): number | undefined {
 export async function runAgent(launchPath: string, opts: RunAgentOptions = {}): Promise<number> {
   const launch = await readLaunchMaterial(launchPath);
   const agentDir = dirOf(launchPath);
-  const signal = opts.signal ?? new AbortController().signal;
+  const stop = new AbortController();
+  opts.signal?.addEventListener("abort", () => stop.abort(), { once: true });
+  if (opts.signal?.aborted) stop.abort();
+  const unwatch = watchStop(agentDir, stop);
+  const signal = stop.signal;
   const log = opts.log ?? ((line: string) => console.error(line));
   const spec = launch.agent;
-  if (spec.kind === "program") return await runProgram(agentDir, spec, signal);
-  const mod = spec.kind === "module"
-    ? await loadModule(agentDir, spec)
-    : await loadBuiltin(spec.name);
-  const code = await mod.run({ launch, agentDir, signal, log });
-  return typeof code === "number" ? code : 0;
+  let ep: Promise<CotalEndpoint> | undefined;
+  const endpoint = () => {
+    ep ??= (async () => {
+      const e = agentEndpoint(launchPath, launch);
+      e.addEventListener("warning", (ev) => log(`cotal-agent: ${ev.error.message}`));
+      await e.start();
+      return e;
+    })();
+    return ep;
+  };
+  try {
+    if (spec.kind === "program") {
+      // The program may not speak NATS: the runner keeps its presence. A broker that cannot be
+      // reached is reported, not fatal: the program is the agent's work.
+      endpoint().catch((err) => log(`cotal-agent: not on the mesh: ${(err as Error).message}`));
+      return await runProgram(agentDir, spec, signal);
+    }
+    const mod = spec.kind === "module"
+      ? await loadModule(agentDir, spec)
+      : await loadBuiltin(spec.name);
+    const code = await mod.run({ launch, agentDir, signal, log, endpoint });
+    return typeof code === "number" ? code : 0;
+  } finally {
+    unwatch();
+    if (ep) await (await ep.catch(() => undefined))?.stop().catch(() => {});
+  }
 }

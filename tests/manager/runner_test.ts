@@ -108,7 +108,7 @@ Deno.test("manager - the runner refuses a module without run(), outside its dir,
   );
 });
 
-Deno.test("manager - the built-in task runner validates its config, then needs the endpoint", async () => {
+Deno.test("manager - the built-in task runner validates its config, then connects as the agent", async () => {
   const fx = await agentFixture();
   await writeMaterial(fx, { kind: "builtin", name: "task-runner" });
   await assert.rejects(runAgent(fx.launchFile), (e) => isCotalError(e, "task_no_program"));
@@ -118,7 +118,12 @@ Deno.test("manager - the built-in task runner validates its config, then needs t
     program: "/usr/bin/make",
     config: { args: ["test"] },
   });
-  await assert.rejects(runAgent(fx.launchFile), (e) => isCotalError(e, "agent_needs_endpoint"));
+  // It now builds the agent's endpoint: the fixture's creds (a provisioner's) do not speak for
+  // the card's principal, which the endpoint refuses before dialing.
+  await assert.rejects(
+    runAgent(fx.launchFile),
+    (e) => isCotalError(e, "principal_mismatch") && /local\.a1/.test(e.message),
+  );
 });
 
 Deno.test("manager - cotal-agent without COTAL_LAUNCH exits 2 naming the variable", async () => {

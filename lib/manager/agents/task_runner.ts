@@ -1,13 +1,19 @@
 /**
  * The task runner, a built-in agent: it answers anycast tasks for its role by running one
- * declared command with the task's text on stdin and posting the result. This file holds the
- * command execution (bounded output, timeout, stop on request); answering tasks over the broker
- * arrives with the endpoint.
+ * declared command with the task's text on stdin and posting the result as a DM to the sender
+ * (or to the principal a task names in a `{ "replyTo": "<owner>.<actor>" }` data part), threaded
+ * under the task by `replyTo`. Commands run one at a time with bounded output and a timeout.
+ *
+ * A task is acknowledged when it is taken: a runner that dies mid-command does not run it again
+ * on another holder, because a command is not assumed to be idempotent.
  *
  * @module
  */
 import { CotalError } from "../../errors.ts";
-import type { JsonValue } from "../../wire/envelope.ts";
+import type { CotalEndpoint } from "../../endpoint/endpoint.ts";
+import type { CotalMessageEvent } from "../../endpoint/events.ts";
+import type { CotalMessage, JsonValue } from "../../wire/envelope.ts";
+import { parsePrincipalId } from "../../wire/names.ts";
 import type { AgentContext } from "../runner.ts";
 
 /** Caps no configuration may exceed. */
@@ -246,18 +252,101 @@ export function parseTaskRunnerConfig(
   };
 }
 
+/** Where a task's result goes: the data part's `replyTo` principal, else the sender. */
+export function resultRecipient(task: CotalMessage): string {
+  for (const p of task.parts) {
+    if (p.kind !== "data") continue;
+    const d = (p as { data: JsonValue }).data;
+    const to = d && typeof d === "object" && !Array.isArray(d) ? d.replyTo : undefined;
+    if (typeof to === "string") {
+      try {
+        parsePrincipalId(to);
+        return to;
+      } catch {
+        // Not a principal: answer the sender instead.
+      }
+    }
+  }
+  return task.from.id;
+}
+
+function taskText(task: CotalMessage): string {
+  return task.parts.filter((p) => p.kind === "text").map((p) => (p as { text: string }).text)
+    .join("\n");
+}
+
+async function answer(
+  ep: CotalEndpoint,
+  cfg: TaskRunnerConfig,
+  task: CotalMessage,
+  ctx: AgentContext,
+): Promise<void> {
+  ep.setStatus("working");
+  ep.setActivity(`task ${task.id.slice(0, 8)} from ${task.from.name}`);
+  let result: TaskResult | undefined;
+  let failure: string | undefined;
+  try {
+    result = await runTaskCommand({
+      command: cfg.command,
+      args: cfg.args,
+      cwd: ctx.agentDir,
+      input: taskText(task),
+      timeoutMs: cfg.timeoutMs,
+      maxOutputBytes: cfg.maxOutputBytes,
+    }, { signal: ctx.signal });
+  } catch (err) {
+    failure = `${(err as CotalError).code ?? "error"}: ${(err as Error).message}`;
+  }
+  const to = resultRecipient(task);
+  const text = result
+    ? (result.stdout || `(exit ${result.code ?? result.signal}, no output)`)
+    : `task failed: ${failure}`;
+  const data: { [key: string]: JsonValue } = result
+    ? {
+      task: task.id,
+      code: result.code,
+      signal: result.signal,
+      stdout: result.stdout,
+      stderr: result.stderr,
+      truncated: result.truncated,
+      timedOut: result.timedOut,
+    }
+    : { task: task.id, error: failure ?? "error" };
+  try {
+    await ep.unicast(to, text, { replyTo: task.id, parts: [{ kind: "data", data }] });
+    ctx.log(`task ${task.id} from ${task.from.id}: ${result ? `exit ${result.code}` : failure}`);
+  } catch (err) {
+    ctx.log(`task ${task.id}: could not post the result to ${to}: ${(err as Error).message}`);
+  } finally {
+    ep.setActivity(undefined);
+    ep.setStatus("idle");
+  }
+}
+
 /**
- * The agent entry point. It validates its configuration, then stops with `agent_needs_endpoint`:
- * answering tasks needs the broker endpoint, which the runner does not provide yet.
+ * The agent entry point: validates its configuration, connects, then answers every anycast
+ * task for its role, one at a time, until stopped. DMs are not tasks (a result DM from another
+ * task runner would otherwise bounce between them forever).
  */
-export function run(ctx: AgentContext): number {
+export async function run(ctx: AgentContext): Promise<number> {
   const spec = ctx.launch.agent;
-  parseTaskRunnerConfig(
+  const cfg = parseTaskRunnerConfig(
     spec.kind === "program" ? undefined : spec.program,
     spec.kind === "builtin" ? spec.config : undefined,
   );
-  throw new CotalError(
-    "agent_needs_endpoint",
-    "The task runner answers anycast tasks through the broker endpoint, which this build of cotal-agent does not have yet.",
-  );
+  const ep = await ctx.endpoint();
+  let queue = Promise.resolve();
+  ep.addEventListener("message", (ev: CotalMessageEvent) => {
+    if (ev.meta.source !== "anycast") return;
+    const task = ev.message;
+    queue = queue.then(() => answer(ep, cfg, task, ctx));
+  });
+  ctx.log(`task runner ${ctx.launch.card.name} ready: role ${ctx.launch.card.role ?? "(none)"}`);
+  if (!ctx.signal.aborted) {
+    await new Promise<void>((resolve) =>
+      ctx.signal.addEventListener("abort", () => resolve(), { once: true })
+    );
+  }
+  await queue;
+  return 0;
 }

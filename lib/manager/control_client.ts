@@ -1,0 +1,249 @@
+/**
+ * The caller's side of the manager's control rail: one connection with a `control-caller`
+ * credential, one subscription on its own reply rail, requests matched to replies by nonce, and
+ * attach sessions over the session frames.
+ *
+ * @module
+ */
+import { connect, type NatsConnection, type Subscription } from "nats";
+import { CotalError } from "../errors.ts";
+import { parseCreds } from "../nats/creds.ts";
+import { decodeJwtUnverified } from "../nats/jwt.ts";
+import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
+import { newLifecycleUid, type Principal } from "../wire/names.ts";
+import { errorText } from "../wire/connect.ts";
+import {
+  base64ToBytes,
+  bytesToBase64,
+  CONTROL_VERSION,
+  type ControlCaller,
+  decodeFrame,
+  decodeReply,
+  encodeEnvelope,
+  encodeFrame,
+  newNonce,
+  replyFilter,
+  requestSubject,
+  sessionSubject,
+} from "./control_rail.ts";
+
+/** How long a request waits for its reply unless told otherwise. */
+export const DEFAULT_CONTROL_TIMEOUT_MS = 10_000;
+
+/** Options of {@linkcode ManagerClient.connect}. */
+export interface ManagerClientOptions {
+  readonly servers: string | readonly string[];
+  readonly space: string;
+  /** `control-caller` creds text; the caller principal is read from its tags. */
+  readonly creds: string;
+  /** Pin one manager instance; default: whichever instance of the class answers. */
+  readonly instanceId?: string;
+}
+
+/** What an attach session gives its user. */
+export interface AttachSession {
+  /** The terminal size the manager reported. */
+  readonly cols: number;
+  readonly rows: number;
+  /** Resolves with the reason when the session ends (process-exit, closed, despawn, ...). */
+  readonly ended: Promise<string>;
+  write(data: string | Uint8Array): void;
+  resize(cols: number, rows: number): void;
+  close(): Promise<void>;
+}
+
+interface Pending {
+  resolve(data: unknown): void;
+  reject(err: CotalError): void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+async function callerOf(creds: string): Promise<Principal & { nkey: string }> {
+  const { jwt } = await parseCreds(creds);
+  const claims = decodeJwtUnverified(jwt);
+  const tags = claims.nats.tags ?? [];
+  const tag = (k: string) => tags.find((t) => t.startsWith(`${k}:`))?.slice(k.length + 1);
+  const owner = tag("owner");
+  const actor = tag("actor");
+  if (!owner || !actor) {
+    throw new CotalError(
+      "invalid_caller",
+      "The control creds name no owner and actor; mint them with the control-caller profile.",
+    );
+  }
+  return { owner, actor, nkey: claims.sub };
+}
+
+/** A connection to a space's manager over the control rail. */
+export class ManagerClient {
+  readonly space: string;
+  readonly caller: ControlCaller;
+  readonly #nc: NatsConnection;
+  readonly #instanceId?: string;
+  readonly #pending = new Map<string, Pending>();
+  readonly #sub: Subscription;
+
+  private constructor(
+    nc: NatsConnection,
+    space: string,
+    caller: ControlCaller,
+    instanceId?: string,
+  ) {
+    this.#nc = nc;
+    this.space = space;
+    this.caller = caller;
+    this.#instanceId = instanceId;
+    this.#sub = nc.subscribe(replyFilter(space, caller), {
+      callback: (_err, m) => {
+        if (!m) return;
+        let reply;
+        try {
+          reply = decodeReply(m.data);
+        } catch {
+          return;
+        }
+        // The nonce is the subject's last token: only a reply to our own subject counts.
+        const nonce = m.subject.slice(m.subject.lastIndexOf(".") + 1);
+        const p = this.#pending.get(nonce);
+        if (!p || reply.id !== nonce) return;
+        this.#pending.delete(nonce);
+        clearTimeout(p.timer);
+        if (reply.ok) p.resolve(reply.data);
+        else p.reject(new CotalError(reply.error.code, reply.error.message));
+      },
+    });
+  }
+
+  /** Connects with control-caller creds and subscribes the reply rail. */
+  static async connect(opts: ManagerClientOptions): Promise<ManagerClient> {
+    const who = await callerOf(opts.creds);
+    let nc: NatsConnection;
+    try {
+      nc = await connect({
+        servers: [opts.servers].flat() as string[],
+        authenticator: credsAuthenticatorFast(opts.creds),
+        inboxPrefix: `_INBOX_${who.nkey}`,
+        name: "cotal control",
+        maxReconnectAttempts: 3,
+      });
+    } catch (err) {
+      throw new CotalError(
+        "broker_connect_failed",
+        `Could not reach the broker at ${[opts.servers].flat().join(", ")} (${
+          errorText(err)
+        }); check the mesh is up.`,
+      );
+    }
+    const client = new ManagerClient(
+      nc,
+      opts.space,
+      { owner: who.owner, actor: who.actor, uid: newLifecycleUid() },
+      opts.instanceId,
+    );
+    await nc.flush();
+    return client;
+  }
+
+  /**
+   * Sends one command and resolves with the reply's data; a refusal rejects with the
+   * manager's code and message, silence with `manager_unavailable`.
+   */
+  request<T = unknown>(
+    command: string,
+    args: Record<string, unknown> = {},
+    opts: { timeoutMs?: number } = {},
+  ): Promise<T> {
+    const nonce = newNonce();
+    const subject = requestSubject(this.space, command, this.caller, nonce, this.#instanceId);
+    const body = encodeEnvelope({ v: CONTROL_VERSION, id: nonce, command, args });
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_CONTROL_TIMEOUT_MS;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(nonce);
+        reject(
+          new CotalError(
+            "manager_unavailable",
+            `No manager of space '${this.space}' answered '${command}' within ${
+              Math.round(timeoutMs / 1000)
+            } s; check that cotal-supervise runs for this space.`,
+          ),
+        );
+      }, timeoutMs);
+      this.#pending.set(nonce, { resolve: (d) => resolve(d as T), reject, timer });
+      this.#nc.publish(subject, body);
+    });
+  }
+
+  /**
+   * Opens an attach session to an agent's terminal: `onData` gets its output (the manager's
+   * backlog first), `write` types into it, `resize` changes its size.
+   */
+  async attach(
+    name: string,
+    onData: (bytes: Uint8Array) => void,
+    opts: { cols?: number; rows?: number; timeoutMs?: number } = {},
+  ): Promise<AttachSession> {
+    const grant = await this.request<
+      { session: string; epoch: string; cols: number; rows: number }
+    >(
+      "attach",
+      { name, ...(opts.cols ? { cols: opts.cols, rows: opts.rows } : {}) },
+      { timeoutMs: opts.timeoutMs },
+    );
+    const inSubject = sessionSubject(this.space, grant.session, grant.epoch, "in");
+    const ended = Promise.withResolvers<string>();
+    let done = false;
+    const finish = (reason: string) => {
+      if (done) return;
+      done = true;
+      sub.unsubscribe();
+      ended.resolve(reason);
+    };
+    const sub = this.#nc.subscribe(
+      sessionSubject(this.space, grant.session, grant.epoch, "out"),
+      {
+        callback: (_err, m) => {
+          const f = m && decodeFrame(m.data);
+          if (!f) return;
+          if (f.k === "b") onData(base64ToBytes(f.b));
+          else if (f.k === "end") finish(f.reason || "ended");
+        },
+      },
+    );
+    await this.#nc.flush();
+    const send = (f: Parameters<typeof encodeFrame>[0]) => {
+      if (!done) this.#nc.publish(inSubject, encodeFrame(f));
+    };
+    send({ k: "ready" });
+    const enc = new TextEncoder();
+    return {
+      cols: grant.cols,
+      rows: grant.rows,
+      ended: ended.promise,
+      write: (data) =>
+        send({ k: "b", b: bytesToBase64(typeof data === "string" ? enc.encode(data) : data) }),
+      resize: (cols, rows) => send({ k: "resize", cols, rows }),
+      close: async () => {
+        send({ k: "end", reason: "closed" });
+        await this.#nc.flush().catch(() => {});
+        finish("closed");
+      },
+    };
+  }
+
+  /** Closes the connection; pending requests reject with `manager_unavailable`. */
+  async close(): Promise<void> {
+    for (const [nonce, p] of this.#pending) {
+      clearTimeout(p.timer);
+      p.reject(new CotalError("manager_unavailable", "The control connection was closed."));
+      this.#pending.delete(nonce);
+    }
+    this.#sub.unsubscribe();
+    await this.#nc.close().catch(() => {});
+  }
+
+  /** `await using` closes the client. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}

@@ -1,0 +1,211 @@
+/**
+ * The footprint of one managed agent and how it is made and unmade: a fresh nkey and lifecycle
+ * uid, `provisionAgent` (durables, ACL row, the bounded agent cred), the cred in the secret
+ * store, the agent's dir with its 0600 launch material; and the reverse: stop, deprovision
+ * through a target-pinned deprovisioner, cred deleted, dir removed. The manager's index of what
+ * it made lets a successor clean up after a crash.
+ *
+ * @module
+ */
+import { CotalError, isCotalError } from "../errors.ts";
+import type { DeploymentLayout } from "../permissions.ts";
+import { type MintAuth, mintCreds, newIdentity } from "../trust/mod.ts";
+import { deprovisionAgent, provisionAgent } from "../wire/provision.ts";
+import type { Principal } from "../wire/names.ts";
+import { spaceSecretKey } from "../workspace/keys.ts";
+import type { SecretStore } from "../workspace/types.ts";
+import { LAUNCH_FORMAT, writeLaunchMaterial } from "./launch.ts";
+import type { AgentPlan } from "./managed_agent.ts";
+import { requestStop } from "./runner.ts";
+
+/** What the lifecycle functions need from their manager. */
+export interface LifecycleContext {
+  readonly space: string;
+  readonly servers: readonly string[];
+  readonly auth: MintAuth;
+  readonly store: SecretStore;
+  /** Whether the store was injected (key composition); default the workspace store. */
+  readonly injected: boolean;
+  readonly root: string;
+  readonly layout: DeploymentLayout;
+  readonly log: (line: string) => void;
+}
+
+/** One entry of the manager's index: enough to tear an agent down without its process. */
+export interface IndexedAgent {
+  readonly name: string;
+  readonly principal: Principal;
+  readonly lifecycleUid: string;
+  readonly agentDir: string;
+  readonly credsKey: string;
+  readonly pid?: number;
+}
+
+function composition(ctx: LifecycleContext) {
+  return ctx.injected ? { injected: true as const } : { root: ctx.root };
+}
+
+/** The store key of the manager instance's agent index. */
+export function indexKey(ctx: LifecycleContext, instanceId: string): string {
+  return spaceSecretKey(ctx.space, `manager.${instanceId}.agents.json`, composition(ctx));
+}
+
+/** The store key of one agent lifecycle's creds. */
+export function agentCredsKey(ctx: LifecycleContext, name: string, uid: string): string {
+  return spaceSecretKey(ctx.space, `agent.${name}.${uid}.creds`, composition(ctx));
+}
+
+/** Reads the index; a missing or unreadable one is empty (nothing to sweep). */
+export async function readIndex(
+  ctx: LifecycleContext,
+  instanceId: string,
+): Promise<IndexedAgent[]> {
+  try {
+    const text = await ctx.store.get(indexKey(ctx, instanceId));
+    const v = text ? JSON.parse(text) : undefined;
+    return Array.isArray(v?.agents) ? v.agents as IndexedAgent[] : [];
+  } catch {
+    return [];
+  }
+}
+
+/** Rewrites the index from the live set. */
+export async function writeIndex(
+  ctx: LifecycleContext,
+  instanceId: string,
+  agents: readonly IndexedAgent[],
+): Promise<void> {
+  await ctx.store.put(indexKey(ctx, instanceId), JSON.stringify({ agents }));
+}
+
+/** Mints the agent's bounded cred for its fixed identity and grants. */
+export function mintAgentCreds(
+  ctx: LifecycleContext,
+  plan: AgentPlan,
+  ttlSeconds?: number,
+): Promise<string> {
+  return mintCreds(ctx.auth, plan.identity, "agent", {
+    principal: plan.principal,
+    lifecycleUid: plan.lifecycleUid,
+    allowSubscribe: plan.channels.allowSubscribe,
+    allowPublish: plan.channels.allowPublish,
+    ...(plan.role ? { role: plan.role } : {}),
+    ...(ttlSeconds ? { expiresInSeconds: ttlSeconds } : {}),
+  });
+}
+
+/** Writes (or rewrites, on renewal) the agent's launch material with `creds`. */
+export async function writeAgentLaunch(
+  ctx: LifecycleContext,
+  plan: AgentPlan,
+  creds: string,
+  description?: string,
+): Promise<void> {
+  await writeLaunchMaterial(plan.launchFile, {
+    format: LAUNCH_FORMAT,
+    servers: [...ctx.servers],
+    space: ctx.space,
+    principal: plan.principal,
+    card: {
+      name: plan.name,
+      ...(plan.role ? { role: plan.role } : {}),
+      ...(description ? { description } : {}),
+    },
+    lifecycleUid: plan.lifecycleUid,
+    auth: { kind: "creds", creds },
+    agent: plan.spec,
+  });
+}
+
+/**
+ * Provisions the agent's broker footprint (durables, ACL row) through a one-shot provisioner
+ * cred and returns its agent creds, also kept in the store.
+ */
+export async function provisionFootprint(
+  ctx: LifecycleContext,
+  plan: AgentPlan,
+  subscribe: readonly string[] | undefined,
+  ttlSeconds?: number,
+): Promise<string> {
+  const provisioner = await mintCreds(ctx.auth, newIdentity(), "provisioner");
+  const p = await provisionAgent({
+    servers: [...ctx.servers],
+    creds: provisioner,
+    space: ctx.space,
+    auth: ctx.auth,
+    identity: plan.identity,
+    principal: plan.principal,
+    lifecycleUid: plan.lifecycleUid,
+    ...(subscribe ? { subscribe } : {}),
+    allowSubscribe: plan.channels.allowSubscribe,
+    allowPublish: plan.channels.allowPublish,
+    ...(plan.role ? { role: plan.role } : {}),
+    ...(ttlSeconds ? { expiresInSeconds: ttlSeconds } : {}),
+  });
+  await ctx.store.put(plan.credsKey, p.creds);
+  return p.creds;
+}
+
+/** What a teardown found; `errors` names each step that failed (never a secret). */
+export interface TeardownResult {
+  readonly durablesRemoved: readonly string[];
+  readonly aclPurged: boolean;
+  readonly errors: readonly string[];
+}
+
+/** Deprovisions one lifecycle, deletes its creds and removes its dir; never throws. */
+export async function teardownFootprint(
+  ctx: LifecycleContext,
+  a: Pick<IndexedAgent, "principal" | "lifecycleUid" | "agentDir" | "credsKey">,
+): Promise<TeardownResult> {
+  const errors: string[] = [];
+  let removed: string[] = [];
+  let aclPurged = false;
+  try {
+    const creds = await mintCreds(ctx.auth, newIdentity(), "deprovisioner", {
+      deprovisionTarget: { ...a.principal, lifecycleUid: a.lifecycleUid },
+    });
+    const r = await deprovisionAgent({
+      servers: [...ctx.servers],
+      creds,
+      space: ctx.space,
+      principal: a.principal,
+      lifecycleUid: a.lifecycleUid,
+    });
+    removed = r.removed;
+    aclPurged = r.aclPurged;
+  } catch (err) {
+    errors.push(`deprovision: ${isCotalError(err) ? err.code : "failed"}`);
+  }
+  try {
+    await ctx.store.delete(a.credsKey);
+  } catch (err) {
+    errors.push(`creds: ${isCotalError(err) ? err.code : "delete failed"}`);
+  }
+  try {
+    await Deno.remove(a.agentDir, { recursive: true });
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) errors.push(`dir: ${(err as Error).name}`);
+  }
+  if (errors.length) ctx.log(`teardown of ${a.principal.actor}: ${errors.join(", ")}`);
+  return { durablesRemoved: removed, aclPurged, errors };
+}
+
+/**
+ * Asks a runner a crashed predecessor left to stop (through its stop file; the supervisor's row
+ * cannot read /proc to verify a bare pid, and a recycled pid must never be killed). Under bwrap
+ * the runner already died with its parent; this covers `deno-only`.
+ */
+export async function stopLeftover(agentDir: string): Promise<void> {
+  if (await requestStop(agentDir)) await new Promise((r) => setTimeout(r, 500));
+}
+
+/** Makes the agent's dir fresh and private (0700), removing a stale one of the same name. */
+export async function freshAgentDir(dir: string, layoutRoot: string): Promise<void> {
+  if (!dir.startsWith(`${layoutRoot}/agents/`)) {
+    throw new CotalError("spawn_bad_args", `The agent dir ${dir} is outside ${layoutRoot}/agents.`);
+  }
+  await Deno.remove(dir, { recursive: true }).catch(() => {});
+  await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+  await Deno.chmod(dir, 0o700);
+}

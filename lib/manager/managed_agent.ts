@@ -1,0 +1,200 @@
+/**
+ * One agent under a manager: what was provisioned for it, its runner process (restarted within
+ * its limit), the tail of its terminal output (attach backlog and failure reports) and its
+ * restart accounting.
+ *
+ * @module
+ */
+import type { RuntimeExit, RuntimeHandle } from "../registry.ts";
+import type { Identity } from "../trust/types.ts";
+import type { Principal } from "../wire/names.ts";
+import type { AgentSpec } from "./launch.ts";
+import type { Isolation } from "./sandbox.ts";
+import { requestStop } from "./runner.ts";
+import { sendSignal } from "./signal.ts";
+
+/** Bytes of terminal output kept per agent. */
+export const OUTPUT_TAIL_BYTES = 64 * 1024;
+/** How long a stop waits after SIGTERM before SIGKILL. */
+export const STOP_GRACE_MS = 3_000;
+
+/** Where an agent is in its life. */
+export type AgentStatus =
+  | "starting"
+  | "running"
+  | "restarting"
+  | "stopping"
+  | "retired";
+
+/** How many crashes an agent survives, within what window. */
+export interface RestartPolicy {
+  readonly restarts: number;
+  readonly windowMs: number;
+}
+
+/** The fixed facts of one managed agent (one lifecycle). */
+export interface AgentPlan {
+  readonly name: string;
+  readonly principal: Principal;
+  readonly lifecycleUid: string;
+  readonly identity: Identity;
+  /** The connector it was launched through. */
+  readonly connector: string;
+  readonly role?: string;
+  readonly agentDir: string;
+  readonly launchFile: string;
+  readonly spec: AgentSpec;
+  readonly isolation: Isolation;
+  readonly restart: RestartPolicy;
+  readonly channels: {
+    readonly allowSubscribe: readonly string[];
+    readonly allowPublish: readonly string[];
+  };
+  /** The secret-store key its creds are kept under. */
+  readonly credsKey: string;
+}
+
+/** A row of `ps`. */
+export interface AgentRow {
+  readonly name: string;
+  readonly id: string;
+  readonly lifecycleUid: string;
+  readonly agent: string;
+  readonly role?: string;
+  readonly status: AgentStatus;
+  readonly pid?: number;
+  readonly restarts: number;
+  readonly uptimeMs: number;
+  readonly isolation: string;
+  /** Whether its presence row is online right now. */
+  readonly present: boolean;
+  /** Why it is retired (or how it last exited). */
+  readonly reason?: string;
+}
+
+/** A terminal listener (an attach session). */
+export interface OutputSink {
+  data(bytes: Uint8Array): void;
+  end(reason: string): void;
+}
+
+/** One managed agent. The manager owns the policy; this holds the state. */
+export class ManagedAgent {
+  readonly plan: AgentPlan;
+  status: AgentStatus = "starting";
+  handle?: RuntimeHandle;
+  startedAt = Date.now();
+  reason?: string;
+  /** Crash times inside the restart window. */
+  readonly crashes: number[] = [];
+  restartsUsed = 0;
+  cols = 120;
+  rows = 32;
+  renewTimer?: ReturnType<typeof setTimeout>;
+  readonly sinks = new Set<OutputSink>();
+  #tail: Uint8Array[] = [];
+  #tailBytes = 0;
+  #exit?: Promise<RuntimeExit>;
+
+  constructor(plan: AgentPlan) {
+    this.plan = plan;
+  }
+
+  /** The principal's dot form. */
+  get id(): string {
+    return `${this.plan.principal.owner}.${this.plan.principal.actor}`;
+  }
+
+  /** Adopts a freshly started runner: output is kept and fanned out, exit is remembered. */
+  attachHandle(handle: RuntimeHandle, onExit: (exit: RuntimeExit) => void): void {
+    this.handle = handle;
+    this.startedAt = Date.now();
+    handle.onData((d) => {
+      this.#keep(d);
+      for (const s of this.sinks) s.data(d);
+    });
+    this.#exit = new Promise((resolve) =>
+      handle.onExit((e) => {
+        resolve(e);
+        onExit(e);
+      })
+    );
+  }
+
+  #keep(d: Uint8Array): void {
+    this.#tail.push(d);
+    this.#tailBytes += d.length;
+    while (this.#tailBytes > OUTPUT_TAIL_BYTES && this.#tail.length > 1) {
+      this.#tailBytes -= this.#tail.shift()!.length;
+    }
+  }
+
+  /** The kept output, oldest first. */
+  backlog(): Uint8Array {
+    const out = new Uint8Array(this.#tailBytes);
+    let at = 0;
+    for (const c of this.#tail) {
+      out.set(c, at);
+      at += c.length;
+    }
+    return out;
+  }
+
+  /** The last lines of output as text (for failure messages), control sequences stripped. */
+  lastLines(n = 5): string {
+    // deno-lint-ignore no-control-regex
+    const text = new TextDecoder().decode(this.backlog()).replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
+    return text.split(/\r?\n/).map((l) => l.trim()).filter(Boolean).slice(-n).join(" | ");
+  }
+
+  /** Resolves when the current runner exits. */
+  exited(): Promise<RuntimeExit> {
+    return this.#exit ?? Promise.resolve({ code: null, signal: null });
+  }
+
+  /**
+   * Asks the runner to stop (its stop file: a signal to bwrap would tear the sandbox down
+   * before the runner leaves presence, and the supervisor's Deno row may not read /proc to find
+   * the runner inside), then SIGKILLs the runtime's child after the grace. Resolves with how it
+   * ended, or undefined when even that did not end it within the grace (never a hang).
+   */
+  async stopRunner(graceMs = STOP_GRACE_MS): Promise<RuntimeExit | undefined> {
+    const h = this.handle;
+    if (!h) return undefined;
+    const wait = (ms: number) =>
+      Promise.race([
+        this.exited(),
+        new Promise<undefined>((r) => setTimeout(() => r(undefined), ms)),
+      ]);
+    await requestStop(this.plan.agentDir);
+    const ended = await wait(graceMs);
+    if (ended) return ended;
+    await sendSignal(h.pid, "SIGKILL").catch(() => false);
+    return await wait(graceMs);
+  }
+
+  /** Ends every attach session. */
+  endSessions(reason: string): void {
+    for (const s of this.sinks) s.end(reason);
+    this.sinks.clear();
+  }
+
+  /** The `ps` row. */
+  row(present: boolean): AgentRow {
+    const p = this.plan;
+    return {
+      name: p.name,
+      id: this.id,
+      lifecycleUid: p.lifecycleUid,
+      agent: p.connector,
+      ...(p.role ? { role: p.role } : {}),
+      status: this.status,
+      ...(this.handle && this.status !== "retired" ? { pid: this.handle.pid } : {}),
+      restarts: this.restartsUsed,
+      uptimeMs: this.status === "retired" ? 0 : Date.now() - this.startedAt,
+      isolation: p.isolation.summary,
+      present,
+      ...(this.reason ? { reason: this.reason } : {}),
+    };
+  }
+}

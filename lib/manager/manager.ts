@@ -1,0 +1,715 @@
+/**
+ * `Manager`: the supervisor of one space on this machine. It reads the space's signer through
+ * its secret store, self-mints its `supervisor` cred (re-minted at 75 %), holds a per-instance
+ * lease, serves `status`, `ps`, `spawn`, `despawn`, `input` and `attach` on the control rail,
+ * re-signs the daemon creds on a schedule (`remintDaemonCreds`, same store), and runs each agent
+ * in its sandboxed runner through a registry runtime (the pty by default).
+ *
+ * A manager that stops (or crashes) does not leave agents behind: the pty lives in this
+ * process, so its runners cannot outlive it anyway (`--die-with-parent`, and the terminal hangs
+ * up). `stop()` despawns every agent; after a crash the next start sweeps what the index
+ * recorded (processes, durables, creds, dirs). Re-adoption would need a per-agent pty holder
+ * process outside the manager, which this build does not have.
+ *
+ * @module
+ */
+import { connect, type Msg, type NatsConnection, type Subscription } from "nats";
+import { createHash } from "node:crypto";
+import { CotalError, isCotalError } from "../errors.ts";
+import { CotalEndpoint } from "../endpoint/endpoint.ts";
+import type { Presence } from "../endpoint/types.ts";
+import type { DeploymentLayout } from "../permissions.ts";
+import { registry, type Runtime, type RuntimeExit } from "../registry.ts";
+import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
+import { CREDENTIAL_LIFETIMES, mintCreds, newIdentity, type SpaceAuth } from "../trust/mod.ts";
+import { errorText } from "../wire/connect.ts";
+import { newLifecycleUid } from "../wire/names.ts";
+import { workspaceSecretStore } from "../workspace/fs_secret_store.ts";
+import { remintDaemonCreds } from "../workspace/renewal.ts";
+import { getSpaceAuth } from "../workspace/space_auth.ts";
+import type { SecretStore } from "../workspace/types.ts";
+import { AttachSessions } from "./attach.ts";
+import {
+  CONTROL_VERSION,
+  type ControlCaller,
+  type ControlReply,
+  decodeRequest,
+  encodeEnvelope,
+  type JsonObject,
+  parseRequestSubject,
+  replySubject,
+  serveFilters,
+} from "./control_rail.ts";
+import "./connectors.ts";
+import { MANAGER_LEASE_TTL_MS, ManagerLease } from "./lease.ts";
+import {
+  agentCredsKey,
+  freshAgentDir,
+  type IndexedAgent,
+  type LifecycleContext,
+  mintAgentCreds,
+  provisionFootprint,
+  readIndex,
+  stopLeftover,
+  teardownFootprint,
+  writeAgentLaunch,
+  writeIndex,
+} from "./lifecycle.ts";
+import { type AgentRow, ManagedAgent } from "./managed_agent.ts";
+import { createRuntime } from "./pty_runtime.ts";
+import { clearStop } from "./runner.ts";
+import { agentsRootOf, type IsolationMode, resolveIsolation } from "./sandbox.ts";
+import { planSpawn } from "./spawn_plan.ts";
+import { parseSpawnRequest } from "./spawn_request.ts";
+import { startRunner } from "./start_runner.ts";
+
+/** Creds a manager re-signs for its daemons are checked this often (TTL/4 of 24 h). */
+export const DAEMON_REMINT_INTERVAL_MS = 6 * 60 * 60 * 1000;
+/** Standing creds are renewed at this fraction of their life. */
+export const RENEW_FRACTION = 0.75;
+/**
+ * Agent creds are re-minted into the launch file at half their life, so the runner's own 75 %
+ * re-read always finds the fresh one (an unchanged cred at 75 % would be a failed renewal).
+ */
+export const AGENT_REMINT_FRACTION = 0.5;
+/** Agents one manager runs at most. */
+export const MAX_AGENTS = 64;
+
+/** Options of {@linkcode Manager}. */
+export interface ManagerOptions {
+  /** The space this manager serves. */
+  readonly space: string;
+  /** Broker URL(s); default `nats://127.0.0.1:4222`. */
+  readonly servers?: string | readonly string[];
+  /** The state directory (`.cotal`): agents' dirs live in `<root>/agents`. */
+  readonly workspaceRoot: string;
+  /**
+   * The one store every secret goes through: the signer records, the daemon creds it re-signs
+   * (pass the delivery daemon the same store) and per-agent creds. Default: the workspace store.
+   */
+  readonly secretStore?: SecretStore;
+  /** `bwrap` (default) or `deno-only` (the operator's explicit opt-in). */
+  readonly isolation?: IsolationMode;
+  /** The spawn backend, resolved through the registry; default `pty`. */
+  readonly runtime?: string;
+  /** Layout overrides (store, signer and machine home paths; agent env pass-through). */
+  readonly layout?: Partial<Omit<DeploymentLayout, "root" | "broker">>;
+  /** Agent cred lifetime in seconds (at most the agent profile's maximum). */
+  readonly agentCredsTtlSeconds?: number;
+  /** How long start() waits for a crashed predecessor's lease to lapse; default TTL + 2 s. */
+  readonly leaseWaitMs?: number;
+  /** One line per event; default stderr. */
+  readonly log?: (line: string) => void;
+}
+
+/** What `status` answers. */
+export interface ManagerStatus {
+  readonly version: number;
+  readonly space: string;
+  readonly instanceId: string;
+  readonly epoch: string;
+  readonly pid: number;
+  readonly root: string;
+  readonly runtime: string;
+  readonly isolation: string;
+  readonly agents: number;
+  readonly sessions: number;
+  readonly uptimeMs: number;
+}
+
+type State = "idle" | "starting" | "running" | "stopping" | "stopped";
+
+function hostPort(url: string): string {
+  return url.replace(/^[a-z]+:\/\//, "").replace(/\/.*$/, "");
+}
+
+/** The supervisor of one space. */
+export class Manager {
+  readonly space: string;
+  readonly root: string;
+  /** Stable per (workspace root, space): a second manager on the same root is refused. */
+  readonly instanceId: string;
+  /** Per process: replies and sessions carry it, so a restarted manager's are told apart. */
+  readonly epoch: string = newLifecycleUid();
+  readonly #opts: ManagerOptions;
+  readonly #servers: string[];
+  readonly #store: SecretStore;
+  readonly #log: (line: string) => void;
+  readonly #agents = new Map<string, ManagedAgent>();
+  readonly #identity = newIdentity();
+  #state: State = "idle";
+  #auth?: SpaceAuth;
+  #creds = "";
+  #nc?: NatsConnection;
+  #endpoint?: CotalEndpoint;
+  #lease?: ManagerLease;
+  #runtime?: Runtime;
+  #isolationSummary = "";
+  #subs: Subscription[] = [];
+  #timers: ReturnType<typeof setTimeout>[] = [];
+  #sessions?: AttachSessions;
+  #startedAt = 0;
+  #inflight = new Set<Promise<unknown>>();
+  /** Lifecycles this manager ended: a stale presence row of theirs does not hold a name. */
+  readonly #ended = new Set<string>();
+
+  constructor(opts: ManagerOptions) {
+    if (typeof opts.space !== "string" || opts.space === "") {
+      throw new CotalError("invalid_space", "The manager needs a space name; pass opts.space.");
+    }
+    if (typeof opts.workspaceRoot !== "string" || !opts.workspaceRoot.startsWith("/")) {
+      throw new CotalError(
+        "invalid_root",
+        "The manager needs an absolute workspaceRoot (the .cotal state directory).",
+      );
+    }
+    this.#opts = opts;
+    this.space = opts.space;
+    this.root = opts.workspaceRoot.replace(/\/+$/, "");
+    this.#servers = [opts.servers ?? "nats://127.0.0.1:4222"].flat() as string[];
+    this.#store = opts.secretStore ?? workspaceSecretStore(this.root);
+    this.#log = opts.log ?? ((l) => console.error(`${new Date().toISOString()} ${l}`));
+    this.instanceId = createHash("sha256").update(`${this.root}\0${this.space}`).digest("hex")
+      .slice(0, 16);
+  }
+
+  get #principal() {
+    return { owner: "local", actor: `manager_${this.instanceId}` };
+  }
+
+  get #ctx(): LifecycleContext {
+    return {
+      space: this.space,
+      servers: this.#servers,
+      auth: this.#auth!,
+      store: this.#store,
+      injected: this.#opts.secretStore !== undefined,
+      root: this.root,
+      layout: this.#layout(),
+      log: this.#log,
+    };
+  }
+
+  #layout(): DeploymentLayout {
+    return { ...this.#opts.layout, root: this.root, broker: this.#servers.map(hostPort) };
+  }
+
+  #mintSelf(): Promise<string> {
+    return mintCreds(this.#auth!, this.#identity, "supervisor", { principal: this.#principal });
+  }
+
+  /**
+   * Starts: signer, supervisor cred, lease, sweep of a crashed predecessor's agents, presence,
+   * the control rail, renewal timers. A failure stops what was started and is thrown.
+   */
+  async start(): Promise<void> {
+    if (this.#state !== "idle") {
+      throw new CotalError(
+        "already_started",
+        "This manager was already started; create a new one.",
+      );
+    }
+    this.#state = "starting";
+    try {
+      this.#auth = await getSpaceAuth(this.#store, this.space);
+      this.#runtime = await createRuntime(this.#opts.runtime ?? "pty");
+      this.#isolationSummary = await this.#probeIsolation();
+      this.#creds = await this.#mintSelf();
+      this.#nc = await this.#connect();
+      this.#lease = await ManagerLease.acquire(this.#nc, this.space, {
+        instanceId: this.instanceId,
+        incarnation: this.epoch,
+        pid: Deno.pid,
+        root: this.root,
+        runtime: this.#runtime.name,
+        isolation: this.#isolationSummary,
+        since: Date.now(),
+      }, { waitMs: this.#opts.leaseWaitMs ?? MANAGER_LEASE_TTL_MS + 2_000 });
+      this.#lease.keepAlive((why) => this.#log(`manager: ${why}; stop this manager`));
+      await this.#sweep();
+      await Deno.mkdir(agentsRootOf(this.#layout()), { recursive: true, mode: 0o700 });
+      this.#endpoint = new CotalEndpoint({
+        space: this.space,
+        servers: this.#servers,
+        card: { name: "manager", kind: "endpoint", ...this.#principal },
+        creds: () => this.#mintSelf(),
+        consume: false,
+      });
+      this.#endpoint.addEventListener("warning", (ev) => this.#log(`manager: ${ev.error.message}`));
+      await this.#endpoint.start();
+      this.#endpoint.setActivity(`supervisor (${this.#runtime.name})`);
+      this.#sessions = new AttachSessions(() => this.#nc!, this.space, this.epoch);
+      this.#serve();
+      this.#scheduleSelfRenewal();
+      this.#runDaemonRemint();
+      this.#startedAt = Date.now();
+      this.#state = "running";
+      this.#log(
+        `manager up (space ${this.space}, instance ${this.instanceId}, ${this.#runtime.name}, ${this.#isolationSummary})`,
+      );
+    } catch (err) {
+      await this.#shutdown();
+      this.#state = "idle";
+      throw err;
+    }
+  }
+
+  async #probeIsolation(): Promise<string> {
+    const mode = this.#opts.isolation ?? "bwrap";
+    try {
+      return (await resolveIsolation({ mode })).summary;
+    } catch (err) {
+      return `none: untrusted agents are refused (${isCotalError(err) ? err.code : "error"})`;
+    }
+  }
+
+  async #connect(): Promise<NatsConnection> {
+    try {
+      return await connect({
+        servers: this.#servers,
+        // Read at every (re)connect: a renewal swaps the text and reconnects onto it.
+        authenticator: credsAuthenticatorFast(() => this.#creds),
+        inboxPrefix: `_INBOX_${this.#identity.id}`,
+        name: `cotal-supervise:${this.space}`,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 1_000,
+      });
+    } catch (err) {
+      throw new CotalError(
+        "broker_connect_failed",
+        `The manager could not connect to ${this.#servers.join(", ")} (${
+          errorText(err)
+        }); check the broker runs and holds this space's account.`,
+      );
+    }
+  }
+
+  #later(ms: number, fn: () => void): void {
+    this.#timers.push(setTimeout(fn, Math.max(1_000, ms)));
+  }
+
+  #scheduleSelfRenewal(): void {
+    const ttl = CREDENTIAL_LIFETIMES.supervisor.defaultTtlSeconds * 1000;
+    this.#later(ttl * RENEW_FRACTION, async () => {
+      try {
+        this.#creds = await this.#mintSelf();
+        await this.#nc?.reconnect();
+        this.#log("manager: supervisor cred renewed");
+      } catch (err) {
+        this.#log(`manager: supervisor cred renewal failed (${errorText(err)})`);
+      }
+      if (this.#state === "running") this.#scheduleSelfRenewal();
+    });
+  }
+
+  #runDaemonRemint(): void {
+    const run = async () => {
+      const results = await remintDaemonCreds(this.root, this.space, this.#store, {
+        preflight: (candidate) => this.#probe(candidate),
+      });
+      for (const r of results) {
+        if (r.ok) this.#log(`manager: re-signed ${r.file}`);
+        else if (r.error) this.#log(`manager: ${r.file} not re-signed: ${r.error.message}`);
+      }
+    };
+    const tick = () => {
+      this.#track(
+        run().catch((err) => this.#log(`manager: daemon re-sign failed (${errorText(err)})`)),
+      );
+      this.#later(DAEMON_REMINT_INTERVAL_MS, tick);
+    };
+    tick();
+  }
+
+  async #probe(creds: string): Promise<boolean> {
+    const nc = await connect({
+      servers: this.#servers,
+      authenticator: credsAuthenticatorFast(creds),
+      maxReconnectAttempts: 0,
+      name: "cotal-supervise preflight",
+    });
+    await nc.close();
+    return true;
+  }
+
+  #track<T>(p: Promise<T>): Promise<T> {
+    this.#inflight.add(p);
+    p.finally(() => this.#inflight.delete(p)).catch(() => {});
+    return p;
+  }
+
+  /** Tears down what a crashed predecessor (same instance) recorded. */
+  async #sweep(): Promise<void> {
+    const left = await readIndex(this.#ctx, this.instanceId);
+    for (const a of left) {
+      await stopLeftover(a.agentDir);
+      await teardownFootprint(this.#ctx, a);
+      this.#log(`manager: swept ${a.name} (left by a previous manager)`);
+    }
+    if (left.length) await writeIndex(this.#ctx, this.instanceId, []);
+  }
+
+  #saveIndex(): Promise<void> {
+    const rows: IndexedAgent[] = [...this.#agents.values()].filter((a) => a.status !== "retired")
+      .map((a) => ({
+        name: a.plan.name,
+        principal: a.plan.principal,
+        lifecycleUid: a.plan.lifecycleUid,
+        agentDir: a.plan.agentDir,
+        credsKey: a.plan.credsKey,
+        ...(a.handle ? { pid: a.handle.pid } : {}),
+      }));
+    return writeIndex(this.#ctx, this.instanceId, rows);
+  }
+
+  #serve(): void {
+    const nc = this.#nc!;
+    const f = serveFilters(this.space, this.instanceId);
+    const cb = (_err: unknown, m: Msg) => void this.#track(this.#handle(m));
+    this.#subs.push(nc.subscribe(f.one, { queue: "manager", callback: cb }));
+    this.#subs.push(nc.subscribe(f.inst, { callback: cb }));
+  }
+
+  async #handle(m: Msg): Promise<void> {
+    const parsed = parseRequestSubject(this.space, m.subject);
+    if (!parsed) return;
+    let reply: ControlReply;
+    try {
+      const req = decodeRequest(m.data, parsed);
+      const data = await this.#dispatch(req.command, req.args, parsed.caller);
+      reply = { v: CONTROL_VERSION, id: parsed.nonce, ok: true, data };
+    } catch (err) {
+      const error = isCotalError(err)
+        ? { code: err.code, message: err.message }
+        : { code: "internal", message: "The manager failed unexpectedly; see its log." };
+      if (!isCotalError(err)) this.#log(`manager: ${parsed.command} failed: ${errorText(err)}`);
+      reply = { v: CONTROL_VERSION, id: parsed.nonce, ok: false, error };
+    }
+    const to = replySubject(this.space, this.instanceId, this.epoch, parsed.caller, parsed.nonce);
+    try {
+      this.#nc?.publish(to, encodeEnvelope(reply));
+    } catch (err) {
+      this.#log(`manager: could not reply to ${parsed.command} (${errorText(err)})`);
+    }
+  }
+
+  #dispatch(command: string, args: JsonObject, caller: ControlCaller): Promise<unknown> | unknown {
+    if (this.#state !== "running") {
+      throw new CotalError("unavailable", "The manager is stopping; try again when it is back.");
+    }
+    switch (command) {
+      case "status":
+        return this.status();
+      case "ps":
+        return { agents: this.ps() };
+      case "spawn":
+        this.#log(`manager: spawn requested by ${caller.owner}.${caller.actor}`);
+        return this.spawn(args);
+      case "despawn":
+        return this.despawn(nameArg(args));
+      case "input": {
+        const a = this.#get(nameArg(args));
+        const text = args.text;
+        if (typeof text !== "string" || text.length > 65_536) {
+          throw new CotalError(
+            "bad_request",
+            "input needs text: a string of at most 65536 characters.",
+          );
+        }
+        if (!a.handle || a.status === "retired") {
+          throw new CotalError("not_running", `Agent ${a.plan.name} has no running terminal.`);
+        }
+        const data = text + (args.enter === false ? "" : "\r");
+        a.handle.write(data);
+        return { name: a.plan.name, bytes: new TextEncoder().encode(data).length };
+      }
+      case "attach": {
+        const a = this.#get(nameArg(args));
+        const size = Number.isInteger(args.cols) && Number.isInteger(args.rows)
+          ? { cols: args.cols as number, rows: args.rows as number }
+          : undefined;
+        return this.#sessions!.open(a, size);
+      }
+      default:
+        throw new CotalError(
+          "unknown_command",
+          `The manager has no command ${
+            JSON.stringify(command)
+          }; it serves status, ps, spawn, despawn, input and attach.`,
+        );
+    }
+  }
+
+  #get(name: string): ManagedAgent {
+    const a = this.#agents.get(name);
+    if (!a) {
+      throw new CotalError(
+        "not_found",
+        `No agent named ${JSON.stringify(name)} is managed here; see 'cotal ps'.`,
+      );
+    }
+    return a;
+  }
+
+  /** The manager's own facts, including the isolation in force. */
+  status(): ManagerStatus {
+    return {
+      version: CONTROL_VERSION,
+      space: this.space,
+      instanceId: this.instanceId,
+      epoch: this.epoch,
+      pid: Deno.pid,
+      root: this.root,
+      runtime: this.#runtime?.name ?? "",
+      isolation: this.#isolationSummary,
+      agents: this.#agents.size,
+      sessions: this.#sessions?.size ?? 0,
+      uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,
+    };
+  }
+
+  #roster(): Presence[] {
+    try {
+      return this.#endpoint?.getRoster() ?? [];
+    } catch {
+      return [];
+    }
+  }
+
+  #present(id: string, uid?: string): boolean {
+    return this.#roster().some((p) =>
+      p.card.id === id && p.status !== "offline" && (uid === undefined || p.lifecycleUid === uid)
+    );
+  }
+
+  /** Every managed agent, with its presence fact. */
+  ps(): AgentRow[] {
+    return [...this.#agents.values()].map((a) => a.row(this.#present(a.id, a.plan.lifecycleUid)))
+      .sort((x, y) => x.name < y.name ? -1 : 1);
+  }
+
+  /**
+   * Spawns one agent and resolves once its presence appears (the readiness window), or
+   * refuses with a typed error after undoing everything it provisioned.
+   */
+  async spawn(rawArgs: JsonObject): Promise<AgentRow> {
+    const req = parseSpawnRequest(rawArgs);
+    if (this.#agents.size >= MAX_AGENTS) {
+      throw new CotalError(
+        "resource_exhausted",
+        `This manager runs ${MAX_AGENTS} agents already; despawn one first.`,
+      );
+    }
+    const connector = registry.find("connector", req.agent);
+    if (!connector) {
+      const known = registry.list("connector").map((c) => c.name).join(", ");
+      throw new CotalError(
+        "unknown_connector",
+        `No connector "${req.agent}" is registered (known: ${known}).`,
+      );
+    }
+    const taken = (n: string) =>
+      this.#agents.has(n) ||
+      this.#roster().some((p) =>
+        p.card.id === `local.${n}` && p.status !== "offline" &&
+        !(p.lifecycleUid && this.#ended.has(p.lifecycleUid))
+      );
+    const plan = await planSpawn({
+      req,
+      connector,
+      ctx: this.#ctx,
+      taken,
+      isolationMode: this.#opts.isolation ?? "bwrap",
+      credsKey: (name, uid) => agentCredsKey(this.#ctx, name, uid),
+    });
+    const agent = new ManagedAgent(plan);
+    this.#agents.set(plan.name, agent);
+    const ttl = this.#opts.agentCredsTtlSeconds;
+    try {
+      await freshAgentDir(plan.agentDir, this.root);
+      if (req.module && plan.spec.kind === "module") {
+        await Deno.copyFile(req.module, `${plan.agentDir}/${plan.spec.module}`);
+      }
+      const creds = await provisionFootprint(this.#ctx, plan, req.subscribe, ttl);
+      await writeAgentLaunch(this.#ctx, plan, creds, req.description);
+      await this.#saveIndex();
+      await this.#startRunner(agent);
+      await this.#saveIndex();
+      await this.#awaitReady(agent, req.readinessMs);
+      this.#scheduleAgentRenewal(agent, ttl);
+      this.#log(`manager: spawned ${plan.name} (${plan.connector}, pid ${agent.handle?.pid})`);
+      return agent.row(true);
+    } catch (err) {
+      agent.status = "stopping";
+      await agent.stopRunner().catch(() => {});
+      await teardownFootprint(this.#ctx, plan);
+      this.#agents.delete(plan.name);
+      await this.#saveIndex().catch(() => {});
+      throw err;
+    }
+  }
+
+  async #startRunner(agent: ManagedAgent): Promise<void> {
+    const p = agent.plan;
+    await clearStop(p.agentDir);
+    const started = await startRunner({
+      layout: this.#layout(),
+      agentDir: p.agentDir,
+      launchFile: p.launchFile,
+      spec: p.spec,
+      isolation: p.isolation,
+      runtime: this.#runtime,
+      cols: agent.cols,
+      rows: agent.rows,
+    });
+    agent.attachHandle(started.handle, (exit) => this.#onExit(agent, exit));
+  }
+
+  #awaitReady(agent: ManagedAgent, timeoutMs: number): Promise<void> {
+    const ep = this.#endpoint!;
+    const { promise, resolve, reject } = Promise.withResolvers<void>();
+    const check = () => {
+      if (agent.status !== "starting" || !this.#present(agent.id, agent.plan.lifecycleUid)) return;
+      // Synchronously: an exit from here on is a crash for the restart policy, not a failed spawn.
+      agent.status = "running";
+      resolve();
+    };
+    ep.addEventListener("presence", check);
+    const timer = setTimeout(() => {
+      reject(
+        new CotalError(
+          "spawn_not_ready",
+          `Agent ${agent.plan.name} did not appear in presence within ${
+            Math.round(timeoutMs / 1000)
+          } s; it was stopped and deprovisioned (last output: ${agent.lastLines() || "none"}).`,
+        ),
+      );
+    }, timeoutMs);
+    agent.exited().then((e) => {
+      if (agent.status !== "starting") return;
+      reject(
+        new CotalError(
+          "spawn_failed",
+          `Agent ${agent.plan.name} exited (${describeExit(e)}) before it appeared in presence; ` +
+            `last output: ${agent.lastLines() || "none"}.`,
+        ),
+      );
+    });
+    check();
+    return promise.finally(() => {
+      clearTimeout(timer);
+      ep.removeEventListener("presence", check);
+    });
+  }
+
+  #scheduleAgentRenewal(agent: ManagedAgent, ttlSeconds?: number): void {
+    const ttl = (ttlSeconds ?? CREDENTIAL_LIFETIMES.agent.defaultTtlSeconds) * 1000;
+    agent.renewTimer = setTimeout(async () => {
+      if (agent.status === "retired" || agent.status === "stopping") return;
+      try {
+        const creds = await mintAgentCreds(this.#ctx, agent.plan, ttlSeconds);
+        await this.#store.put(agent.plan.credsKey, creds);
+        await writeAgentLaunch(this.#ctx, agent.plan, creds);
+      } catch (err) {
+        this.#log(`manager: could not renew ${agent.plan.name}'s cred (${errorText(err)})`);
+      }
+      this.#scheduleAgentRenewal(agent, ttlSeconds);
+    }, Math.max(1_000, ttl * AGENT_REMINT_FRACTION));
+  }
+
+  #onExit(agent: ManagedAgent, exit: RuntimeExit): void {
+    if (agent.status === "stopping" || agent.status === "starting" || this.#state !== "running") {
+      return;
+    }
+    agent.endSessions("process-exit");
+    const now = Date.now();
+    const { restarts, windowMs } = agent.plan.restart;
+    agent.crashes.push(now);
+    while (agent.crashes.length && agent.crashes[0] < now - windowMs) agent.crashes.shift();
+    if (agent.crashes.length > restarts) {
+      agent.status = "retired";
+      agent.reason = `retired: exited ${agent.crashes.length} times within ${
+        Math.round(windowMs / 1000)
+      } s, over its limit of ${restarts} restarts (last: ${describeExit(exit)})`;
+      clearTimeout(agent.renewTimer);
+      this.#log(`manager: ${agent.plan.name} ${agent.reason}`);
+      this.#track(
+        teardownFootprint(this.#ctx, agent.plan).then(() => this.#saveIndex()).catch(() => {}),
+      );
+      return;
+    }
+    agent.status = "restarting";
+    agent.restartsUsed++;
+    agent.reason = `restarted after ${describeExit(exit)}`;
+    this.#log(`manager: ${agent.plan.name} exited (${describeExit(exit)}); restarting`);
+    this.#track((async () => {
+      await new Promise((r) => setTimeout(r, 200 * agent.crashes.length));
+      if (agent.status !== "restarting" || this.#state !== "running") return;
+      try {
+        await this.#startRunner(agent);
+        agent.status = "running";
+        await this.#saveIndex();
+      } catch (err) {
+        agent.status = "retired";
+        agent.reason = `retired: restart failed (${errorText(err)})`;
+        await teardownFootprint(this.#ctx, agent.plan);
+      }
+    })());
+  }
+
+  /** Stops one agent and removes its footprint (durables, ACL row, creds, dir). */
+  async despawn(name: string): Promise<{ name: string; durablesRemoved: readonly string[] }> {
+    const a = this.#get(name);
+    const wasRetired = a.status === "retired";
+    a.status = "stopping";
+    clearTimeout(a.renewTimer);
+    a.endSessions("target-despawn");
+    if (a.handle && (await a.stopRunner()) === undefined) {
+      this.#log(`manager: ${name}'s runner (pid ${a.handle.pid}) did not exit after SIGKILL`);
+    }
+    const r = wasRetired
+      ? { durablesRemoved: [] as string[] }
+      : await teardownFootprint(this.#ctx, a.plan);
+    this.#agents.delete(name);
+    this.#ended.add(a.plan.lifecycleUid);
+    await this.#saveIndex().catch(() => {});
+    this.#log(`manager: despawned ${name}`);
+    return { name, durablesRemoved: r.durablesRemoved };
+  }
+
+  /** Stops serving, despawns every agent, releases the lease and disconnects. */
+  async stop(): Promise<void> {
+    if (this.#state === "stopped" || this.#state === "stopping") return;
+    this.#state = "stopping";
+    await this.#shutdown();
+    this.#state = "stopped";
+    this.#log("manager stopped");
+  }
+
+  async #shutdown(): Promise<void> {
+    for (const s of this.#subs.splice(0)) s.unsubscribe();
+    for (const t of this.#timers.splice(0)) clearTimeout(t);
+    this.#sessions?.endAll("manager-stop");
+    await Promise.allSettled([...this.#inflight]);
+    await Promise.allSettled([...this.#agents.keys()].map((n) => this.despawn(n)));
+    await this.#lease?.release();
+    await this.#endpoint?.stop().catch(() => {});
+    await this.#nc?.close().catch(() => {});
+  }
+
+  /** `await using` stops the manager. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.stop();
+  }
+}
+
+function nameArg(args: JsonObject): string {
+  if (typeof args.name !== "string" || args.name === "" || args.name.length > 64) {
+    throw new CotalError("bad_request", "This command needs name: the agent's name.");
+  }
+  return args.name;
+}
+
+function describeExit(e: RuntimeExit): string {
+  return e.signal ? `signal ${e.signal}` : `exit code ${e.code}`;
+}

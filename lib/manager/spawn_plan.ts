@@ -1,0 +1,105 @@
+/**
+ * Planning one spawn before anything is provisioned: the agent's name, a fresh nkey and
+ * lifecycle uid, its channels, the connector's launch turned into the runner's agent spec, and
+ * the isolation it will run under (refused here, before any footprint exists).
+ *
+ * @module
+ */
+import { CotalError } from "../errors.ts";
+import type { Connector } from "../registry.ts";
+import { newIdentity } from "../trust/mod.ts";
+import { newLifecycleUid } from "../wire/names.ts";
+import { agentSpecFromLaunch, type ManagerLaunchContext, RUNNER_COMMAND } from "./connectors.ts";
+import { declaredProgram, launchFilePath } from "./launch.ts";
+import type { LifecycleContext } from "./lifecycle.ts";
+import type { AgentPlan } from "./managed_agent.ts";
+import { agentsRootOf, type IsolationMode, resolveIsolation } from "./sandbox.ts";
+import type { SpawnRequest } from "./spawn_request.ts";
+
+/** Inputs of {@linkcode planSpawn}. */
+export interface SpawnPlanInput {
+  readonly req: SpawnRequest;
+  readonly connector: Connector;
+  readonly ctx: LifecycleContext;
+  /** Whether a name is held (managed here, or online in the space's presence). */
+  readonly taken: (name: string) => boolean;
+  readonly isolationMode: IsolationMode;
+  readonly credsKey: (name: string, uid: string) => string;
+}
+
+/** Picks the agent's name: the requested one if free, else `<role or connector>_<n>`. */
+export function allocateName(
+  req: Pick<SpawnRequest, "name" | "role" | "agent">,
+  taken: (name: string) => boolean,
+): string {
+  if (req.name) {
+    if (taken(req.name)) {
+      throw new CotalError(
+        "name_taken",
+        `An agent named ${req.name} is already running in this space; pick another name or despawn it.`,
+      );
+    }
+    return req.name;
+  }
+  const base = (req.role ?? req.agent).replace(/[^A-Za-z0-9_]/g, "_").slice(0, 56);
+  for (let n = 1; n < 10_000; n++) {
+    const name = `${base}_${n}`;
+    if (!taken(name)) return name;
+  }
+  throw new CotalError("name_taken", `Every name ${base}_<n> is taken; pass a name.`);
+}
+
+/** Plans a spawn; every refusal here leaves nothing behind. */
+export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
+  const { req, ctx } = input;
+  const name = allocateName(req, input.taken);
+  const agentDir = `${agentsRootOf(ctx.layout)}/${name}`;
+  const launchFile = launchFilePath(agentDir);
+  const launchCtx: ManagerLaunchContext = {
+    space: ctx.space,
+    agent: name,
+    ...(req.role ? { role: req.role } : {}),
+    cwd: agentDir,
+    materialPath: launchFile,
+    ...(req.command ? { program: req.command } : {}),
+    args: req.args,
+    ...(req.module ? { moduleFile: `agent${/\.[a-z]+$/.exec(req.module)![0]}` } : {}),
+  };
+  const launch = await input.connector.buildLaunch(launchCtx);
+  // Cotal's own agents run in the runner's process: the request's command is the one program
+  // they may start (their --allow-run), its args the task runner's configuration.
+  const spec = agentSpecFromLaunch(
+    launch,
+    launch.command === RUNNER_COMMAND
+      ? {
+        ...(req.command ? { program: req.command } : {}),
+        config: { ...req.config, ...(req.args.length ? { args: [...req.args] } : {}) },
+      }
+      : {},
+  );
+  const isolation = await resolveIsolation({
+    mode: input.isolationMode,
+    trusted: req.trusted,
+    program: declaredProgram(spec),
+  });
+  const lifecycleUid = newLifecycleUid();
+  return {
+    name,
+    principal: { owner: "local", actor: name },
+    lifecycleUid,
+    identity: newIdentity(),
+    connector: input.connector.name,
+    ...(req.role ? { role: req.role } : {}),
+    agentDir,
+    launchFile,
+    spec,
+    isolation,
+    restart: req.restart,
+    channels: {
+      // Least privilege: no channels unless the request names them.
+      allowSubscribe: req.allowSubscribe ?? req.subscribe ?? [],
+      allowPublish: req.allowPublish,
+    },
+    credsKey: input.credsKey(name, lifecycleUid),
+  };
+}

@@ -1,0 +1,177 @@
+/**
+ * The `spawn` command's arguments, validated: everything arrives over the rail as untrusted
+ * JSON, so each field is checked and bounded here, and nothing unknown is accepted.
+ *
+ * @module
+ */
+import { CotalError } from "../errors.ts";
+import type { JsonValue } from "../wire/envelope.ts";
+import {
+  assertConcreteChannel,
+  assertValidChannel,
+  assertValidRole,
+  isPrincipalToken,
+} from "../wire/names.ts";
+import type { RestartPolicy } from "./managed_agent.ts";
+
+/** Default restart budget: 3 crashes in a rolling 120 s (the reference's session limit). */
+export const DEFAULT_RESTART_POLICY: RestartPolicy = Object.freeze({
+  restarts: 3,
+  windowMs: 120_000,
+});
+/** Readiness window: the agent's presence must appear within this (reference: 30 s). */
+export const READINESS_TIMEOUT_MS = 30_000;
+
+/** A validated spawn request. */
+export interface SpawnRequest {
+  /** The connector (agent type); default `task-runner`. */
+  readonly agent: string;
+  readonly name?: string;
+  readonly role?: string;
+  readonly description?: string;
+  /** The task runner's command, or the program agent's binary (absolute). */
+  readonly command?: string;
+  readonly args: readonly string[];
+  /** The module agent's file on the supervisor's host (copied into the agent's dir). */
+  readonly module?: string;
+  /** Built-in configuration (the task runner's `timeoutMs`, `maxOutputBytes`). */
+  readonly config: { readonly [key: string]: JsonValue };
+  readonly subscribe?: readonly string[];
+  readonly allowSubscribe?: readonly string[];
+  readonly allowPublish: readonly string[];
+  /** Operator-trusted: may run without bwrap when it is missing. */
+  readonly trusted: boolean;
+  readonly restart: RestartPolicy;
+  readonly readinessMs: number;
+}
+
+const KEYS = [
+  "agent",
+  "name",
+  "role",
+  "description",
+  "command",
+  "args",
+  "module",
+  "config",
+  "subscribe",
+  "allowSubscribe",
+  "allowPublish",
+  "trusted",
+  "restarts",
+  "windowMs",
+  "readinessMs",
+];
+
+function bad(message: string): never {
+  throw new CotalError("spawn_bad_args", message);
+}
+
+function str(v: unknown, what: string, max = 4096): string | undefined {
+  if (v === undefined) return undefined;
+  // deno-lint-ignore no-control-regex
+  if (typeof v !== "string" || v === "" || v.length > max || /[\x00-\x1f\x7f]/.test(v)) {
+    bad(
+      `${what} must be a non-empty string of at most ${max} characters without control characters.`,
+    );
+  }
+  return v;
+}
+
+function list(v: unknown, what: string, max = 256): string[] | undefined {
+  if (v === undefined) return undefined;
+  if (!Array.isArray(v) || v.length > max || v.some((x) => typeof x !== "string")) {
+    bad(`${what} must be a list of at most ${max} strings.`);
+  }
+  return v as string[];
+}
+
+function int(v: unknown, what: string, min: number, max: number): number | undefined {
+  if (v === undefined) return undefined;
+  if (!Number.isInteger(v) || (v as number) < min || (v as number) > max) {
+    bad(`${what} must be a whole number from ${min} to ${max}.`);
+  }
+  return v as number;
+}
+
+function absolute(v: string | undefined, what: string): string | undefined {
+  if (v !== undefined && (!v.startsWith("/") || v.split("/").includes(".."))) {
+    bad(`${what} must be an absolute path without '..'.`);
+  }
+  return v;
+}
+
+function wrapName(check: () => void): void {
+  try {
+    check();
+  } catch (err) {
+    bad((err as Error).message);
+  }
+}
+
+/** Validates a spawn request's args; refuses with `spawn_bad_args` naming the field. */
+export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnRequest {
+  for (const k of Object.keys(args)) {
+    if (!KEYS.includes(k)) {
+      bad(`Unknown spawn argument "${k.slice(0, 40)}"; use ${KEYS.join(", ")}.`);
+    }
+  }
+  const agent = str(args.agent, "agent", 64) ?? "task-runner";
+  const name = str(args.name, "name", 64);
+  if (name !== undefined && !isPrincipalToken(name)) {
+    bad(
+      `The name ${
+        JSON.stringify(name)
+      } must be 1-64 characters of [A-Za-z0-9_] (it is the agent's actor).`,
+    );
+  }
+  const role = str(args.role, "role", 64);
+  if (role !== undefined) wrapName(() => assertValidRole(role));
+  const subscribe = list(args.subscribe, "subscribe");
+  const allowSubscribe = list(args.allowSubscribe, "allowSubscribe");
+  const allowPublish = list(args.allowPublish, "allowPublish") ?? [];
+  wrapName(() => {
+    for (const c of [...(subscribe ?? []), ...(allowSubscribe ?? [])]) assertValidChannel(c);
+    for (const c of allowPublish) assertConcreteChannel(c);
+  });
+  const config = args.config ?? {};
+  if (typeof config !== "object" || config === null || Array.isArray(config)) {
+    bad("config must be an object.");
+  }
+  if (args.trusted !== undefined && typeof args.trusted !== "boolean") {
+    bad("trusted must be a boolean.");
+  }
+  const command = absolute(str(args.command, "command"), "command");
+  const module = absolute(str(args.module, "module"), "module");
+  if (agent === "module" && !module) {
+    bad("The module agent needs module: the path of its .ts or .js file.");
+  }
+  if (module !== undefined && !/\.(ts|js|mjs)$/.test(module)) {
+    bad("module must name a .ts, .js or .mjs file.");
+  }
+  if (agent === "task-runner" && !command) {
+    bad("The task runner needs command: the absolute path of the program each task runs.");
+  }
+  return {
+    agent,
+    ...(name ? { name } : {}),
+    ...(role ? { role } : agent === "task-runner" ? { role: "tasks" } : {}),
+    ...(args.description !== undefined
+      ? { description: str(args.description, "description", 200) }
+      : {}),
+    ...(command ? { command } : {}),
+    args: list(args.args, "args") ?? [],
+    ...(module ? { module } : {}),
+    config: config as { [key: string]: JsonValue },
+    ...(subscribe ? { subscribe } : {}),
+    ...(allowSubscribe ? { allowSubscribe } : {}),
+    allowPublish,
+    trusted: args.trusted === true,
+    restart: {
+      restarts: int(args.restarts, "restarts", 0, 20) ?? DEFAULT_RESTART_POLICY.restarts,
+      windowMs: int(args.windowMs, "windowMs", 1_000, 3_600_000) ??
+        DEFAULT_RESTART_POLICY.windowMs,
+    },
+    readinessMs: int(args.readinessMs, "readinessMs", 1_000, 300_000) ?? READINESS_TIMEOUT_MS,
+  };
+}

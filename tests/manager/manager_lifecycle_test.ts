@@ -1,0 +1,102 @@
+/**
+ * The manager end to end on a real broker, in-process: spawn over the control rail, the
+ * agent's presence, a task answered by the built-in task runner inside bwrap on the pty, and a
+ * despawn that leaves no durables, creds, dir or process.
+ */
+import assert from "node:assert/strict";
+import { isCotalError } from "../../lib/errors.ts";
+import type { AgentRow } from "../../lib/manager/managed_agent.ts";
+import { dlvDurableName, dmDurableName, streamNames } from "../../lib/wire/resources.ts";
+import { connectBroker } from "../../lib/wire/connect.ts";
+import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
+import { spaceKeyHex } from "../../lib/workspace/keys.ts";
+import { waitFor } from "../_harness/broker.ts";
+import { processesMentioning, startManagerMesh } from "./_manager_mesh.ts";
+
+/** Which of the named durables exist on `stream` (read with a provisioner cred). */
+async function existing(url: string, creds: string, stream: string, names: string[]) {
+  const nc = await connectBroker({ servers: url, creds });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const out: string[] = [];
+    for (const n of names) {
+      if (await jsm.consumers.info(stream, n).then(() => true, () => false)) out.push(n);
+    }
+    return out;
+  } finally {
+    await nc.close();
+  }
+}
+
+Deno.test("manager - spawn, presence, a task answered, despawn leaves nothing behind", async () => {
+  await using mesh = await startManagerMesh("life");
+  const manager = await mesh.manager();
+  const ctl = await mesh.control();
+  const status = await ctl.request<{ isolation: string; instanceId: string }>("status");
+  assert.match(status.isolation, /^bwrap \(.*\) \+ Deno permissions$/);
+  assert.equal(status.instanceId, manager.instanceId);
+
+  const row = await ctl.request<AgentRow>("spawn", {
+    agent: "task-runner",
+    name: "upper",
+    role: "shout",
+    command: "/bin/sh",
+    args: ["-c", "tr a-z A-Z"],
+  }, { timeoutMs: 40_000 });
+  assert.equal(row.name, "upper");
+  assert.equal(row.status, "running");
+  assert.equal(row.present, true);
+  assert.equal(row.id, "local.upper");
+  assert.match(row.isolation, /bwrap/);
+
+  const { ep, dms } = await mesh.client("asker");
+  const task = await ep.anycast("shout", "hello from the test");
+  await waitFor(() => dms.some((m) => m.replyTo === task.id), { what: "the task's result DM" });
+  const result = dms.find((m) => m.replyTo === task.id)!;
+  assert.equal(result.from.id, "local.upper");
+  assert.equal((result.parts[0] as { text: string }).text.trim(), "HELLO FROM THE TEST");
+  const data = (result.parts[1] as unknown as { data: { code: number } }).data;
+  assert.equal(data.code, 0);
+
+  const ps = await ctl.request<{ agents: AgentRow[] }>("ps");
+  assert.deepEqual(ps.agents.map((a) => [a.name, a.status, a.present]), [[
+    "upper",
+    "running",
+    true,
+  ]]);
+  const agentDir = `${mesh.root}/agents/upper`;
+  assert.ok(processesMentioning(agentDir).length > 0, "the runner runs");
+  const prov = await mintCreds(mesh.auth, newIdentity(), "provisioner");
+  const s = streamNames(mesh.space);
+  const who = { owner: "local", actor: "upper" };
+  const dm = dmDurableName(who, row.lifecycleUid);
+  const dlv = dlvDurableName(who, row.lifecycleUid);
+  assert.deepEqual(await existing(mesh.url, prov, s.dm, [dm]), [dm]);
+  assert.deepEqual(await existing(mesh.url, prov, s.dlv, [dlv]), [dlv]);
+
+  const gone = await ctl.request<{ durablesRemoved: string[] }>("despawn", { name: "upper" });
+  assert.equal(gone.durablesRemoved.length, 2);
+  assert.deepEqual(processesMentioning(agentDir), []);
+  assert.deepEqual(await existing(mesh.url, prov, s.dm, [dm]), []);
+  assert.deepEqual(await existing(mesh.url, prov, s.dlv, [dlv]), []);
+  await assert.rejects(Deno.stat(agentDir), Deno.errors.NotFound);
+  assert.equal(
+    await mesh.store.get(`space.${spaceKeyHex(mesh.space)}/agent.upper.${row.lifecycleUid}.creds`),
+    undefined,
+  );
+  assert.deepEqual((await ctl.request<{ agents: AgentRow[] }>("ps")).agents, []);
+
+  // Refusals carry their codes.
+  await assert.rejects(
+    ctl.request("despawn", { name: "upper" }),
+    (e) => isCotalError(e, "not_found") && /No agent named "upper"/.test(e.message),
+  );
+  await assert.rejects(
+    ctl.request("spawn", { agent: "task-runner" }),
+    (e) => isCotalError(e, "spawn_bad_args") && /needs command/.test(e.message),
+  );
+  await assert.rejects(
+    ctl.request("mint", { profile: "admin" }),
+    (e) => isCotalError(e, "unknown_command") && /no command "mint"/.test(e.message),
+  );
+});

@@ -1,0 +1,81 @@
+/**
+ * The restart policy: an agent that keeps crashing after it came up is restarted within its
+ * limit, then retired with a status that says why, and its footprint is removed.
+ */
+import assert from "node:assert/strict";
+import { isCotalError } from "../../lib/errors.ts";
+import type { AgentRow } from "../../lib/manager/managed_agent.ts";
+import { spaceKeyHex } from "../../lib/workspace/keys.ts";
+import { tempDir, waitFor } from "../_harness/broker.ts";
+import { processesMentioning, startManagerMesh } from "./_manager_mesh.ts";
+
+// Comes up (presence), then crashes with exit code 3.
+const CRASHER = `
+export async function run(ctx) {
+  await ctx.endpoint();
+  await new Promise((r) => setTimeout(r, 300));
+  return 3;
+}
+`;
+
+Deno.test("manager - a crashing agent is restarted within its limit, then retired", async () => {
+  await using mesh = await startManagerMesh("crash");
+  await mesh.manager();
+  const ctl = await mesh.control();
+  const src = `${await tempDir("cotal-crasher-")}/crasher.js`;
+  await Deno.writeTextFile(src, CRASHER);
+  const row = await ctl.request<AgentRow>("spawn", {
+    agent: "module",
+    module: src,
+    name: "crasher",
+    restarts: 2,
+    windowMs: 60_000,
+  }, { timeoutMs: 40_000 });
+  assert.equal(row.status, "running");
+  const find = async () =>
+    (await ctl.request<{ agents: AgentRow[] }>("ps")).agents.find((a) => a.name === "crasher");
+  let last: AgentRow | undefined;
+  await waitFor(async () => (last = await find())?.status === "retired", {
+    timeoutMs: 20_000,
+    what: "the crasher retired",
+  });
+  assert.equal(last!.restarts, 2);
+  assert.equal(
+    last!.reason,
+    "retired: exited 3 times within 60 s, over its limit of 2 restarts (last: exit code 3)",
+  );
+  assert.equal(last!.pid, undefined);
+  // Retired means gone from the mesh: no runner, no creds, no dir.
+  const dir = `${mesh.root}/agents/crasher`;
+  await waitFor(async () => !(await Deno.stat(dir).then(() => true, () => false)), {
+    what: "the retired agent's dir removed",
+  });
+  assert.deepEqual(processesMentioning(dir), []);
+  const key = `space.${spaceKeyHex(mesh.space)}/agent.crasher.${row.lifecycleUid}.creds`;
+  assert.equal(await mesh.store.get(key), undefined);
+  // A retired agent keeps its name until it is despawned; then the name is free again.
+  await assert.rejects(
+    ctl.request("spawn", { agent: "module", module: src, name: "crasher" }),
+    (e) => isCotalError(e, "name_taken") && /already running/.test(e.message),
+  );
+  await ctl.request("despawn", { name: "crasher" });
+  assert.equal(await find(), undefined);
+});
+
+Deno.test("manager - an agent that exits before its presence appears fails its spawn", async () => {
+  await using mesh = await startManagerMesh("early");
+  await mesh.manager();
+  const ctl = await mesh.control();
+  const src = `${await tempDir("cotal-early-")}/early.js`;
+  await Deno.writeTextFile(src, `export function run() { console.log("bye now"); return 7; }\n`);
+  await assert.rejects(
+    ctl.request("spawn", { agent: "module", module: src, name: "early" }, { timeoutMs: 40_000 }),
+    (e) =>
+      isCotalError(e, "spawn_failed") &&
+      /exited \(exit code 7\) before it appeared in presence; last output: .*bye now/.test(
+        e.message,
+      ),
+  );
+  assert.deepEqual((await ctl.request<{ agents: AgentRow[] }>("ps")).agents, []);
+  await assert.rejects(Deno.stat(`${mesh.root}/agents/early`), Deno.errors.NotFound);
+});

@@ -1,0 +1,160 @@
+/**
+ * cotal-supervise as a real process under its own permission row (`deno run
+ * <denoRunFlags("cotal-supervise")> cmd/supervise.ts`, what `cotal up` runs): it re-signs the
+ * daemon creds in its store at start, reports the isolation in force, and a restart never
+ * leaves agents behind: SIGTERM despawns them, and after a SIGKILL the next start sweeps what
+ * the crashed one left (process, durables, creds, dir).
+ */
+import assert from "node:assert/strict";
+import { denoRunFlags } from "../../lib/permissions.ts";
+import type { AgentRow } from "../../lib/manager/managed_agent.ts";
+import { KILL_PROGRAM } from "../../lib/manager/signal.ts";
+import { parseCreds } from "../../lib/nats/creds.ts";
+import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
+import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
+import { connectBroker } from "../../lib/wire/connect.ts";
+import { dmDurableName, streamNames } from "../../lib/wire/resources.ts";
+import { deliveryCredsKey, spaceKeyHex } from "../../lib/workspace/keys.ts";
+import { waitFor } from "../_harness/broker.ts";
+import { testBwrap } from "./_agent_fixture.ts";
+import { type ManagerMesh, processesMentioning, startManagerMesh } from "./_manager_mesh.ts";
+
+async function supervise(mesh: ManagerMesh): Promise<Deno.ChildProcess> {
+  const bwrap = await testBwrap();
+  const flags = denoRunFlags("cotal-supervise", {
+    root: mesh.root,
+    broker: [mesh.url.replace("nats://", "")],
+    supervisorPrograms: [Deno.execPath(), bwrap, KILL_PROGRAM],
+  });
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      ...flags,
+      `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
+      new URL("../../cmd/supervise.ts", import.meta.url).pathname,
+      "--root",
+      mesh.root,
+      "--space",
+      mesh.space,
+      "--server",
+      mesh.url,
+      "--isolation",
+      "bwrap",
+    ],
+    clearEnv: true,
+    env: {
+      PATH: "/usr/bin:/bin",
+      HOME: Deno.env.get("HOME") ?? "/root",
+      COTAL_BWRAP: bwrap,
+    },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  return child;
+}
+
+async function stderrOf(child: Deno.ChildProcess): Promise<string> {
+  return new TextDecoder().decode((await child.output()).stderr);
+}
+
+async function dmExists(mesh: ManagerMesh, uid: string, actor: string): Promise<boolean> {
+  const nc = await connectBroker({
+    servers: mesh.url,
+    creds: await mintCreds(mesh.auth, newIdentity(), "provisioner"),
+  });
+  try {
+    const jsm = await nc.jetstreamManager();
+    return await jsm.consumers.info(
+      streamNames(mesh.space).dm,
+      dmDurableName({ owner: "local", actor }, uid),
+    ).then(() => true, () => false);
+  } finally {
+    await nc.close();
+  }
+}
+
+async function subjectOf(creds: string): Promise<{ sub: string; iat: number; jwt: string }> {
+  const { jwt } = await parseCreds(creds);
+  const c = decodeJwtUnverified(jwt);
+  return { sub: c.sub, iat: c.iat, jwt };
+}
+
+Deno.test("manager - cotal-supervise under its row: re-signs daemon creds, reports isolation, never leaves agents behind", async () => {
+  await using mesh = await startManagerMesh("svc");
+  // A stored delivery cred: the supervisor re-signs it for the same nkey. (A second later, so
+  // the new JWT's iat differs: a re-sign within the same second is byte-identical.)
+  const delivery = newIdentity();
+  const old = await mintCreds(mesh.auth, delivery, "delivery");
+  const key = deliveryCredsKey(mesh.space, { root: mesh.root });
+  await mesh.store.put(key, old);
+  await new Promise((r) => setTimeout(r, 1_100));
+
+  let sup = await supervise(mesh);
+  const ctl = await mesh.control();
+  let status: { isolation: string; pid: number } | undefined;
+  await waitFor(async () => {
+    status = await ctl.request<{ isolation: string; pid: number }>("status", {}, {
+      timeoutMs: 1_000,
+    }).catch(() => undefined);
+    return status !== undefined;
+  }, { timeoutMs: 30_000, what: "the supervisor answering status" });
+  assert.equal(status!.pid, sup.pid);
+  assert.match(status!.isolation, /^bwrap \(.*\) \+ Deno permissions$/);
+  await waitFor(async () => (await mesh.store.get(key)) !== old, { what: "delivery re-signed" })
+    .catch(async (e) => {
+      sup.kill("SIGTERM");
+      throw new Error(`${e.message}: ${await stderrOf(sup)}`);
+    });
+  const [before, after] = [await subjectOf(old), await subjectOf((await mesh.store.get(key))!)];
+  assert.equal(after.sub, before.sub);
+  assert.notEqual(after.jwt, before.jwt);
+
+  const spawn = () =>
+    ctl.request<AgentRow>("spawn", {
+      name: "worker",
+      role: "work",
+      command: "/bin/cat",
+    }, { timeoutMs: 40_000 });
+
+  // A clean stop (SIGTERM) despawns every agent before the process exits.
+  let row = await spawn();
+  const dir = `${mesh.root}/agents/worker`;
+  assert.ok(processesMentioning(dir).length > 0);
+  assert.ok(await dmExists(mesh, row.lifecycleUid, "worker"));
+  sup.kill("SIGTERM");
+  const log = await stderrOf(sup);
+  assert.equal((await sup.status).code, 0, log);
+  assert.match(log, /despawned worker/);
+  assert.deepEqual(processesMentioning(dir), []);
+  assert.equal(await dmExists(mesh, row.lifecycleUid, "worker"), false);
+  const credsKey = (uid: string) => `space.${spaceKeyHex(mesh.space)}/agent.worker.${uid}.creds`;
+  assert.equal(await mesh.store.get(credsKey(row.lifecycleUid)), undefined);
+
+  // A crash (SIGKILL): the runner dies with it, and the next start sweeps the rest.
+  sup = await supervise(mesh);
+  await waitFor(
+    async () => (await ctl.request("status", {}, { timeoutMs: 1_000 }).catch(() => null)) !== null,
+    { timeoutMs: 30_000, what: "the second supervisor" },
+  );
+  assert.deepEqual((await ctl.request<{ agents: AgentRow[] }>("ps")).agents, []);
+  row = await spawn();
+  sup.kill("SIGKILL");
+  await sup.status;
+  await sup.stderr.cancel();
+  await waitFor(() => processesMentioning(dir).length === 0, { what: "the runner died with it" });
+  assert.ok(await dmExists(mesh, row.lifecycleUid, "worker"), "durables left by the crash");
+  assert.ok(await mesh.store.get(credsKey(row.lifecycleUid)), "creds left by the crash");
+
+  sup = await supervise(mesh);
+  await waitFor(
+    async () => (await ctl.request("status", {}, { timeoutMs: 1_000 }).catch(() => null)) !== null,
+    { timeoutMs: 30_000, what: "the third supervisor (after the crash's lease lapsed)" },
+  );
+  assert.deepEqual((await ctl.request<{ agents: AgentRow[] }>("ps")).agents, []);
+  assert.equal(await dmExists(mesh, row.lifecycleUid, "worker"), false);
+  assert.equal(await mesh.store.get(credsKey(row.lifecycleUid)), undefined);
+  await assert.rejects(Deno.stat(dir), Deno.errors.NotFound);
+  sup.kill("SIGTERM");
+  const last = await stderrOf(sup);
+  assert.match(last, /swept worker \(left by a previous manager\)/);
+});
