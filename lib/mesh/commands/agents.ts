@@ -1,0 +1,242 @@
+/**
+ * `cotal spawn`, `cotal ps`, `cotal despawn` and `cotal attach`: the agent verbs, talking to the
+ * space's running supervisor over its control rail with a short-lived `control-caller` cred
+ * minted from this root's signer.
+ *
+ * @module
+ */
+import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { CotalError } from "../../errors.ts";
+import { ManagerClient } from "../../manager/control_client.ts";
+import type { AgentRow } from "../../manager/managed_agent.ts";
+import { registry } from "../../registry.ts";
+import { assertValidSpaceName } from "../names.ts";
+import { mintForRoot } from "../ops.ts";
+import { runningBroker } from "../space.ts";
+import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
+
+/** Ctrl-]: leaves `cotal attach` (the agent keeps running). */
+export const DETACH_KEY = 0x1d;
+
+const TARGET_FLAGS = {
+  ...ROOT_FLAG,
+  space: { type: "string", default: "default", description: "the space" },
+  server: {
+    type: "string",
+    value: "url",
+    description: "the broker (default: the one this root runs)",
+  },
+} as const;
+
+async function client(
+  values: { root?: string; space: string; server?: string },
+  ttlSeconds = 300,
+): Promise<ManagerClient> {
+  const space = assertValidSpaceName(values.space);
+  const root = await resolveMeshRoot(values.root, space);
+  const url = values.server ?? (await runningBroker(root))?.url;
+  if (!url) {
+    throw new CotalError(
+      "broker_not_running",
+      `The mesh under ${root} is not running; start it with 'cotal up --root ${root}' or pass --server.`,
+    );
+  }
+  const creds = await mintForRoot(root, space, {
+    profile: "control-caller",
+    actor: "operator",
+    expiresInSeconds: ttlSeconds,
+  });
+  return await ManagerClient.connect({ servers: url.split(","), space, creds });
+}
+
+function int(text: string | undefined, flag: string, min: number, max: number) {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || n > max) {
+    throw new CotalError("usage", `${flag} must be a whole number from ${min} to ${max}.`);
+  }
+  return n;
+}
+
+function rowLine(a: AgentRow): string {
+  const state = a.status === "retired" ? `retired (${a.reason ?? ""})` : a.status;
+  return `${a.name.padEnd(20)} ${a.agent.padEnd(12)} ${(a.role ?? "-").padEnd(12)} ${
+    state.padEnd(10)
+  } ${a.present ? "online " : "offline"} ${a.pid ?? "-"}`;
+}
+
+/** `cotal spawn`: start an agent under the space's supervisor. */
+export const spawnCommand = defineCommand({
+  kind: "command",
+  name: "spawn",
+  summary: "start an agent under the space's supervisor (task runner by default)",
+  flags: {
+    ...TARGET_FLAGS,
+    ...JSON_FLAG,
+    agent: {
+      type: "string",
+      default: "task-runner",
+      description: "the connector: task-runner, module, program (or an installed one)",
+    },
+    name: { type: "string", description: "the agent's name (default <role>_<n>)" },
+    role: { type: "string", description: "the anycast role it serves (task runner: 'tasks')" },
+    module: { type: "string", value: "file", description: "a module agent's .ts/.js file" },
+    subscribe: { type: "string", multiple: true, description: "a channel joined at boot" },
+    "allow-subscribe": { type: "string", multiple: true, description: "a channel it may read" },
+    "allow-publish": { type: "string", multiple: true, description: "a channel it may post to" },
+    trusted: { type: "boolean", description: "operator-trusted: may run without bwrap" },
+    restarts: { type: "string", value: "n", description: "crashes it survives (default 3)" },
+    window: { type: "string", value: "s", description: "the restart window (default 120)" },
+    timeout: { type: "string", value: "s", description: "readiness window (default 30)" },
+  },
+  positionals: [{
+    name: "command",
+    description: "the program (absolute path) and its args, after --",
+    variadic: true,
+  }],
+  async run({ values, positionals }) {
+    const [command, ...args] = positionals;
+    const readiness = int(values.timeout, "--timeout", 1, 300) ?? 30;
+    const window = int(values.window, "--window", 1, 3600);
+    const req: Record<string, unknown> = {
+      agent: values.agent,
+      ...(values.name ? { name: values.name } : {}),
+      ...(values.role ? { role: values.role } : {}),
+      ...(command ? { command, args } : {}),
+      ...(values.module
+        ? {
+          module: values.module.startsWith("/") ? values.module : `${Deno.cwd()}/${values.module}`,
+        }
+        : {}),
+      ...(values.subscribe?.length ? { subscribe: values.subscribe } : {}),
+      ...(values["allow-subscribe"]?.length ? { allowSubscribe: values["allow-subscribe"] } : {}),
+      ...(values["allow-publish"]?.length ? { allowPublish: values["allow-publish"] } : {}),
+      ...(values.trusted ? { trusted: true } : {}),
+      ...(values.restarts !== undefined
+        ? { restarts: int(values.restarts, "--restarts", 0, 20) }
+        : {}),
+      ...(window !== undefined ? { windowMs: window * 1000 } : {}),
+      readinessMs: readiness * 1000,
+    };
+    await using ctl = await client(values);
+    const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 });
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      row,
+      (r) => `spawned ${r.name} (${r.id}, ${r.isolation}); attach: cotal attach ${r.name}`,
+    );
+  },
+});
+
+/** `cotal ps`: the supervisor's agents. */
+export const psCommand = defineCommand({
+  kind: "command",
+  name: "ps",
+  summary: "list the agents the space's supervisor runs",
+  flags: { ...TARGET_FLAGS, ...JSON_FLAG },
+  async run({ values }) {
+    await using ctl = await client(values);
+    const r = await ctl.request<{ agents: AgentRow[] }>("ps");
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      r,
+      (v) =>
+        v.agents.length
+          ? [
+            `${"NAME".padEnd(20)} ${"AGENT".padEnd(12)} ${"ROLE".padEnd(12)} ${
+              "STATUS".padEnd(10)
+            } PRESENCE PID`,
+          ]
+            .concat(v.agents.map(rowLine)).join("\n")
+          : "no agents; start one with 'cotal spawn'",
+    );
+  },
+});
+
+/** `cotal despawn`: stop an agent and remove its footprint. */
+export const despawnCommand = defineCommand({
+  kind: "command",
+  name: "despawn",
+  summary: "stop an agent and remove its durables, creds and dir",
+  flags: { ...TARGET_FLAGS, ...JSON_FLAG },
+  positionals: [{ name: "name", description: "the agent", required: true }],
+  async run({ values, positionals }) {
+    await using ctl = await client(values);
+    const r = await ctl.request<{ name: string }>("despawn", { name: positionals[0] }, {
+      timeoutMs: 30_000,
+    });
+    printResult(denoIo(), { json: values.json === true }, r, (v) => `despawned ${v.name}`);
+  },
+});
+
+/** `cotal attach`: the agent's terminal, both ways, until Ctrl-] (or stdin ends). */
+export const attachCommand = defineCommand({
+  kind: "command",
+  name: "attach",
+  summary: "drive an agent's terminal (Ctrl-] detaches; the agent keeps running)",
+  flags: {
+    ...TARGET_FLAGS,
+    size: {
+      type: "string",
+      value: "COLSxROWS",
+      description: "the terminal size (default: this one's)",
+    },
+  },
+  positionals: [{ name: "name", description: "the agent", required: true }],
+  async run({ values, positionals }) {
+    const size = parseSize(values.size) ?? consoleSize();
+    await using ctl = await client(values, 3600);
+    const out = Deno.stdout;
+    const session = await ctl.attach(positionals[0], (b) => void out.write(b), size ?? {});
+    const raw = Deno.stdin.isTerminal();
+    if (raw) Deno.stdin.setRaw(true);
+    const onResize = () => {
+      const s = consoleSize();
+      if (s) session.resize(s.cols, s.rows);
+    };
+    if (raw) Deno.addSignalListener("SIGWINCH", onResize);
+    const reader = Deno.stdin.readable.getReader();
+    const typing = (async () => {
+      while (true) {
+        const { value, done } = await reader.read();
+        if (done) return "stdin closed";
+        const at = value.indexOf(DETACH_KEY);
+        if (at >= 0) {
+          if (at > 0) session.write(value.subarray(0, at));
+          return "detached";
+        }
+        session.write(value);
+      }
+    })();
+    const why = await Promise.race([typing, session.ended]);
+    if (raw) {
+      Deno.removeSignalListener("SIGWINCH", onResize);
+      Deno.stdin.setRaw(false);
+    }
+    reader.releaseLock();
+    await session.close();
+    console.error(`\r\n[cotal attach: ${why}]`);
+  },
+});
+
+function parseSize(text: string | undefined): { cols: number; rows: number } | undefined {
+  if (text === undefined) return undefined;
+  const m = /^(\d{1,4})x(\d{1,4})$/.exec(text);
+  if (!m || Number(m[1]) < 1 || Number(m[2]) < 1) {
+    throw new CotalError("usage", `--size must look like 120x32, not '${text}'.`);
+  }
+  return { cols: Number(m[1]), rows: Number(m[2]) };
+}
+
+function consoleSize(): { cols: number; rows: number } | undefined {
+  try {
+    const s = Deno.consoleSize();
+    return { cols: s.columns, rows: s.rows };
+  } catch {
+    return undefined;
+  }
+}
+
+registry.register([spawnCommand, psCommand, despawnCommand, attachCommand]);
