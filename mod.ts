@@ -20,7 +20,8 @@ export {
   membershipRwCredsKey,
 } from "./lib/workspace/mod.ts";
 export type { SecretStoreComposition } from "./lib/workspace/mod.ts";
-export { createRuntime } from "./lib/manager/mod.ts";
+export { createRuntime, Manager } from "./lib/manager/mod.ts";
+export type { ManagerOptions } from "./lib/manager/mod.ts";
 
 // Provisioning and minting
 export {
