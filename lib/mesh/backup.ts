@@ -13,11 +13,11 @@ import {
   serializeSpaceAccountAuth,
 } from "../trust/mod.ts";
 import { decodeJwt, parseCreds } from "../nats/mod.ts";
-import { connectBroker } from "../wire/mod.ts";
+import { bucketNames, connectBroker } from "../wire/mod.ts";
 import { spaceAccountKey, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
 import { meshPaths } from "./layout.ts";
 import { restoreStream, type SnapshotHeader, snapshotStream } from "./snapshot.ts";
-import { runningBroker, spaceStreamList } from "./space.ts";
+import { runningBroker, spaceStreamList, startSpaceDaemons } from "./space.ts";
 import {
   ensureBrokerAuth,
   loadSpaceAccount,
@@ -38,7 +38,7 @@ export interface BackupManifest {
   account: string;
   createdAt: string;
   streams: { name: string; file: string; bytes: number; config: unknown; state: unknown }[];
-  /** Memory-storage streams (runtime state), recreated empty on restore. */
+  /** Runtime-state streams (presence, leases), recreated empty on restore. */
   skipped: string[];
   secrets: string[];
 }
@@ -101,6 +101,8 @@ export async function spaceBackup(
   );
   const nc = await connectBroker({ servers: live.url, creds }, { name: "cotal space backup" });
   const streams: BackupManifest["streams"] = [];
+  const b = bucketNames(space);
+  const runtime = new Set([b.presence, b.delivery, b.manager].map((n) => `KV_${n}`));
   const skipped: string[] = [];
   try {
     const jsm = await nc.jetstreamManager();
@@ -111,9 +113,11 @@ export async function spaceBackup(
       } catch {
         continue; // A bucket the space never created.
       }
-      // Memory streams hold runtime state only (presence rows, leases) that is rebuilt within
-      // seconds; nats-server 2.10 cannot snapshot them at all. The restore recreates them empty.
-      if (String(info.config.storage) === "memory") {
+      // Runtime state is not backed up: presence rows and the daemons' leases are rebuilt within
+      // seconds, and a restored lease would lock out the restored space's own daemon until it
+      // aged out. (nats-server 2.10 cannot snapshot memory streams at all.) The restore
+      // recreates these buckets empty.
+      if (String(info.config.storage) === "memory" || runtime.has(name)) {
         skipped.push(name);
         continue;
       }
@@ -263,6 +267,7 @@ export async function spaceRestore(root: string, dir: string): Promise<BackupMan
     await nc.close();
   }
   await provisionSpace(adopted, live.url);
+  await startSpaceDaemons(root, store, adopted);
   await registerMesh({ space: m.space, root, url: live.url });
   return m;
 }

@@ -3,6 +3,8 @@
  * the permission table (development layout; systemd runs the compiled binaries instead).
  */
 import { denoRunFlags, type DeploymentLayout } from "../permissions.ts";
+import { findBwrap } from "../manager/bwrap.ts";
+import { KILL_PROGRAM } from "../manager/signal.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import {
   deliveryCredsKey,
@@ -119,5 +121,51 @@ export async function deliveryComponent(
     ],
     env: daemonEnv(),
     ready: logReady(root, id, /delivery daemon up for space/, from),
+  };
+}
+
+/** How agents are isolated; `deno-only` is an explicit opt-in. */
+export type IsolationChoice = "bwrap" | "deno-only";
+
+/**
+ * The supervisor of one space. bwrap comes from `COTAL_BWRAP`, PATH or the project cache (the
+ * test set-up installs it there); without it the supervisor still runs and refuses untrusted
+ * agents unless `deno-only` was chosen, and `status` says which isolation is in force.
+ */
+export async function superviseComponent(
+  root: string,
+  space: string,
+  rec: MeshRecord,
+  isolation: IsolationChoice = "bwrap",
+): Promise<ComponentSpec> {
+  const id = spaceComponentId("supervise", space);
+  const from = await fileSize(componentFiles(root, id).logFile);
+  const bwrap = findBwrap()?.path;
+  const env: Record<string, string> = { ...daemonEnv(), PATH: "/usr/bin:/bin" };
+  if (bwrap) env.COTAL_BWRAP = bwrap;
+  return {
+    id,
+    name: "cotal-supervise",
+    space,
+    command: Deno.execPath(),
+    args: [
+      "run",
+      ...denoRunFlags("cotal-supervise", {
+        ...devLayout(root, rec, space),
+        supervisorPrograms: [Deno.execPath(), ...(bwrap ? [bwrap] : []), KILL_PROGRAM],
+      }),
+      `--config=${CHECKOUT}deno.json`,
+      `${CHECKOUT}cmd/supervise.ts`,
+      "--root",
+      root,
+      "--space",
+      space,
+      "--server",
+      rec.url,
+      "--isolation",
+      isolation,
+    ],
+    env,
+    ready: logReady(root, id, /manager up \(space /, from),
   };
 }

@@ -1,7 +1,12 @@
 import { CotalError } from "../errors.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import { bucketNames, connectBroker, streamNames } from "../wire/mod.ts";
-import { spaceAccountKey, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
+import {
+  type SecretStore,
+  spaceAccountKey,
+  spaceKeyHex,
+  workspaceSecretStore,
+} from "../workspace/mod.ts";
 import { meshPaths } from "./layout.ts";
 import {
   ensureComponent,
@@ -10,7 +15,7 @@ import {
   reloadBroker,
   stopComponent,
 } from "./stack.ts";
-import { deliveryComponent, ensureDaemonCreds } from "./daemons.ts";
+import { deliveryComponent, ensureDaemonCreds, superviseComponent } from "./daemons.ts";
 import { authServiceComponent, readUserAuth } from "./user_auth.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
@@ -62,17 +67,34 @@ export async function spaceAdd(root: string, space: string): Promise<{ created: 
     const store = workspaceSecretStore(root);
     const account = (await loadSpaceAccount(store, space))!;
     await provisionSpace(account, live.url);
-    await ensureDaemonCreds(root, store, account);
-    const rec = (await readMeshRecord(root))!;
-    // Detached even under a foreground up: this command exits, the daemon must not.
-    await ensureComponent(root, await deliveryComponent(root, space, rec), true);
-    const userAuth = await readUserAuth(root);
-    if (userAuth) {
-      await ensureComponent(root, authServiceComponent(root, space, rec, userAuth), true);
-    }
+    await startSpaceDaemons(root, store, account);
     await registerMesh({ space, root, url: live.url });
   }
   return { created: true };
+}
+
+/**
+ * Starts one space's daemons on a running mesh: its daemon creds first, then delivery, the
+ * supervisor, and in user mode its auth service. Detached even under a foreground up: the
+ * command that calls this exits, the daemons must not.
+ */
+export async function startSpaceDaemons(
+  root: string,
+  store: SecretStore,
+  account: SpaceAccountAuth,
+): Promise<void> {
+  const rec = (await readMeshRecord(root))!;
+  await ensureDaemonCreds(root, store, account);
+  await ensureComponent(root, await deliveryComponent(root, account.space, rec), true);
+  await ensureComponent(
+    root,
+    await superviseComponent(root, account.space, rec, rec.isolation),
+    true,
+  );
+  const userAuth = await readUserAuth(root);
+  if (userAuth) {
+    await ensureComponent(root, authServiceComponent(root, account.space, rec, userAuth), true);
+  }
 }
 
 /** Lists a root's spaces with their accounts and daemons. */

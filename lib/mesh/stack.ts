@@ -14,6 +14,8 @@ export interface MeshRecord {
   url: string;
   detached: boolean;
   startedAt: string;
+  /** The agents' isolation the supervisors were started with. */
+  isolation?: "bwrap" | "deno-only";
 }
 
 /** One daemon of the stack, as `up` starts it and `down`/`status` find it. */

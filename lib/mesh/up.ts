@@ -5,7 +5,12 @@ import { workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { mintSysCreds, rotateSys } from "./sys_creds.ts";
-import { deliveryComponent, ensureDaemonCreds } from "./daemons.ts";
+import {
+  deliveryComponent,
+  ensureDaemonCreds,
+  type IsolationChoice,
+  superviseComponent,
+} from "./daemons.ts";
 import {
   authServiceComponent,
   ensureUserAuthSecrets,
@@ -127,7 +132,12 @@ export interface UpResult {
  * not running. In the foreground it waits for `untilStopped` and then stops everything.
  */
 export async function up(
-  opts: UpOptions & { detach?: boolean; rotateSys?: boolean; userAuth?: UserAuthConfig },
+  opts: UpOptions & {
+    detach?: boolean;
+    rotateSys?: boolean;
+    userAuth?: UserAuthConfig;
+    isolation?: IsolationChoice;
+  },
 ): Promise<UpResult> {
   const previous = await readMeshRecord(opts.root);
   const brokerRunning = (await listComponents(opts.root)).some((c) =>
@@ -176,6 +186,7 @@ export async function up(
     port: opts.port,
     url: `nats://${opts.host}:${opts.port}`,
     detached: opts.detach ?? false,
+    isolation: opts.isolation ?? previous?.isolation ?? "bwrap",
     startedAt: previous?.startedAt && brokerRunning ? previous.startedAt : new Date().toISOString(),
   };
   const started: string[] = [];
@@ -205,6 +216,14 @@ export async function up(
         opts.detach ?? false,
       );
       track(`delivery.${a.space}`, d);
+    }
+    for (const a of accounts) {
+      const sup = await ensureComponent(
+        opts.root,
+        await superviseComponent(opts.root, a.space, rec, rec.isolation),
+        opts.detach ?? false,
+      );
+      track(`supervise.${a.space}`, sup);
     }
     const userAuth = await readUserAuth(opts.root);
     if (userAuth) {

@@ -38,7 +38,7 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     const first = await cotal(["up", "--detach", "--json", "--root", root, "--port", `${port}`]);
     assert.equal(first.code, 0, first.stderr);
     const r1 = JSON.parse(first.stdout);
-    assert.deepEqual(r1.started, ["nats-server", "delivery.default"]);
+    assert.deepEqual(r1.started, ["nats-server", "delivery.default", "supervise.default"]);
     assert.deepEqual(r1.spaces, ["default"]);
     const pid1 = (await readPidFile(componentFiles(root, "nats-server").pidFile))!.pid;
 

@@ -27,6 +27,11 @@ function userAuthFrom(on: boolean, idp?: string, audience?: string): UserAuthCon
   return { idp, ...(audience !== undefined ? { audience } : {}) };
 }
 
+function isolationFrom(v: string | undefined): "bwrap" | "deno-only" | undefined {
+  if (v === undefined || v === "bwrap" || v === "deno-only") return v;
+  throw new CotalError("usage", `--isolation must be bwrap or deno-only, not '${v}'.`);
+}
+
 /** `cotal up`: bring the stack up for a space. */
 export const upCommand = defineCommand({
   kind: "command",
@@ -39,6 +44,11 @@ export const upCommand = defineCommand({
     host: { type: "string", default: "127.0.0.1", description: "the broker's listen address" },
     port: { type: "string", default: "4222", description: "the broker's client port" },
     detach: { type: "boolean", description: "start in the background and return" },
+    isolation: {
+      type: "string",
+      value: "mode",
+      description: "how agents are isolated: bwrap (default) or deno-only (explicit opt-in)",
+    },
     "user-auth": {
       type: "boolean",
       description: "user mode: agents and people connect with IdP-backed bearers (needs --idp)",
@@ -65,6 +75,7 @@ export const upCommand = defineCommand({
         port,
         detach: values.detach === true,
         rotateSys: values["rotate-sys"] === true,
+        isolation: isolationFrom(values.isolation),
         userAuth: userAuthFrom(values["user-auth"] === true, values.idp, values.audience),
         // With --json, progress goes to stderr so stdout is one JSON document.
         say: (l) => json ? console.error(l) : console.log(l),

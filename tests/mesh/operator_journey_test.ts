@@ -1,0 +1,146 @@
+/**
+ * The operator's whole journey through the CLI, from a temp dir with no --root: up, status,
+ * spawn, a task answered, space add under load, backup / rm / restore, down.
+ */
+import assert from "node:assert/strict";
+import { readPidFile } from "../../lib/mesh/pidfile.ts";
+import { componentFiles, listComponents } from "../../lib/mesh/stack.ts";
+import { mintForRoot } from "../../lib/mesh/ops.ts";
+import { chatSubject, connectBroker, streamNames } from "../../lib/wire/mod.ts";
+import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
+import { publishWithRetry } from "../_harness/publish.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
+function alive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z /.test(Deno.readTextFileSync(`/proc/${pid}/stat`));
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("mesh - operator journey: up, status, spawn, a task answered, space add under load, backup/rm/restore, down", async () => {
+  const cwd = await tempDir("cotal-op-");
+  const home = await tempDir("cotal-home-");
+  const env = { COTAL_HOME: home };
+  const root = `${cwd}/.cotal`;
+  const run = async (...args: string[]) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, ...args],
+      cwd,
+      env,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const r = {
+      code: out.code,
+      stdout: new TextDecoder().decode(out.stdout),
+      stderr: new TextDecoder().decode(out.stderr),
+    };
+    assert.equal(r.code, 0, `cotal ${args.join(" ")}: ${r.stderr}`);
+    return r;
+  };
+  try {
+    const up = JSON.parse(
+      (await run("up", "--detach", "--json", "--port", `${freePort()}`)).stdout,
+    );
+    assert.deepEqual(up.started.sort(), ["delivery.default", "nats-server", "supervise.default"]);
+    assert.equal(JSON.parse((await run("status", "--json")).stdout).healthy, true);
+
+    const spawned = JSON.parse(
+      (await run("spawn", "--role", "upper", "--json", "--", "/bin/sh", "-c", "tr a-z A-Z")).stdout,
+    );
+    assert.equal(spawned.present, true);
+    assert.match(spawned.isolation, /bwrap/);
+
+    // A task to the role, answered by the spawned agent, seen by an interactive member.
+    const join = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, "join", "--as", "asker"],
+      cwd,
+      env,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    const w = join.stdin.getWriter();
+    let seen = "";
+    const reading = (async () => {
+      for await (const c of join.stdout.pipeThrough(new TextDecoderStream())) seen += c;
+    })();
+    await waitFor(() => seen.includes("joined space"), { what: "join" });
+    await w.write(new TextEncoder().encode("/task upper make this loud\n"));
+    await waitFor(() => seen.includes(`(dm) ${spawned.id}: MAKE THIS LOUD`), {
+      what: "the task's answer",
+      timeoutMs: 20_000,
+    });
+    await w.write(new TextEncoder().encode("/quit\n"));
+    await w.close();
+    await join.status;
+    await reading;
+
+    // A second space while the first keeps publishing: nothing acknowledged is lost.
+    const creds = await mintForRoot(root, "default", { profile: "operator", actor: "load" });
+    const nc = await connectBroker({ servers: up.url, creds });
+    const js = nc.jetstream();
+    const subject = chatSubject("default", { owner: "local", actor: "load" }, "general");
+    let acked = 0;
+    let stop = false;
+    const pub = (async () => {
+      while (!stop) {
+        await publishWithRetry(js, subject, `n${acked}`, `load-${acked}`);
+        acked++;
+      }
+    })();
+    await run("space", "add", "second");
+    stop = true;
+    await pub;
+    await nc.close();
+    const obs = await connectBroker({
+      servers: up.url,
+      creds: await mintForRoot(root, "default", { profile: "observer" }),
+    });
+    const chat = await (await obs.jetstreamManager()).streams.info(streamNames("default").chat);
+    await obs.close();
+    assert.equal(chat.state.last_seq, acked);
+    const spaces = JSON.parse((await run("space", "list", "--json")).stdout);
+    assert.deepEqual(spaces.map((s: { space: string }) => s.space), ["default", "second"]);
+
+    await run("send", "--space", "second", "--channel", "general", "kept");
+    await run("space", "backup", "second", "--to", `${cwd}/bk`);
+    await run("space", "rm", "second");
+    await run("space", "restore", "--from", `${cwd}/bk`);
+    const obs2 = await connectBroker({
+      servers: up.url,
+      creds: await mintForRoot(root, "second", { profile: "observer" }),
+    });
+    const chat2 = await (await obs2.jetstreamManager()).streams.info(streamNames("second").chat);
+    await obs2.close();
+    assert.equal(chat2.state.messages, 1);
+    const restored = JSON.parse((await run("space", "list", "--json")).stdout)
+      .find((x: { space: string }) => x.space === "second");
+    assert.deepEqual(
+      restored.daemons.map((d: { id: string; state: string }) => `${d.id.split(".")[0]}:${d.state}`)
+        .sort(),
+      ["delivery:running", "supervise:running"],
+    );
+
+    const pids = [];
+    for (const c of await listComponents(root)) {
+      pids.push((await readPidFile(componentFiles(root, c.id).pidFile))!.pid);
+    }
+    await run("down");
+    for (const pid of pids) assert.equal(alive(pid), false, `pid ${pid} outlived down`);
+    assert.equal((await listComponents(root)).length, 0);
+  } finally {
+    await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, "down"],
+      cwd,
+      env,
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    await removeTempDir(cwd);
+    await removeTempDir(home);
+  }
+});
