@@ -239,7 +239,7 @@ export class Manager {
       await this.#endpoint.start();
       this.#endpoint.setActivity(`supervisor (${this.#runtime.name})`);
       this.#sessions = new AttachSessions(() => this.#nc!, this.space, this.epoch);
-      this.#serve();
+      await this.#serve();
       this.#scheduleSelfRenewal();
       this.#runDaemonRemint();
       this.#startedAt = Date.now();
@@ -362,12 +362,15 @@ export class Manager {
     return writeIndex(this.#ctx, this.instanceId, rows);
   }
 
-  #serve(): void {
+  async #serve(): Promise<void> {
     const nc = this.#nc!;
     const f = serveFilters(this.space, this.instanceId);
     const cb = (_err: unknown, m: Msg) => void this.#track(this.#handle(m));
     this.#subs.push(nc.subscribe(f.one, { queue: "manager", callback: cb }));
     this.#subs.push(nc.subscribe(f.inst, { callback: cb }));
+    // The broker has the subscriptions before start() resolves: a request sent right after
+    // start() on another connection is not dropped for want of a subscriber.
+    await nc.flush();
   }
 
   async #handle(m: Msg): Promise<void> {

@@ -117,6 +117,10 @@ Deno.test("manager - cotal spawn, ps, attach (both ways, resized) and despawn", 
   }, { what: "the resized terminal" });
   // The backlog came first: what happened before this session opened is replayed.
   assert.match(out, /got:hello/);
+  // input types one line (Enter appended) without a session.
+  const typed = await ctl.request<{ bytes: number }>("input", { name: "shell", text: "typed" });
+  assert.equal(typed.bytes, 6);
+  await waitFor(() => out.includes("got:typed"), { what: "the typed line's answer" });
   await session.close();
 
   const gone = await cotal(mesh, "despawn", "shell");

@@ -1,0 +1,60 @@
+/**
+ * Isolation choices the manager enforces per spawn, and reports in `status`: without a usable
+ * bwrap, untrusted agents are refused unless the operator chose `deno-only`, and `deno-only`
+ * still refuses an untrusted agent that declares an external program.
+ */
+import assert from "node:assert/strict";
+import { isCotalError } from "../../lib/errors.ts";
+import type { AgentRow } from "../../lib/manager/managed_agent.ts";
+import { tempDir } from "../_harness/broker.ts";
+import { startManagerMesh } from "./_manager_mesh.ts";
+
+const MODULE = "export async function run(ctx) { await ctx.endpoint(); " +
+  "await new Promise((r) => ctx.signal.addEventListener('abort', r)); }\n";
+
+Deno.test("manager - without bwrap, untrusted agents are refused unless deno-only is chosen", async () => {
+  await using mesh = await startManagerMesh("iso");
+  const src = `${await tempDir("cotal-iso-")}/idle.js`;
+  await Deno.writeTextFile(src, MODULE);
+  Deno.env.set("COTAL_BWRAP", `${mesh.root}/no-such-bwrap`);
+  try {
+    // bwrap mode, no bwrap: the manager starts, says so, and refuses untrusted agents.
+    const m1 = await mesh.manager();
+    const ctl = await mesh.control();
+    const st = await ctl.request<{ isolation: string }>("status");
+    assert.equal(st.isolation, "none: untrusted agents are refused (sandbox_unavailable)");
+    await assert.rejects(
+      ctl.request("spawn", { agent: "module", module: src, name: "untrusted" }),
+      (e) => isCotalError(e, "sandbox_unavailable") && /without an OS sandbox/.test(e.message),
+    );
+    // A trusted agent may run on Deno permissions alone, and its row says so.
+    const trusted = await ctl.request<AgentRow>("spawn", {
+      agent: "module",
+      module: src,
+      name: "trusted",
+      trusted: true,
+    }, { timeoutMs: 40_000 });
+    assert.match(trusted.isolation, /^deno-only: trusted agent, /);
+    await m1.stop();
+
+    // deno-only chosen by the operator: untrusted modules run, untrusted programs do not.
+    await mesh.manager({ isolation: "deno-only" });
+    const st2 = await ctl.request<{ isolation: string }>("status");
+    assert.equal(st2.isolation, "deno-only (operator opt-in): Deno permissions are the only layer");
+    const mod = await ctl.request<AgentRow>("spawn", { agent: "module", module: src, name: "m" }, {
+      timeoutMs: 40_000,
+    });
+    assert.equal(mod.status, "running");
+    await assert.rejects(
+      ctl.request("spawn", { name: "t", command: "/bin/cat" }),
+      (e) => isCotalError(e, "sandbox_program_needs_bwrap") && /\/bin\/cat/.test(e.message),
+    );
+    // Nothing was provisioned for the refused spawns.
+    assert.deepEqual(
+      (await ctl.request<{ agents: AgentRow[] }>("ps")).agents.map((a) => a.name),
+      ["m"],
+    );
+  } finally {
+    Deno.env.delete("COTAL_BWRAP");
+  }
+});
