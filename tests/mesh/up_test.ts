@@ -51,6 +51,8 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     assert.equal(status.code, 0);
     const st = JSON.parse(status.stdout);
     assert.equal(st.healthy, true);
+    // The isolation in force, as the running supervisor reports it.
+    assert.match(st.isolation.default, /bwrap .* \+ Deno permissions|Deno permissions only/);
     assert.deepEqual(
       st.creds.map((c: { kind: string; status: string }) => `${c.kind}:${c.status}`).sort(),
       [

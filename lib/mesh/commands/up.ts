@@ -2,7 +2,10 @@ import { defineCommand, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { denoIo } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { down, up } from "../up.ts";
-import { listComponents } from "../stack.ts";
+import { listComponents, readMeshRecord, spaceComponentId } from "../stack.ts";
+import { readSpaceIndex } from "../trust_state.ts";
+import { mintForRoot } from "../ops.ts";
+import { ManagerClient } from "../../manager/control_client.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
@@ -105,6 +108,17 @@ export const downCommand = defineCommand({
   },
 });
 
+async function supervisorIsolation(root: string, space: string, url: string): Promise<string> {
+  const creds = await mintForRoot(root, space, {
+    profile: "control-caller",
+    actor: "status",
+    expiresInSeconds: 60,
+  });
+  await using ctl = await ManagerClient.connect({ servers: url, space, creds });
+  const st = await ctl.request<{ isolation: string }>("status", {}, { timeoutMs: 3_000 });
+  return st.isolation;
+}
+
 /** `cotal status`: each component and its health, and the health of every stored cred. */
 export const statusCommand = defineCommand({
   kind: "command",
@@ -116,18 +130,30 @@ export const statusCommand = defineCommand({
     const components = await listComponents(root);
     const creds = components.length ? await doctorAuth(root).catch(() => []) : [];
     const credsOk = creds.every((c) => c.status !== "expired" && c.status !== "unreadable");
+    // Each running supervisor says which isolation it enforces, over its control rail.
+    const isolation: Record<string, string> = {};
+    const rec = await readMeshRecord(root);
+    const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+    for (const space of spaces) {
+      const id = spaceComponentId("supervise", space);
+      if (!rec || !components.some((c) => c.id === id && c.state === "running")) continue;
+      isolation[space] = await supervisorIsolation(root, space, rec.url).catch((err) =>
+        `unknown (${(err as Error).message})`
+      );
+    }
     const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
       credsOk;
     printResult(
       denoIo(),
       { json: values.json === true },
-      { healthy, components, creds },
+      { healthy, components, creds, isolation },
       (r) =>
         r.components.length
           ? [
             ...r.components.map((c) =>
               `${c.id.padEnd(44)} ${c.state}${c.pid ? ` (pid ${c.pid})` : ""}`
             ),
+            ...Object.entries(r.isolation).map(([sp, iso]) => `isolation (${sp}): ${iso}`),
             "",
             "creds:",
             credRows(r.creds) || "  none",
