@@ -51,7 +51,11 @@ export function spaceStreamList(space: string): string[] {
  * runs it re-reads its config in place (no restart: sibling spaces keep their connections)
  * and the new space's streams are created.
  */
-export async function spaceAdd(root: string, space: string): Promise<{ created: boolean }> {
+export async function spaceAdd(
+  root: string,
+  space: string,
+  opts: { onServing?: () => void } = {},
+): Promise<{ created: boolean }> {
   const before = await readSpaceIndex(root);
   if (before.spaces.includes(space)) {
     throw new CotalError(
@@ -67,6 +71,8 @@ export async function spaceAdd(root: string, space: string): Promise<{ created: 
     const store = workspaceSecretStore(root);
     const account = (await loadSpaceAccount(store, space))!;
     await provisionSpace(account, live.url);
+    // The space serves from here (account trusted, streams there); its daemons come next.
+    opts.onServing?.();
     await startSpaceDaemons(root, store, account);
     await registerMesh({ space, root, url: live.url });
   }
