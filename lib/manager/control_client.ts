@@ -29,6 +29,14 @@ import {
 
 /** How long a request waits for its reply unless told otherwise. */
 export const DEFAULT_CONTROL_TIMEOUT_MS = 10_000;
+/**
+ * Read-only commands are re-sent (same nonce) on silence this often within their deadline: a
+ * request published while the manager's connection was down (a broker config reload drops
+ * every client on nats-server 2.10) has no subscriber and is lost. Commands with effects are
+ * never re-sent.
+ */
+export const READ_RESEND_MS = 1_000;
+const READ_COMMANDS = new Set(["status", "ps"]);
 
 /** Options of {@linkcode ManagerClient.connect}. */
 export interface ManagerClientOptions {
@@ -159,8 +167,7 @@ export class ManagerClient {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_CONTROL_TIMEOUT_MS;
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.#pending.delete(nonce);
-        reject(
+        this.#pending.get(nonce)?.reject(
           new CotalError(
             "manager_unavailable",
             `No manager of space '${this.space}' answered '${command}' within ${
@@ -169,8 +176,31 @@ export class ManagerClient {
           ),
         );
       }, timeoutMs);
-      this.#pending.set(nonce, { resolve: (d) => resolve(d as T), reject, timer });
-      this.#nc.publish(subject, body);
+      const send = () => {
+        try {
+          this.#nc.publish(subject, body);
+        } catch {
+          // Closed: the timer reports it.
+        }
+      };
+      const resend = READ_COMMANDS.has(command) ? setInterval(send, READ_RESEND_MS) : undefined;
+      const done = () => {
+        this.#pending.delete(nonce);
+        clearTimeout(timer);
+        clearInterval(resend);
+      };
+      this.#pending.set(nonce, {
+        resolve: (d) => {
+          done();
+          resolve(d as T);
+        },
+        reject: (e) => {
+          done();
+          reject(e);
+        },
+        timer,
+      });
+      send();
     });
   }
 

@@ -58,7 +58,15 @@ import {
 import { type AgentRow, ManagedAgent } from "./managed_agent.ts";
 import { createRuntime } from "./pty_runtime.ts";
 import { clearStop } from "./runner.ts";
-import { agentsRootOf, type IsolationMode, resolveIsolation } from "./sandbox.ts";
+import { probeBwrap } from "./bwrap.ts";
+import {
+  agentsRootOf,
+  chooseIsolation,
+  type Isolation,
+  type IsolationMode,
+  type IsolationRequest,
+  resolveIsolation,
+} from "./sandbox.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { parseSpawnRequest } from "./spawn_request.ts";
 import { startRunner } from "./start_runner.ts";
@@ -90,6 +98,11 @@ export interface ManagerOptions {
   readonly secretStore?: SecretStore;
   /** `bwrap` (default) or `deno-only` (the operator's explicit opt-in). */
   readonly isolation?: IsolationMode;
+  /**
+   * The bwrap binary; default: found through `COTAL_BWRAP`, `PATH`, then the project cache. A
+   * path that does not pass the probe sandbox means no bwrap (untrusted agents are refused).
+   */
+  readonly bwrap?: string;
   /** The spawn backend, resolved through the registry; default `pty`. */
   readonly runtime?: string;
   /** Layout overrides (store, signer and machine home paths; agent env pass-through). */
@@ -150,6 +163,7 @@ export class Manager {
   #sessions?: AttachSessions;
   #startedAt = 0;
   #inflight = new Set<Promise<unknown>>();
+  #bwrapProbe?: Promise<string | undefined>;
   /** Lifecycles this manager ended: a stale presence row of theirs does not hold a name. */
   readonly #ended = new Set<string>();
 
@@ -216,6 +230,7 @@ export class Manager {
       this.#isolationSummary = await this.#probeIsolation();
       this.#creds = await this.#mintSelf();
       this.#nc = await this.#connect();
+      this.#watchConnection(this.#nc);
       this.#lease = await ManagerLease.acquire(this.#nc, this.space, {
         instanceId: this.instanceId,
         incarnation: this.epoch,
@@ -257,10 +272,19 @@ export class Manager {
   async #probeIsolation(): Promise<string> {
     const mode = this.#opts.isolation ?? "bwrap";
     try {
-      return (await resolveIsolation({ mode })).summary;
+      return (await this.#isolate({ mode })).summary;
     } catch (err) {
       return `none: untrusted agents are refused (${isCotalError(err) ? err.code : "error"})`;
     }
+  }
+
+  async #isolate(request: IsolationRequest): Promise<Isolation> {
+    const path = this.#opts.bwrap;
+    if (path === undefined || request.mode === "deno-only") return await resolveIsolation(request);
+    // Probed once: its verdict holds for this manager's life, like resolveIsolation's cache.
+    this.#bwrapProbe ??= probeBwrap(path).catch((err) => `${path}: ${(err as Error).name}`);
+    const bwrapProblem = await this.#bwrapProbe;
+    return chooseIsolation({ ...request, ...(bwrapProblem ? { bwrapProblem } : { bwrap: path }) });
   }
 
   async #connect(): Promise<NatsConnection> {
@@ -282,6 +306,15 @@ export class Manager {
         }); check the broker runs and holds this space's account.`,
       );
     }
+  }
+
+  #watchConnection(nc: NatsConnection): void {
+    (async () => {
+      for await (const st of nc.status()) {
+        if (st.type === "disconnect") this.#log("manager: broker connection lost; reconnecting");
+        else if (st.type === "reconnect") this.#log("manager: broker connection back");
+      }
+    })().catch(() => {});
   }
 
   #later(ms: number, fn: () => void): void {
@@ -523,6 +556,7 @@ export class Manager {
       ctx: this.#ctx,
       taken,
       isolationMode: this.#opts.isolation ?? "bwrap",
+      isolate: (r) => this.#isolate(r),
       credsKey: (name, uid) => agentCredsKey(this.#ctx, name, uid),
     });
     const agent = new ManagedAgent(plan);

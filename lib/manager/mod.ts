@@ -54,6 +54,7 @@ export {
   DEFAULT_CONTROL_TIMEOUT_MS,
   ManagerClient,
   type ManagerClientOptions,
+  READ_RESEND_MS,
 } from "./control_client.ts";
 export { MANAGER_LEASE_RENEW_MS, MANAGER_LEASE_TTL_MS } from "./lease.ts";
 export { MAX_SESSIONS } from "./attach.ts";

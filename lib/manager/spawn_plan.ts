@@ -13,7 +13,13 @@ import { agentSpecFromLaunch, type ManagerLaunchContext, RUNNER_COMMAND } from "
 import { declaredProgram, launchFilePath } from "./launch.ts";
 import type { LifecycleContext } from "./lifecycle.ts";
 import type { AgentPlan } from "./managed_agent.ts";
-import { agentsRootOf, type IsolationMode, resolveIsolation } from "./sandbox.ts";
+import {
+  agentsRootOf,
+  type Isolation,
+  type IsolationMode,
+  type IsolationRequest,
+  resolveIsolation,
+} from "./sandbox.ts";
 import type { SpawnRequest } from "./spawn_request.ts";
 
 /** Inputs of {@linkcode planSpawn}. */
@@ -24,6 +30,8 @@ export interface SpawnPlanInput {
   /** Whether a name is held (managed here, or online in the space's presence). */
   readonly taken: (name: string) => boolean;
   readonly isolationMode: IsolationMode;
+  /** Resolves an isolation request (default {@linkcode resolveIsolation}). */
+  readonly isolate?: (request: IsolationRequest) => Promise<Isolation>;
   readonly credsKey: (name: string, uid: string) => string;
 }
 
@@ -77,7 +85,7 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
       }
       : {},
   );
-  const isolation = await resolveIsolation({
+  const isolation = await (input.isolate ?? resolveIsolation)({
     mode: input.isolationMode,
     trusted: req.trusted,
     program: declaredProgram(spec),

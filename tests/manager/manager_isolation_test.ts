@@ -16,10 +16,11 @@ Deno.test("manager - without bwrap, untrusted agents are refused unless deno-onl
   await using mesh = await startManagerMesh("iso");
   const src = `${await tempDir("cotal-iso-")}/idle.js`;
   await Deno.writeTextFile(src, MODULE);
-  Deno.env.set("COTAL_BWRAP", `${mesh.root}/no-such-bwrap`);
-  try {
+  // No usable bwrap: a path that is not there (injected, never through the process env).
+  const bwrap = `${mesh.root}/no-such-bwrap`;
+  {
     // bwrap mode, no bwrap: the manager starts, says so, and refuses untrusted agents.
-    const m1 = await mesh.manager();
+    const m1 = await mesh.manager({ bwrap });
     const ctl = await mesh.control();
     const st = await ctl.request<{ isolation: string }>("status");
     assert.equal(st.isolation, "none: untrusted agents are refused (sandbox_unavailable)");
@@ -38,7 +39,7 @@ Deno.test("manager - without bwrap, untrusted agents are refused unless deno-onl
     await m1.stop();
 
     // deno-only chosen by the operator: untrusted modules run, untrusted programs do not.
-    await mesh.manager({ isolation: "deno-only" });
+    await mesh.manager({ isolation: "deno-only", bwrap });
     const st2 = await ctl.request<{ isolation: string }>("status");
     assert.equal(st2.isolation, "deno-only (operator opt-in): Deno permissions are the only layer");
     const mod = await ctl.request<AgentRow>("spawn", { agent: "module", module: src, name: "m" }, {
@@ -54,7 +55,5 @@ Deno.test("manager - without bwrap, untrusted agents are refused unless deno-onl
       (await ctl.request<{ agents: AgentRow[] }>("ps")).agents.map((a) => a.name),
       ["m"],
     );
-  } finally {
-    Deno.env.delete("COTAL_BWRAP");
   }
 });

@@ -100,3 +100,14 @@ Deno.test("manager - spawn, presence, a task answered, despawn leaves nothing be
     (e) => isCotalError(e, "unknown_command") && /no command "mint"/.test(e.message),
   );
 });
+
+Deno.test("manager - a read asked right after a broker reload is answered (re-sent on silence)", async () => {
+  await using mesh = await startManagerMesh("reload");
+  const manager = await mesh.manager();
+  // A config reload drops every client on nats-server 2.10; a request from a fresh caller can
+  // land before the manager's connection is back, with no subscriber to take it.
+  await mesh.broker.reload(await Deno.readTextFile(mesh.broker.configPath));
+  const ctl = await mesh.control();
+  const st = await ctl.request<{ instanceId: string }>("status", {}, { timeoutMs: 5_000 });
+  assert.equal(st.instanceId, manager.instanceId);
+});
