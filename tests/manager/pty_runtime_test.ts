@@ -111,7 +111,7 @@ Deno.test("manager - pty under Deno needs --allow-ffi plus unscoped read and wri
   assert.ok(ok.ok, ok.stderr);
   assert.match(JSON.parse(ok.stdout).out, /\/dev\/pts\/\d+/);
   // node:tty.ReadStream on the pty's fd asks for read and write on everything; a scoped grant
-  // (what the supervisor's row has today) is not enough.
+  // is not enough, which is why the cotal-supervise row grants both unscoped.
   const scoped = await runChild(["--allow-ffi", "--allow-read=/tmp", "--allow-write=/tmp"]);
   assert.ok(!scoped.ok);
   assert.match(scoped.stderr, /Requires (read|write) access/);
