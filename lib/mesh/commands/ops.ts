@@ -130,6 +130,17 @@ export const tailCommand = defineCommand({
 
 registry.register([mintCommand, sendCommand, tailCommand]);
 
+function userName(): string {
+  // Read at run time, never at import: a CLI row without USER must still load this module.
+  try {
+    const u = Deno.env.get("USER");
+    if (u && /^[A-Za-z0-9_]{1,64}$/.test(u)) return u;
+  } catch {
+    // Not granted: fall back.
+  }
+  return "operator";
+}
+
 /** `cotal join`: join a space interactively as yourself. */
 export const joinCommand = defineCommand({
   kind: "command",
@@ -138,11 +149,7 @@ export const joinCommand = defineCommand({
   flags: {
     ...ROOT_FLAG,
     ...SPACE_FLAG,
-    as: {
-      type: "string",
-      default: Deno.env.get("USER") ?? "operator",
-      description: "your actor name",
-    },
+    as: { type: "string", description: "your actor name (default: $USER, else 'operator')" },
     channel: {
       type: "string",
       multiple: true,
@@ -159,7 +166,7 @@ export const joinCommand = defineCommand({
     await join({
       root,
       space,
-      actor: values.as,
+      actor: values.as ?? userName(),
       channels: [...values.channel],
       lines,
       print: console.log,
