@@ -148,7 +148,7 @@ export function permissionsFor(
       p.read = [layout.root, d.machineHome];
       p.write = [layout.root, d.machineHome];
       p.net.push("127.0.0.1", "localhost");
-      p.env = ["COTAL_*", "HOME", "PATH", "XDG_*", "NATS_SERVER", "DENORT_BIN"];
+      p.env = ["COTAL_*", "HOME", "PATH", "USER", "XDG_*", "NATS_SERVER", "DENORT_BIN"];
       p.run = [...(layout.cliPrograms ?? [])];
       break;
     case "cotal-auth-service": {
