@@ -174,6 +174,10 @@ export function permissionsFor(
       p.denyRead = [d.signer];
       p.write = [d.logDir];
       p.env = ["COTAL_*"];
+      // A 1 MB young generation sized for footprint: a burst of copies otherwise grows V8's
+      // heap (and the RSS) to ~200 MB; with these ~90 MB at no measured throughput cost
+      // (docs/BENCHMARKS.md, delivery section).
+      p.v8 = ["--max-semi-space-size=1", "--optimize-for-size"];
       break;
     case "cotal-supervise":
       p.read = [layout.root];

@@ -10,6 +10,7 @@ import type { AclRecord } from "../wire/acl.ts";
 import type { ChannelConfig, DeliveryClass } from "../wire/channels.ts";
 import { CHANNEL_DEFAULTS_KEY, type SpaceBucketNames, type SpaceStreamNames } from "../wire/mod.ts";
 import type { KvMirror } from "./kv_mirror.ts";
+import type { PublishGate } from "./publish_gate.ts";
 import type { MembershipRecord } from "./members.ts";
 
 /** Where the daemon's lines go; `warn` and `error` are the loud ones an operator must see. */
@@ -87,6 +88,8 @@ export interface DeliveryContext {
   nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
+  /** Every copy-path publish goes through it (bounded in flight). */
+  gate: PublishGate;
   /** The daemon's own principal dot form. */
   self: string;
   fence: Fence;

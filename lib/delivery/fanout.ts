@@ -11,7 +11,7 @@ import type { JsMsg } from "nats";
 import { decodeMessage, dinboxSubject, parseSubject } from "../wire/mod.ts";
 import { FANOUT_DURABLE } from "./constants.ts";
 import { deliveryClassOf, type DeliveryContext } from "./context.ts";
-import { copyId, encodeEntry, type InboxEntry } from "./frames.ts";
+import { copyId, entryHeaders, type InboxEntry, renderFrame } from "./frames.ts";
 import { durableEligible } from "./members.ts";
 import { type PullLoop, startPullLoop } from "./pull_loop.ts";
 
@@ -32,11 +32,14 @@ export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): 
   if (deliveryClassOf(ctx, channel) === "durable") {
     const sender = `${decoded.sender.owner}.${decoded.sender.actor}`;
     const seq = m.seq;
+    // One rendering of the frame serves every member's entry.
+    let frame: Uint8Array | undefined;
     for (const rec of ctx.byChannel.get(channel)?.values() ?? []) {
       if (rec.owner === sender || !durableEligible(rec, seq)) continue;
       const [owner, actor] = rec.owner.split(".");
+      frame ??= renderFrame(channel, decoded.message);
       const entry: InboxEntry = {
-        msg: decoded.message,
+        msgId: decoded.message.id,
         channel,
         seq,
         reason: "durable-channel",
@@ -44,11 +47,10 @@ export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): 
       };
       if (!ctx.fence.mayAct(token)) return;
       pubs.push(
-        ctx.js.publish(
-          dinboxSubject(ctx.space, { owner, actor }, rec.lifecycleUid),
-          encodeEntry(entry),
-          { msgID: copyId(decoded.message.id, rec.owner, rec.lifecycleUid, rec.generation) },
-        ),
+        ctx.gate.publish(dinboxSubject(ctx.space, { owner, actor }, rec.lifecycleUid), frame, {
+          msgID: copyId(entry.msgId, rec.owner, rec.lifecycleUid, rec.generation),
+          headers: entryHeaders(entry),
+        }),
       );
     }
   }
@@ -65,7 +67,7 @@ export async function startFanout(ctx: DeliveryContext): Promise<PullLoop> {
   return await startPullLoop(ctx, {
     name: "fan-out",
     consumer,
-    window: 256,
+    window: 64,
     handle: (m, token) => fanoutOne(ctx, m, token),
   });
 }

@@ -1,7 +1,8 @@
 /**
  * The two Plane-3 payloads: the INBOX entry the fan-out writes (pre-authorization, never read
  * by agents) and the versioned frame the trusted reader publishes to a member's DLV subject
- * (the durable copy an agent consumes), plus the copy id that dedupes both.
+ * (the durable copy an agent consumes), plus the copy id that dedupes both. An entry's body is
+ * already the frame; the reader only reads the entry's headers.
  *
  * @module
  */
@@ -13,10 +14,14 @@ import { DELIVERY_FRAME_HEADER, DELIVERY_FRAME_VERSION } from "./constants.ts";
 /** Why a copy was written: a durable channel's member, or (reserved) a live-channel mention. */
 export type EntryReason = "durable-channel" | "live-mention";
 
-/** An INBOX entry: one message copied for one member lifecycle. */
+/**
+ * What an INBOX entry says about its copy, carried in headers. The body is the finished DLV
+ * frame, rendered once per CHAT message and shared by every member's entry, so the reader
+ * judges an entry on these few fields and forwards the body untouched.
+ */
 export interface InboxEntry {
-  /** The authenticated message, its channel rewritten from the CHAT subject. */
-  msg: CotalMessage;
+  /** The message id (the copy id is derived from it). */
+  msgId: string;
   channel: string;
   /** The CHAT stream sequence (membership windows are judged on it). */
   seq: number;
@@ -35,6 +40,11 @@ export interface DeliveryFrame {
 
 const ENC = new TextEncoder();
 const DEC = new TextDecoder("utf-8", { fatal: true });
+const H_MSG_ID = "Cotal-Entry-Msg-Id";
+const H_CHANNEL = "Cotal-Entry-Channel";
+const H_SEQ = "Cotal-Entry-Seq";
+const H_REASON = "Cotal-Entry-Reason";
+const H_GENERATION = "Cotal-Entry-Generation";
 
 /**
  * The `Nats-Msg-Id` of one copy: `<msgId>:<owner.actor>:<uid>:<generation>`. The uid is inside
@@ -45,40 +55,55 @@ export function copyId(msgId: string, member: string, uid: string, generation: n
   return `${msgId}:${member}:${uid}:${generation}`;
 }
 
-/** Encode an INBOX entry. */
-export function encodeEntry(entry: InboxEntry): Uint8Array {
-  return ENC.encode(JSON.stringify(entry));
+/** The headers of an INBOX entry (its body is {@linkcode renderFrame}'s bytes). */
+export function entryHeaders(entry: InboxEntry): MsgHdrs {
+  const h = headers();
+  h.set(H_MSG_ID, entry.msgId);
+  h.set(H_CHANNEL, entry.channel);
+  h.set(H_SEQ, String(entry.seq));
+  h.set(H_REASON, entry.reason);
+  h.set(H_GENERATION, String(entry.generation));
+  return h;
 }
 
-/** Decode an INBOX entry, or undefined when it is not one. */
-export function decodeEntry(data: Uint8Array): InboxEntry | undefined {
-  try {
-    const v = JSON.parse(DEC.decode(data));
-    if (
-      typeof v !== "object" || v === null || typeof v.channel !== "string" ||
-      !Number.isSafeInteger(v.seq) || !Number.isSafeInteger(v.generation) ||
-      (v.reason !== "durable-channel" && v.reason !== "live-mention") ||
-      typeof v.msg !== "object" || v.msg === null || typeof v.msg.id !== "string"
-    ) return undefined;
-    return v as InboxEntry;
-  } catch {
-    return undefined;
-  }
+/** Read an INBOX entry's fields back, or undefined when it is not a well-formed entry. */
+export function decodeEntry(hdrs: MsgHdrs | undefined): InboxEntry | undefined {
+  if (!hdrs) return undefined;
+  const msgId = hdrs.get(H_MSG_ID);
+  const channel = hdrs.get(H_CHANNEL);
+  const seq = Number(hdrs.get(H_SEQ));
+  const generation = Number(hdrs.get(H_GENERATION));
+  const reason = hdrs.get(H_REASON);
+  if (
+    msgId === "" || channel === "" || !Number.isSafeInteger(seq) || seq < 1 ||
+    !Number.isSafeInteger(generation) || (reason !== "durable-channel" && reason !== "live-mention")
+  ) return undefined;
+  return { msgId, channel, seq, reason, generation };
 }
 
-/** Encode a frame and its marker header. */
-export function encodeFrame(
-  channel: string,
-  msg: CotalMessage,
-): { data: Uint8Array; hdrs: MsgHdrs } {
-  const hdrs = headers();
-  hdrs.set(DELIVERY_FRAME_HEADER, String(DELIVERY_FRAME_VERSION));
+/** The DLV frame `{version: 1, channel, msg}` of an authenticated message, as bytes. */
+export function renderFrame(channel: string, msg: CotalMessage): Uint8Array {
   const frame: DeliveryFrame = {
     version: DELIVERY_FRAME_VERSION,
     channel,
     msg: { ...msg, channel },
   };
-  return { data: ENC.encode(JSON.stringify(frame)), hdrs };
+  return ENC.encode(JSON.stringify(frame));
+}
+
+/** The headers of a DLV copy: the frame marker and its copy id. */
+export function frameHeaders(): MsgHdrs {
+  const h = headers();
+  h.set(DELIVERY_FRAME_HEADER, String(DELIVERY_FRAME_VERSION));
+  return h;
+}
+
+/** Encode a frame and its marker header (for tools and tests that write one by hand). */
+export function encodeFrame(
+  channel: string,
+  msg: CotalMessage,
+): { data: Uint8Array; hdrs: MsgHdrs } {
+  return { data: renderFrame(channel, msg), hdrs: frameHeaders() };
 }
 
 /** Why a DLV entry is not a usable frame. */

@@ -22,6 +22,8 @@ import type {
 import { CotalError } from "../errors.ts";
 import { kvStreamName } from "../wire/resources.ts";
 
+/** Freshness reads of one bucket are at least this far apart (the price: this much latency). */
+const SYNC_MIN_INTERVAL_MS = 2;
 /** How long a sync may wait for the watch before the caller's decision is refused. */
 const SYNC_TIMEOUT_MS = 5_000;
 
@@ -49,7 +51,9 @@ export class KvMirror<T> {
   #watch?: QueuedIterator<KvEntry>;
   #seen = 0;
   #waiters: { seq: number; resolve: () => void }[] = [];
-  #queued?: Promise<void>;
+  #inflight?: Promise<void>;
+  #next?: Promise<void>;
+  #lastSent = 0;
   #undecodable = 0;
   #stopped = false;
 
@@ -113,16 +117,32 @@ export class KvMirror<T> {
    * with `mirror_stale` when the watch does not catch up in time (the caller retries later).
    */
   sync(): Promise<void> {
-    if (!this.#queued) {
-      this.#queued = (async () => {
-        // Callers in the same turn of the event loop join this read; later ones need their own.
-        await Promise.resolve();
-        this.#queued = undefined;
-        const info = await this.#jsm!.streams.info(kvStreamName(this.bucket));
-        await this.#until(info.state.last_seq);
-      })();
+    if (!this.#inflight && !this.#next && Date.now() - this.#lastSent >= SYNC_MIN_INTERVAL_MS) {
+      return this.#send();
     }
-    return this.#queued;
+    // A read in flight (or just sent) may miss a write committed now: join the next one, sent
+    // once the current one settles and the minimum interval has passed. Under load one read
+    // covers a whole burst, and the JetStream API sees at most one per interval per bucket.
+    this.#next ??= (this.#inflight ?? Promise.resolve()).catch(() => {}).then(async () => {
+      const wait = this.#lastSent + SYNC_MIN_INTERVAL_MS - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      this.#next = undefined;
+      return this.#send();
+    });
+    return this.#next;
+  }
+
+  #send(): Promise<void> {
+    this.#lastSent = Date.now();
+    const read = (async () => {
+      const info = await this.#jsm!.streams.info(kvStreamName(this.bucket));
+      await this.#until(info.state.last_seq);
+    })();
+    this.#inflight = read;
+    read.catch(() => {}).finally(() => {
+      if (this.#inflight === read) this.#inflight = undefined;
+    });
+    return read;
   }
 
   /** Wait until the watch has applied sequence `seq` (a revision this daemon just wrote). */

@@ -108,6 +108,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       authenticator: credsAuthenticatorFast(observer.text),
       inboxPrefix: MEMBERSHIP_INBOX_PREFIX,
       name: "cotal-membership-observer",
+      noAsyncTraces: true,
       maxReconnectAttempts: -1,
     });
     b = await connect({
@@ -115,6 +116,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       authenticator: rw.authenticator(),
       inboxPrefix: `_INBOX_${rw.current.connId}`,
       name: "cotal-membership-rw",
+      noAsyncTraces: true,
       maxReconnectAttempts: -1,
     });
     rw.attach(b);

@@ -25,7 +25,7 @@ import {
 import { scanChat } from "./chat_scan.ts";
 import { FANOUT_DURABLE } from "./constants.ts";
 import { aliasAclRows, type DeliveryContext } from "./context.ts";
-import { copyId, encodeEntry, type InboxEntry } from "./frames.ts";
+import { copyId, entryHeaders, type InboxEntry, renderFrame } from "./frames.ts";
 import { casMember, type MembershipRecord } from "./members.ts";
 
 function refuse(code: string, message: string): never {
@@ -152,15 +152,18 @@ export async function durableJoin(
           refuse("quiesced", "The delivery daemon lost its lease; retry.");
         }
         const entry: InboxEntry = {
-          msg: d.message,
+          msgId: d.message.id,
           channel,
           seq: m.seq,
           reason: "durable-channel",
           generation,
         };
-        pubs.push(ctx.js.publish(dinboxSubject(ctx.space, caller, uid), encodeEntry(entry), {
-          msgID: copyId(d.message.id, member, uid, generation),
-        }));
+        pubs.push(
+          ctx.gate.publish(dinboxSubject(ctx.space, caller, uid), renderFrame(channel, d.message), {
+            msgID: copyId(entry.msgId, member, uid, generation),
+            headers: entryHeaders(entry),
+          }),
+        );
       },
     });
     await Promise.all(pubs);

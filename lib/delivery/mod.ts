@@ -23,6 +23,7 @@ export {
   type EntryReason,
   type FrameRefusal,
   type InboxEntry,
+  renderFrame,
 } from "./frames.ts";
 export { durableEligible, type MembershipRecord, type MembershipState } from "./members.ts";
 export { type LeaseInfo } from "./lease.ts";

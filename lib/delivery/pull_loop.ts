@@ -32,6 +32,9 @@ export async function startPullLoop(
   const token = ctx.fence.token;
   const messages: ConsumerMessages = await opts.consumer.consume({ max_messages: opts.window });
   const inflight = new Set<Promise<void>>();
+  // Woken when a slot frees up (a Promise.race over the whole window per message would cost
+  // a reaction per in-flight handler, every time).
+  let slot: (() => void) | undefined;
   const run = (async () => {
     for await (const m of messages) {
       if (!ctx.fence.mayAct(token)) break;
@@ -41,9 +44,13 @@ export async function startPullLoop(
           `${opts.name}: ${(err as Error)?.message ?? err}; the message will be redelivered`,
         );
         if (ctx.fence.mayAct(token)) m.nak(1000);
-      }).finally(() => inflight.delete(p));
+      }).finally(() => {
+        inflight.delete(p);
+        slot?.();
+        slot = undefined;
+      });
       inflight.add(p);
-      if (inflight.size >= opts.window) await Promise.race(inflight);
+      if (inflight.size >= opts.window) await new Promise<void>((r) => slot = r);
     }
   })().catch((err) =>
     ctx.log.warn(`${opts.name}: the consumer stopped (${(err as Error)?.message ?? err})`)

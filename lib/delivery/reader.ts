@@ -12,7 +12,7 @@ import { channelCovers } from "../wire/provision.ts";
 import { dlvSubject, parseSubject } from "../wire/mod.ts";
 import { READER_DURABLE, READER_MAX_DELIVERIES, READER_NAK_DELAY_MS } from "./constants.ts";
 import type { DeliveryContext } from "./context.ts";
-import { copyId, decodeEntry, encodeFrame } from "./frames.ts";
+import { copyId, decodeEntry, frameHeaders } from "./frames.ts";
 import { durableEligible } from "./members.ts";
 import { type PullLoop, startPullLoop } from "./pull_loop.ts";
 
@@ -31,7 +31,7 @@ function deferOrTerm(ctx: DeliveryContext, m: JsMsg, token: number, why: string)
 /** Judge and transfer one INBOX entry under fence token `token`. */
 export async function readOne(ctx: DeliveryContext, m: JsMsg, token: number): Promise<void> {
   const parsed = parseSubject(m.subject, { space: ctx.space });
-  const entry = decodeEntry(m.data);
+  const entry = decodeEntry(m.headers);
   if (!parsed.ok || parsed.kind !== "dinbox" || !entry) {
     ctx.counters.droppedMalformed++;
     if (ctx.fence.mayAct(token)) m.term("not a Plane-3 entry");
@@ -63,11 +63,11 @@ export async function readOne(ctx: DeliveryContext, m: JsMsg, token: number): Pr
     }
   }
   if (!ctx.fence.mayAct(token)) return;
-  const { data, hdrs } = encodeFrame(entry.channel, entry.msg);
   try {
-    await ctx.js.publish(dlvSubject(ctx.space, parsed.member, uid), data, {
-      msgID: copyId(entry.msg.id, member, uid, entry.generation),
-      headers: hdrs,
+    // The body is the frame the fan-out rendered from the authenticated message: forwarded as is.
+    await ctx.gate.publish(dlvSubject(ctx.space, parsed.member, uid), m.data, {
+      msgID: copyId(entry.msgId, member, uid, entry.generation),
+      headers: frameHeaders(),
     });
   } catch (err) {
     deferOrTerm(ctx, m, token, `DLV publish failed: ${(err as Error)?.message ?? err}`);
@@ -86,7 +86,7 @@ export async function startReader(ctx: DeliveryContext): Promise<PullLoop> {
   return await startPullLoop(ctx, {
     name: "reader",
     consumer,
-    window: 256,
+    window: 64,
     handle: (m, token) => readOne(ctx, m, token),
   });
 }

@@ -41,6 +41,7 @@ import { KvMirror } from "./kv_mirror.ts";
 import { DeliveryLease } from "./lease.ts";
 import { type MembershipRecord, parseMemberKey, parseMemberRecord } from "./members.ts";
 import { type FeedStatus, type MembershipFeed, startMembershipFeed } from "./membership_feed.ts";
+import { PublishGate } from "./publish_gate.ts";
 import type { PullLoop } from "./pull_loop.ts";
 import { startReader } from "./reader.ts";
 import { bindRails } from "./service.ts";
@@ -231,6 +232,8 @@ export async function runDelivery(
       reconnectTimeWait: 500,
       pingInterval: 2500,
       maxPingOut: 2,
+      // Async stack traces cost an Error per request: far too much on the copy path.
+      noAsyncTraces: true,
     });
   } catch (err) {
     throw new CotalError(
@@ -292,6 +295,7 @@ export async function runDelivery(
       nc,
       js: nc.jetstream(),
       jsm: await nc.jetstreamManager(),
+      gate: new PublishGate(nc, `_INBOX_${initial.connId}`),
       self: holder,
       fence: new Fence(),
       log,
@@ -391,6 +395,7 @@ export async function runDelivery(
       if (release) await lease.release().catch(() => false);
       else lease.stopWatch();
       await feed?.stop().catch(() => {});
+      ctx.gate.close();
       for (const m of [ctx.members, ctx.channels, ctx.acl]) m.stop();
       await nc.drain().catch(() => nc.close().catch(() => {}));
       if (exit.code !== 0) log.error(exit.reason);
@@ -483,6 +488,7 @@ export async function runDelivery(
     clearInterval(renewTimer);
     await disarm();
     await lease.release().catch(() => false);
+    ctx.gate.close();
     for (const m of [ctx.members, ctx.channels, ctx.acl]) m.stop();
     return await fail(err);
   }
