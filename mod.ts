@@ -13,13 +13,22 @@ export { CotalError, isCotalError } from "./lib/errors.ts";
 // Daemon runners and lifecycle
 export { runAuthService } from "./lib/auth/mod.ts";
 export type { RunAuthServiceOptions } from "./lib/auth/mod.ts";
+export { runDelivery } from "./lib/delivery/mod.ts";
+export type { DeliveryDaemon, DeliveryExit, DeliveryStatus } from "./lib/delivery/mod.ts";
 export {
   DELIVERY_CREDS_KIND,
   deliveryCredsKey,
+  getSpaceAuth,
   MEMBERSHIP_RW_CREDS_KIND,
   membershipRwCredsKey,
+  remintDaemonCreds,
 } from "./lib/workspace/mod.ts";
-export type { SecretStoreComposition } from "./lib/workspace/mod.ts";
+export type {
+  CredPreflight,
+  RemintOptions,
+  RemintResult,
+  SecretStoreComposition,
+} from "./lib/workspace/mod.ts";
 export { createRuntime, Manager } from "./lib/manager/mod.ts";
 export type { ManagerOptions } from "./lib/manager/mod.ts";
 
