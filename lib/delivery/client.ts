@@ -33,7 +33,16 @@ async function bound(
   try {
     await nc.flush();
     nc.publish(subject, payload, { reply });
-    for await (const m of sub) return m.data;
+    for await (const m of sub) {
+      // A status reply (503): nobody serves the rail right now.
+      if (m.headers?.hasError) {
+        throw new CotalError(
+          "delivery_unreachable",
+          `Nobody serves ${subject} right now; is the space's delivery daemon running?`,
+        );
+      }
+      return m.data;
+    }
   } finally {
     clearTimeout(timer);
   }

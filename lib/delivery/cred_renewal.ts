@@ -16,6 +16,9 @@ import { credFingerprint } from "../workspace/renewal.ts";
 import { RENEW_AT_FRACTION } from "./constants.ts";
 import type { DeliveryLogger } from "./context.ts";
 
+/** Delay between adopting a cred and moving the resident connection onto it. */
+export const RESIDENT_SWAP_DEFER_MS = 250;
+
 /** Where a cred is (re-)read from. `describe` names it (a key or a path), never its value. */
 export interface CredReader {
   describe: string;
@@ -236,8 +239,14 @@ export class RenewingCred {
         candidate.claims.exp ? new Date(candidate.claims.exp * 1000).toISOString() : "never"
       })`,
     );
-    // The resident connection re-authenticates with the proven cred.
-    if (this.#nc && !this.#nc.isClosed()) this.#nc.reconnect().catch(() => {});
+    // The resident connection re-authenticates with the proven cred, a moment later so the
+    // reply of an explicit reload that triggered this is on the wire first.
+    const nc = this.#nc;
+    if (nc) {
+      setTimeout(() => {
+        if (!this.#stopped && !nc.isClosed()) nc.reconnect().catch(() => {});
+      }, RESIDENT_SWAP_DEFER_MS);
+    }
     this.#schedule();
     return {
       kind: "adopted",

@@ -184,6 +184,42 @@ Deno.test("delivery - the backstop as a real process: offline catch-up, leave, A
       );
     });
 
+    await t.step(
+      "readHistory serves the newest messages, authorized fresh on every call",
+      async () => {
+        const bn = await connectAs(s.url, bob.creds);
+        conns.push(bn);
+        const last = [];
+        for (let i = 0; i < 5; i++) {
+          last.push((await post(an, s.space, alice, "general", `h ${i}`)).id);
+        }
+        const page = await deliveryRequest(bn, s.space, bob.principal, "readHistory", {
+          channel: "general",
+          limit: 3,
+        });
+        const ids = (page.messages as { id: string; channel: string }[]).map((m) => m.id);
+        assert.deepEqual(ids, last.slice(-3));
+        assert.equal(page.complete, false);
+        assert.ok((page.messages as { channel: string }[]).every((m) => m.channel === "general"));
+        // An agent whose read ACL is ops only: its history read of general is refused.
+        const dave = await connectAs(
+          s.url,
+          (await s.agent("dave2", { allowSubscribe: ["ops"] })).creds,
+        );
+        conns.push(dave);
+        await assert.rejects(
+          deliveryRequest(dave, s.space, { owner: "local", actor: "dave2" }, "readHistory", {
+            channel: "general",
+          }),
+          (err: Error & { code?: string }) => err.code === "not_allowed",
+        );
+        await assert.rejects(
+          deliveryRequest(bn, s.space, bob.principal, "readHistory", { channel: "gen.*" }),
+          (err: Error & { code?: string }) => err.code === "invalid_channel",
+        );
+      },
+    );
+
     await t.step("the membership feed shows live and durable members", async () => {
       const admin = await connectAs(s.url, await s.mint("admin"));
       conns.push(admin);

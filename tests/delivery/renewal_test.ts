@@ -154,6 +154,16 @@ Deno.test("delivery - a 30-second cred is re-signed into the store and adopted, 
       (err: Error & { code?: string }) =>
         err.code === "sys_creds_missing" && /deny-new only/.test(err.message),
     );
+    // An explicit reload on the admin rail reads the store now: the 45 s re-sign, not yet due
+    // for the 75 % read, is proven and adopted; a second reload finds nothing new.
+    const reload = () =>
+      deliveryRequest(mgr, s.name, { owner: "local", actor: "mgr" }, "reloadCreds", {}, {
+        service: "delivery-admin",
+      });
+    assert.equal((await reload()).kind, "adopted");
+    // The resident connection moves onto the new cred just after the reply.
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal((await reload()).kind, "unchanged");
     await mgr.close();
   } finally {
     await an.close();
@@ -209,4 +219,33 @@ Deno.test("delivery - an injected store excludes --creds, and a missing cred nam
     runDelivery({ values: { space: "s1" }, positionals: [], raw: [] }),
     (err: Error & { code?: string }) => err.code === "no_cred_source",
   );
+});
+
+Deno.test("delivery - a lease taken over under it makes the daemon go quiet and exit without releasing", async () => {
+  const s = await space(600);
+  const log = capture();
+  const daemon = await runDelivery(
+    { values: { space: s.name, server: s.broker.url }, positionals: [], raw: [] },
+    s.store,
+    { log },
+  );
+  const creds = (await s.store.get(deliveryCredsKey(s.name, { injected: true })))!;
+  const nc = await connectAs(s.broker.url, creds);
+  try {
+    assert.equal(daemon.status().ready, true);
+    const kv = await nc.jetstream().views.kv(`cotal_delivery_${s.name}`, { bindOnly: true });
+    const foreign = { holder: "local.usurper", incarnation: "x", since: Date.now(), ready: true };
+    await kv.put("lease.0", JSON.stringify(foreign));
+    const exit = await daemon.closed;
+    assert.equal(exit.code, 1);
+    assert.match(exit.reason, /lost the delivery lease/);
+    assert.equal(daemon.status().ready, false);
+    // The successor's row survives: a lost lease is never released.
+    const row = await kv.get("lease.0");
+    assert.equal(JSON.parse(new TextDecoder().decode(row!.value)).holder, "local.usurper");
+  } finally {
+    await nc.close();
+    await daemon.stop();
+    await s.broker.stop();
+  }
 });
