@@ -180,10 +180,11 @@ const section = [
     }x |`
   ),
   "",
-  "Where the time goes (CPU profile of the mint loop): about a third of each mint is the main",
-  "thread idle, waiting on WebCrypto's thread pool for lib/nats's `jti` SHA-256 (`encodeJwt`)",
-  "and for the seed-to-public-key re-derivation in `renderCreds`; lib/trust already signs",
-  "through a native `node:crypto` Signer. The raw-protocol rows show the broker's own cost of",
+  "Where the time goes (CPU profile of the mint loop): private-key import and ed25519 signing",
+  "in `node:crypto` (about a quarter each), JWT encoding and GC. `jti` hashing and public-key",
+  "derivation are synchronous (they were WebCrypto round trips, a third of each mint), and",
+  "pairs generated in-process are remembered, so a re-sign skips a second derivation; a fresh",
+  "identity still pays its own key generation. The raw-protocol rows show the broker's own cost of",
   "verifying a user JWT and nonce signature at connect; the client-side cost of",
   "credsAuthenticatorFast is ~30 µs per connect (npm:nats's credsAuthenticator: ~11 ms).",
 ].join("\n");
