@@ -60,17 +60,20 @@ Deno.test("workspace - doctorAuth reports every cred in a workspace store and --
     const store = workspaceSecretStore(root);
     await store.put(BROKER_AUTH_KEY, serializeBrokerAuth(auth));
     await store.put(spaceAccountKey("alpha"), serializeSpaceAccountAuth(auth));
-    const delivery = await mintCreds(auth, newIdentity(), "delivery", { expiresInSeconds: 4 });
+    // One absolute expiry for the short creds, and a wait to a whole second past 75 % of it:
+    // JWT times are whole seconds, so a relative sleep could land either side of the line.
+    const base = Math.floor(Date.now() / 1000);
+    const exp = { expiresAt: base + 10 };
+    const delivery = await mintCreds(auth, newIdentity(), "delivery", exp);
     const rw = await mintCreds(auth, newIdentity(), "membership-rw");
-    const evictor = await mintConnectionEvictorCreds(auth, newIdentity(), { expiresInSeconds: 4 });
-    const agent = await mintCreds(auth, newIdentity(), "supervisor", { expiresInSeconds: 4 });
+    const evictor = await mintConnectionEvictorCreds(auth, newIdentity(), exp);
+    const agent = await mintCreds(auth, newIdentity(), "supervisor", exp);
     await store.put(deliveryCredsKey("alpha", C), delivery);
     await store.put(membershipRwCredsKey("alpha", C), rw);
     await store.put(connectionEvictorCredsKey("alpha", C), evictor);
     await store.put("agents/alice.creds", agent);
     await store.put("agents/broken.creds", "not a creds file");
-    // Past 75 % of the 4-second creds.
-    await new Promise((r) => setTimeout(r, 3200));
+    while (Math.floor(Date.now() / 1000) < base + 8) await new Promise((r) => setTimeout(r, 50));
 
     const rows = await doctorAuth(root);
     const by = new Map(rows.map((r) => [r.key, r]));
