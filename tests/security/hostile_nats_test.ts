@@ -140,7 +140,9 @@ Deno.test("security - a spawned agent's NATS attacks are refused by the broker a
   }
   // Asking the control rail for a mint (or a spawn, or the delivery-admin rail): no grant.
   for (const k of ["mint", "spawn", "deliveryAdmin"]) refusedPub(k);
-  for (const k of ["mint", "spawn"]) assert.equal(r.answers[k], "refused: PERMISSIONS_VIOLATION", k);
+  for (const k of ["mint", "spawn"]) {
+    assert.equal(r.answers[k], "refused: PERMISSIONS_VIOLATION", k);
+  }
   refusedSub("replies");
   assert.deepEqual(r.got, [], "the hostile agent received nothing it subscribed to");
   // The client library closes each refused subscription with the broker's verdict.
