@@ -86,7 +86,8 @@ Deno.test("trust - a 3-node cluster from serverConfig keeps acknowledged R3 mess
     // A new leader is elected from the two remaining peers; publishing then succeeds again.
     await waitFor(async () => {
       try {
-        await js2.publish(`${n.P}.chat.local.writer.general`, "m50");
+        // With a msg-id, a retry after a timed-out first attempt is stored once.
+        await js2.publish(`${n.P}.chat.local.writer.general`, "m50", { msgID: "m50" });
         return true;
       } catch {
         return false;
@@ -101,7 +102,20 @@ Deno.test("trust - a 3-node cluster from serverConfig keeps acknowledged R3 mess
     const after = await ajsm.streams.info(n.CHAT);
     assert.equal(after.state.messages, 60);
     assert.notEqual(after.cluster?.leader, leader);
-    await ajsm.consumers.add(n.CHAT, { name: "check", ack_policy: AckPolicy.None });
+    // The stopped node may have led the meta group too: placing a consumer waits for its successor.
+    await waitFor(async () => {
+      try {
+        // R1: a new R3 asset cannot be placed while one of three peers is down (2.10).
+        await ajsm.consumers.add(n.CHAT, {
+          name: "check",
+          ack_policy: AckPolicy.None,
+          num_replicas: 1,
+        });
+        return true;
+      } catch {
+        return false;
+      }
+    }, { timeoutMs: 20_000, intervalMs: 250, what: "the consumer to be placed" });
     const c = await admin.jetstream().consumers.get(n.CHAT, "check");
     const got: string[] = [];
     const msgs = await c.fetch({ max_messages: 60, expires: 5000 });
