@@ -6,6 +6,7 @@ import { loadSpaceAccount } from "../../lib/mesh/trust_state.ts";
 import { credsAuthenticatorFast, mintCreds, newIdentity } from "../../lib/trust/mod.ts";
 import { membershipRwCredsKey, workspaceSecretStore } from "../../lib/workspace/mod.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
+import { expectRefused } from "../_harness/refused.ts";
 
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
 
@@ -91,7 +92,8 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     }).catch((e) => e);
     if (nc instanceof Error) throw nc;
     await nc.close();
-    await assert.rejects(connect({ servers: r1.url, reconnect: false }), /Authorization/i);
+    const refused = await expectRefused(() => connect({ servers: r1.url, reconnect: false }));
+    assert.match(refused.message, /Authorization/i);
 
     const down = await cotal(["down", "--root", root]);
     assert.equal(down.code, 0, down.stderr);
