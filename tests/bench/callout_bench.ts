@@ -33,6 +33,7 @@ import { FsSecretStore, workspaceSecretStore } from "../../lib/workspace/fs_secr
 import { natsServerPath } from "../_harness/broker.ts";
 import { startServiceMesh } from "../auth/_service_mesh.ts";
 import { nonce } from "../auth/_callout_mesh.ts";
+import { writeSection } from "./_report.ts";
 
 const TE = new TextEncoder();
 const TD = new TextDecoder();
@@ -301,22 +302,6 @@ const section = [
 console.log(section);
 
 if (Deno.args.includes("--write")) {
-  const path = new URL("../../docs/BENCHMARKS.md", import.meta.url);
-  const start = "<!-- bench:callout:start -->";
-  const end = "<!-- bench:callout:end -->";
-  let doc: string;
-  try {
-    doc = await Deno.readTextFile(path);
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-    doc = "# Benchmarks\n";
-  }
-  const block = `${start}\n${section}\n${end}`;
-  const from = doc.indexOf(start);
-  const to = doc.indexOf(end);
-  doc = from >= 0 && to > from
-    ? doc.slice(0, from) + block + doc.slice(to + end.length)
-    : `${doc.trimEnd()}\n\n${block}\n`;
-  await Deno.writeTextFile(path, doc);
-  console.log(`\nupdated ${path.pathname}`);
+  await writeSection("callout", section);
+  console.log("\nupdated docs/BENCHMARKS.md");
 }

@@ -22,6 +22,7 @@ import {
   newLifecycleUid,
   serverConfig,
 } from "../../lib/trust/mod.ts";
+import { writeSection } from "./_report.ts";
 
 const MINT_MS = 1500;
 const CONNECTS = 300;
@@ -192,22 +193,6 @@ const section = [
 console.log(section);
 
 if (Deno.args.includes("--write")) {
-  const path = new URL("../../docs/BENCHMARKS.md", import.meta.url);
-  const start = "<!-- bench:mint:start -->";
-  const end = "<!-- bench:mint:end -->";
-  let doc: string;
-  try {
-    doc = await Deno.readTextFile(path);
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-    doc = "# Benchmarks\n";
-  }
-  const block = `${start}\n${section}\n${end}`;
-  const from = doc.indexOf(start);
-  const to = doc.indexOf(end);
-  doc = from >= 0 && to > from
-    ? doc.slice(0, from) + block + doc.slice(to + end.length)
-    : `${doc.trimEnd()}\n\n${block}\n`;
-  await Deno.writeTextFile(path, doc);
-  console.log(`\nupdated ${path.pathname}`);
+  await writeSection("mint", section);
+  console.log("\nupdated docs/BENCHMARKS.md");
 }

@@ -20,6 +20,7 @@ import {
   XKeyPair,
   xkeySeal,
 } from "../../lib/nats/mod.ts";
+import { writeSection } from "./_report.ts";
 
 const TE = new TextEncoder();
 // Rounds alternate ours/theirs and the median is kept, so load from other processes on a
@@ -175,22 +176,6 @@ const section = [
 console.log(section);
 
 if (Deno.args.includes("--write")) {
-  const path = new URL("../../docs/BENCHMARKS.md", import.meta.url);
-  const start = "<!-- bench:nats-sign:start -->";
-  const end = "<!-- bench:nats-sign:end -->";
-  let doc: string;
-  try {
-    doc = await Deno.readTextFile(path);
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
-    doc = "# Benchmarks\n";
-  }
-  const block = `${start}\n${section}\n${end}`;
-  const from = doc.indexOf(start);
-  const to = doc.indexOf(end);
-  doc = from >= 0 && to > from
-    ? doc.slice(0, from) + block + doc.slice(to + end.length)
-    : `${doc.trimEnd()}\n\n${block}\n`;
-  await Deno.writeTextFile(path, doc);
-  console.log(`\nupdated ${path.pathname}`);
+  await writeSection("nats-sign", section);
+  console.log("\nupdated docs/BENCHMARKS.md");
 }
