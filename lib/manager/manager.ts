@@ -25,21 +25,10 @@ import { CREDENTIAL_LIFETIMES, mintCreds, newIdentity, type SpaceAuth } from "..
 import { errorText } from "../wire/connect.ts";
 import { newLifecycleUid } from "../wire/names.ts";
 import { workspaceSecretStore } from "../workspace/fs_secret_store.ts";
-import { remintDaemonCreds } from "../workspace/renewal.ts";
 import { getSpaceAuth } from "../workspace/space_auth.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { AttachSessions } from "./attach.ts";
-import {
-  CONTROL_VERSION,
-  type ControlCaller,
-  type ControlReply,
-  decodeRequest,
-  encodeEnvelope,
-  type JsonObject,
-  parseRequestSubject,
-  replySubject,
-  serveFilters,
-} from "./control_rail.ts";
+import { CONTROL_VERSION, type JsonObject, serveFilters } from "./control_rail.ts";
 import "./connectors.ts";
 import { MANAGER_LEASE_TTL_MS, ManagerLease } from "./lease.ts";
 import {
@@ -63,72 +52,32 @@ import {
   agentsRootOf,
   chooseIsolation,
   type Isolation,
-  type IsolationMode,
   type IsolationRequest,
   resolveIsolation,
 } from "./sandbox.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { parseSpawnRequest } from "./spawn_request.ts";
 import { startRunner } from "./start_runner.ts";
+import { dispatchControl, handleControlMessage } from "./control_server.ts";
+import { awaitPresence, describeExit, recordCrash } from "./readiness.ts";
+import { remintAndLog } from "./daemon_remint.ts";
+import {
+  AGENT_REMINT_FRACTION,
+  DAEMON_REMINT_INTERVAL_MS,
+  type ManagerOptions,
+  type ManagerStatus,
+  MAX_AGENTS,
+  RENEW_FRACTION,
+} from "./manager_types.ts";
 
-/** Creds a manager re-signs for its daemons are checked this often (TTL/4 of 24 h). */
-export const DAEMON_REMINT_INTERVAL_MS = 6 * 60 * 60 * 1000;
-/** Standing creds are renewed at this fraction of their life. */
-export const RENEW_FRACTION = 0.75;
-/**
- * Agent creds are re-minted into the launch file at half their life, so the runner's own 75 %
- * re-read always finds the fresh one (an unchanged cred at 75 % would be a failed renewal).
- */
-export const AGENT_REMINT_FRACTION = 0.5;
-/** Agents one manager runs at most. */
-export const MAX_AGENTS = 64;
-
-/** Options of {@linkcode Manager}. */
-export interface ManagerOptions {
-  /** The space this manager serves. */
-  readonly space: string;
-  /** Broker URL(s); default `nats://127.0.0.1:4222`. */
-  readonly servers?: string | readonly string[];
-  /** The state directory (`.cotal`): agents' dirs live in `<root>/agents`. */
-  readonly workspaceRoot: string;
-  /**
-   * The one store every secret goes through: the signer records, the daemon creds it re-signs
-   * (pass the delivery daemon the same store) and per-agent creds. Default: the workspace store.
-   */
-  readonly secretStore?: SecretStore;
-  /** `bwrap` (default) or `deno-only` (the operator's explicit opt-in). */
-  readonly isolation?: IsolationMode;
-  /**
-   * The bwrap binary; default: found through `COTAL_BWRAP`, `PATH`, then the project cache. A
-   * path that does not pass the probe sandbox means no bwrap (untrusted agents are refused).
-   */
-  readonly bwrap?: string;
-  /** The spawn backend, resolved through the registry; default `pty`. */
-  readonly runtime?: string;
-  /** Layout overrides (store, signer and machine home paths; agent env pass-through). */
-  readonly layout?: Partial<Omit<DeploymentLayout, "root" | "broker">>;
-  /** Agent cred lifetime in seconds (at most the agent profile's maximum). */
-  readonly agentCredsTtlSeconds?: number;
-  /** How long start() waits for a crashed predecessor's lease to lapse; default TTL + 2 s. */
-  readonly leaseWaitMs?: number;
-  /** One line per event; default stderr. */
-  readonly log?: (line: string) => void;
-}
-
-/** What `status` answers. */
-export interface ManagerStatus {
-  readonly version: number;
-  readonly space: string;
-  readonly instanceId: string;
-  readonly epoch: string;
-  readonly pid: number;
-  readonly root: string;
-  readonly runtime: string;
-  readonly isolation: string;
-  readonly agents: number;
-  readonly sessions: number;
-  readonly uptimeMs: number;
-}
+export {
+  AGENT_REMINT_FRACTION,
+  DAEMON_REMINT_INTERVAL_MS,
+  type ManagerOptions,
+  type ManagerStatus,
+  MAX_AGENTS,
+  RENEW_FRACTION,
+} from "./manager_types.ts";
 
 type State = "idle" | "starting" | "running" | "stopping" | "stopped";
 
@@ -336,15 +285,8 @@ export class Manager {
   }
 
   #runDaemonRemint(): void {
-    const run = async () => {
-      const results = await remintDaemonCreds(this.root, this.space, this.#store, {
-        preflight: (candidate) => this.#probe(candidate),
-      });
-      for (const r of results) {
-        if (r.ok) this.#log(`manager: re-signed ${r.file}`);
-        else if (r.error) this.#log(`manager: ${r.file} not re-signed: ${r.error.message}`);
-      }
-    };
+    const run = () =>
+      remintAndLog(this.root, this.space, this.#store, (c) => this.#probe(c), (l) => this.#log(l));
     const tick = () => {
       this.#track(
         run().catch((err) => this.#log(`manager: daemon re-sign failed (${errorText(err)})`)),
@@ -406,74 +348,31 @@ export class Manager {
     await nc.flush();
   }
 
-  async #handle(m: Msg): Promise<void> {
-    const parsed = parseRequestSubject(this.space, m.subject);
-    if (!parsed) return;
-    let reply: ControlReply;
-    try {
-      const req = decodeRequest(m.data, parsed);
-      const data = await this.#dispatch(req.command, req.args, parsed.caller);
-      reply = { v: CONTROL_VERSION, id: parsed.nonce, ok: true, data };
-    } catch (err) {
-      const error = isCotalError(err)
-        ? { code: err.code, message: err.message }
-        : { code: "internal", message: "The manager failed unexpectedly; see its log." };
-      if (!isCotalError(err)) this.#log(`manager: ${parsed.command} failed: ${errorText(err)}`);
-      reply = { v: CONTROL_VERSION, id: parsed.nonce, ok: false, error };
-    }
-    const to = replySubject(this.space, this.instanceId, this.epoch, parsed.caller, parsed.nonce);
-    try {
-      this.#nc?.publish(to, encodeEnvelope(reply));
-    } catch (err) {
-      this.#log(`manager: could not reply to ${parsed.command} (${errorText(err)})`);
-    }
-  }
-
-  #dispatch(command: string, args: JsonObject, caller: ControlCaller): Promise<unknown> | unknown {
-    if (this.#state !== "running") {
-      throw new CotalError("unavailable", "The manager is stopping; try again when it is back.");
-    }
-    switch (command) {
-      case "status":
-        return this.status();
-      case "ps":
-        return { agents: this.ps() };
-      case "spawn":
-        this.#log(`manager: spawn requested by ${caller.owner}.${caller.actor}`);
-        return this.spawn(args);
-      case "despawn":
-        return this.despawn(nameArg(args));
-      case "input": {
-        const a = this.#get(nameArg(args));
-        const text = args.text;
-        if (typeof text !== "string" || text.length > 65_536) {
+  #handle(m: Msg): Promise<void> {
+    return handleControlMessage(m, {
+      space: this.space,
+      instanceId: this.instanceId,
+      epoch: this.epoch,
+      publish: (to, data) => this.#nc?.publish(to, data),
+      log: (l) => this.#log(l),
+      dispatch: (command, args, caller) => {
+        if (this.#state !== "running") {
           throw new CotalError(
-            "bad_request",
-            "input needs text: a string of at most 65536 characters.",
+            "unavailable",
+            "The manager is stopping; try again when it is back.",
           );
         }
-        if (!a.handle || a.status === "retired") {
-          throw new CotalError("not_running", `Agent ${a.plan.name} has no running terminal.`);
-        }
-        const data = text + (args.enter === false ? "" : "\r");
-        a.handle.write(data);
-        return { name: a.plan.name, bytes: new TextEncoder().encode(data).length };
-      }
-      case "attach": {
-        const a = this.#get(nameArg(args));
-        const size = Number.isInteger(args.cols) && Number.isInteger(args.rows)
-          ? { cols: args.cols as number, rows: args.rows as number }
-          : undefined;
-        return this.#sessions!.open(a, size);
-      }
-      default:
-        throw new CotalError(
-          "unknown_command",
-          `The manager has no command ${
-            JSON.stringify(command)
-          }; it serves status, ps, spawn, despawn, input and attach.`,
-        );
-    }
+        return dispatchControl(command, args, caller, {
+          status: () => this.status(),
+          ps: () => this.ps(),
+          spawn: (a) => this.spawn(a),
+          despawn: (name) => this.despawn(name),
+          agent: (name) => this.#get(name),
+          attach: (agent, size) => this.#sessions!.open(agent, size),
+          log: (l) => this.#log(l),
+        });
+      },
+    });
   }
 
   #get(name: string): ManagedAgent {
@@ -572,7 +471,8 @@ export class Manager {
       await this.#saveIndex();
       await this.#startRunner(agent);
       await this.#saveIndex();
-      await this.#awaitReady(agent, req.readinessMs);
+      const present = () => this.#present(agent.id, agent.plan.lifecycleUid);
+      await awaitPresence(agent, this.#endpoint!, present, req.readinessMs);
       this.#scheduleAgentRenewal(agent, ttl);
       this.#log(`manager: spawned ${plan.name} (${plan.connector}, pid ${agent.handle?.pid})`);
       return agent.row(true);
@@ -602,43 +502,6 @@ export class Manager {
     agent.attachHandle(started.handle, (exit) => this.#onExit(agent, exit));
   }
 
-  #awaitReady(agent: ManagedAgent, timeoutMs: number): Promise<void> {
-    const ep = this.#endpoint!;
-    const { promise, resolve, reject } = Promise.withResolvers<void>();
-    const check = () => {
-      if (agent.status !== "starting" || !this.#present(agent.id, agent.plan.lifecycleUid)) return;
-      // Synchronously: an exit from here on is a crash for the restart policy, not a failed spawn.
-      agent.status = "running";
-      resolve();
-    };
-    ep.addEventListener("presence", check);
-    const timer = setTimeout(() => {
-      reject(
-        new CotalError(
-          "spawn_not_ready",
-          `Agent ${agent.plan.name} did not appear in presence within ${
-            Math.round(timeoutMs / 1000)
-          } s; it was stopped and deprovisioned (last output: ${agent.lastLines() || "none"}).`,
-        ),
-      );
-    }, timeoutMs);
-    agent.exited().then((e) => {
-      if (agent.status !== "starting") return;
-      reject(
-        new CotalError(
-          "spawn_failed",
-          `Agent ${agent.plan.name} exited (${describeExit(e)}) before it appeared in presence; ` +
-            `last output: ${agent.lastLines() || "none"}.`,
-        ),
-      );
-    });
-    check();
-    return promise.finally(() => {
-      clearTimeout(timer);
-      ep.removeEventListener("presence", check);
-    });
-  }
-
   #scheduleAgentRenewal(agent: ManagedAgent, ttlSeconds?: number): void {
     const ttl = (ttlSeconds ?? CREDENTIAL_LIFETIMES.agent.defaultTtlSeconds) * 1000;
     agent.renewTimer = setTimeout(async () => {
@@ -659,15 +522,10 @@ export class Manager {
       return;
     }
     agent.endSessions("process-exit");
-    const now = Date.now();
-    const { restarts, windowMs } = agent.plan.restart;
-    agent.crashes.push(now);
-    while (agent.crashes.length && agent.crashes[0] < now - windowMs) agent.crashes.shift();
-    if (agent.crashes.length > restarts) {
+    const overBudget = recordCrash(agent, exit, Date.now());
+    if (overBudget) {
       agent.status = "retired";
-      agent.reason = `retired: exited ${agent.crashes.length} times within ${
-        Math.round(windowMs / 1000)
-      } s, over its limit of ${restarts} restarts (last: ${describeExit(exit)})`;
+      agent.reason = overBudget;
       clearTimeout(agent.renewTimer);
       this.#log(`manager: ${agent.plan.name} ${agent.reason}`);
       this.#track(
@@ -738,15 +596,4 @@ export class Manager {
   [Symbol.asyncDispose](): Promise<void> {
     return this.stop();
   }
-}
-
-function nameArg(args: JsonObject): string {
-  if (typeof args.name !== "string" || args.name === "" || args.name.length > 64) {
-    throw new CotalError("bad_request", "This command needs name: the agent's name.");
-  }
-  return args.name;
-}
-
-function describeExit(e: RuntimeExit): string {
-  return e.signal ? `signal ${e.signal}` : `exit code ${e.code}`;
 }

@@ -1,0 +1,67 @@
+/**
+ * The Manager's options, its status answer, and the schedule and size constants it runs by.
+ *
+ * @module
+ */
+import type { DeploymentLayout } from "../permissions.ts";
+import type { SecretStore } from "../workspace/types.ts";
+import type { IsolationMode } from "./sandbox.ts";
+
+/** Creds a manager re-signs for its daemons are checked this often (TTL/4 of 24 h). */
+export const DAEMON_REMINT_INTERVAL_MS = 6 * 60 * 60 * 1000;
+/** Standing creds are renewed at this fraction of their life. */
+export const RENEW_FRACTION = 0.75;
+/**
+ * Agent creds are re-minted into the launch file at half their life, so the runner's own 75 %
+ * re-read always finds the fresh one (an unchanged cred at 75 % would be a failed renewal).
+ */
+export const AGENT_REMINT_FRACTION = 0.5;
+/** Agents one manager runs at most. */
+export const MAX_AGENTS = 64;
+
+/** Options of {@linkcode Manager}. */
+export interface ManagerOptions {
+  /** The space this manager serves. */
+  readonly space: string;
+  /** Broker URL(s); default `nats://127.0.0.1:4222`. */
+  readonly servers?: string | readonly string[];
+  /** The state directory (`.cotal`): agents' dirs live in `<root>/agents`. */
+  readonly workspaceRoot: string;
+  /**
+   * The one store every secret goes through: the signer records, the daemon creds it re-signs
+   * (pass the delivery daemon the same store) and per-agent creds. Default: the workspace store.
+   */
+  readonly secretStore?: SecretStore;
+  /** `bwrap` (default) or `deno-only` (the operator's explicit opt-in). */
+  readonly isolation?: IsolationMode;
+  /**
+   * The bwrap binary; default: found through `COTAL_BWRAP`, `PATH`, then the project cache. A
+   * path that does not pass the probe sandbox means no bwrap (untrusted agents are refused).
+   */
+  readonly bwrap?: string;
+  /** The spawn backend, resolved through the registry; default `pty`. */
+  readonly runtime?: string;
+  /** Layout overrides (store, signer and machine home paths; agent env pass-through). */
+  readonly layout?: Partial<Omit<DeploymentLayout, "root" | "broker">>;
+  /** Agent cred lifetime in seconds (at most the agent profile's maximum). */
+  readonly agentCredsTtlSeconds?: number;
+  /** How long start() waits for a crashed predecessor's lease to lapse; default TTL + 2 s. */
+  readonly leaseWaitMs?: number;
+  /** One line per event; default stderr. */
+  readonly log?: (line: string) => void;
+}
+
+/** What `status` answers. */
+export interface ManagerStatus {
+  readonly version: number;
+  readonly space: string;
+  readonly instanceId: string;
+  readonly epoch: string;
+  readonly pid: number;
+  readonly root: string;
+  readonly runtime: string;
+  readonly isolation: string;
+  readonly agents: number;
+  readonly sessions: number;
+  readonly uptimeMs: number;
+}
