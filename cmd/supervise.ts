@@ -5,7 +5,7 @@
  */
 import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
 import { isCotalError } from "../lib/errors.ts";
-import { ISOLATION_MODES, type IsolationMode } from "../lib/manager/sandbox.ts";
+import { ISOLATION_MODES, type IsolationMode } from "../lib/manager/sandbox/isolation.ts";
 import { Manager } from "../lib/manager/manager.ts";
 
 const command: CommandSpec = {

@@ -9,7 +9,7 @@ import type { RuntimeExit, RuntimeHandle } from "../registry.ts";
 import type { Identity } from "../trust/types.ts";
 import type { Principal } from "../wire/names.ts";
 import type { AgentSpec } from "./launch.ts";
-import type { Isolation } from "./sandbox.ts";
+import type { Isolation } from "./sandbox/isolation.ts";
 import { requestStop } from "./runner.ts";
 import { sendSignal } from "./signal.ts";
 

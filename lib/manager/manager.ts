@@ -47,14 +47,14 @@ import {
 import { type AgentRow, ManagedAgent } from "./managed_agent.ts";
 import { createRuntime } from "./pty_runtime.ts";
 import { clearStop } from "./runner.ts";
-import { probeBwrap } from "./bwrap.ts";
+import { probeBwrap } from "./sandbox/bwrap.ts";
 import {
   agentsRootOf,
   chooseIsolation,
   type Isolation,
   type IsolationRequest,
   resolveIsolation,
-} from "./sandbox.ts";
+} from "./sandbox/isolation.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { parseSpawnRequest } from "./spawn_request.ts";
 import { startRunner } from "./start_runner.ts";

@@ -5,7 +5,7 @@
  */
 import type { DeploymentLayout } from "../permissions.ts";
 import type { SecretStore } from "../workspace/types.ts";
-import type { IsolationMode } from "./sandbox.ts";
+import type { IsolationMode } from "./sandbox/isolation.ts";
 
 /** Creds a manager re-signs for its daemons are checked this often (TTL/4 of 24 h). */
 export const DAEMON_REMINT_INTERVAL_MS = 6 * 60 * 60 * 1000;

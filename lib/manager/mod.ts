@@ -77,7 +77,7 @@ export {
   type FoundBwrap,
   installBwrap,
   probeBwrap,
-} from "./bwrap.ts";
+} from "./sandbox/bwrap.ts";
 export {
   agentsRootOf,
   chooseIsolation,
@@ -90,7 +90,7 @@ export {
   resolveIsolation,
   sandboxArgs,
   type SandboxOptions,
-} from "./sandbox.ts";
+} from "./sandbox/isolation.ts";
 export {
   type AgentAuth,
   type AgentCard,

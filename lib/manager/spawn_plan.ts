@@ -19,7 +19,7 @@ import {
   type IsolationMode,
   type IsolationRequest,
   resolveIsolation,
-} from "./sandbox.ts";
+} from "./sandbox/isolation.ts";
 import type { SpawnRequest } from "./spawn_request.ts";
 
 /** Inputs of {@linkcode planSpawn}. */

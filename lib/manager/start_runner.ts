@@ -10,7 +10,7 @@ import { AGENT_ENV_ALLOWLIST, denoRunFlags, type DeploymentLayout } from "../per
 import type { LaunchSpec, Runtime, RuntimeHandle, SpawnOptions } from "../registry.ts";
 import { type AgentSpec, declaredProgram, LAUNCH_ENV, launchFilePath } from "./launch.ts";
 import { createRuntime } from "./pty_runtime.ts";
-import { agentsRootOf, hiddenPaths, type Isolation, sandboxArgs } from "./sandbox.ts";
+import { agentsRootOf, hiddenPaths, type Isolation, sandboxArgs } from "./sandbox/isolation.ts";
 
 /** Everything needed to render one runner's command line. */
 export interface RunnerOptions {

@@ -3,7 +3,7 @@
  * the permission table (development layout; systemd runs the compiled binaries instead).
  */
 import { denoRunFlags, type DeploymentLayout } from "../permissions.ts";
-import { findBwrap } from "../manager/bwrap.ts";
+import { findBwrap } from "../manager/sandbox/bwrap.ts";
 import { KILL_PROGRAM } from "../manager/signal.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import {

@@ -13,7 +13,7 @@ import {
   type LaunchMaterial,
   writeLaunchMaterial,
 } from "../../lib/manager/launch.ts";
-import { ensureBwrap } from "../../lib/manager/bwrap.ts";
+import { ensureBwrap } from "../../lib/manager/sandbox/bwrap.ts";
 
 let creds: Promise<string> | undefined;
 /** Real provisioner creds for one throwaway space (shape-valid launch material needs them). */

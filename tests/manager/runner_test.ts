@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import { runAgent } from "../../lib/manager/runner.ts";
 import { processRuntime } from "../../lib/manager/pty_runtime.ts";
-import { chooseIsolation, type Isolation } from "../../lib/manager/sandbox.ts";
+import { chooseIsolation, type Isolation } from "../../lib/manager/sandbox/isolation.ts";
 import { startRunner } from "../../lib/manager/start_runner.ts";
 import type { AgentSpec } from "../../lib/manager/launch.ts";
 import { agentFixture, collect, testBwrap, writeMaterial } from "./_agent_fixture.ts";

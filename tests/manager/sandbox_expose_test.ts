@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { sandboxArgs } from "../../lib/manager/sandbox.ts";
+import { sandboxArgs } from "../../lib/manager/sandbox/isolation.ts";
 import { testBwrap } from "./_agent_fixture.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";
 

@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
-import { bwrapSuites, findBwrap, probeBwrap } from "../../lib/manager/bwrap.ts";
+import { bwrapSuites, findBwrap, probeBwrap } from "../../lib/manager/sandbox/bwrap.ts";
 import {
   chooseIsolation,
   hiddenPaths,
   resolveIsolation,
   sandboxArgs,
-} from "../../lib/manager/sandbox.ts";
+} from "../../lib/manager/sandbox/isolation.ts";
 import { tempDir } from "../_harness/broker.ts";
 import { agentFixture, testBwrap } from "./_agent_fixture.ts";
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import { createRuntime } from "../../lib/manager/pty_runtime.ts";
-import { chooseIsolation } from "../../lib/manager/sandbox.ts";
+import { chooseIsolation } from "../../lib/manager/sandbox/isolation.ts";
 import { runnerLaunchSpec, startRunner } from "../../lib/manager/start_runner.ts";
 import type { AgentSpec } from "../../lib/manager/launch.ts";
 import { agentFixture, collect, testBwrap, writeMaterial } from "./_agent_fixture.ts";

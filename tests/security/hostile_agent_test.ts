@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { processRuntime } from "../../lib/manager/pty_runtime.ts";
-import { chooseIsolation, hiddenPaths, sandboxArgs } from "../../lib/manager/sandbox.ts";
+import { chooseIsolation, hiddenPaths, sandboxArgs } from "../../lib/manager/sandbox/isolation.ts";
 import { ensureHiddenDirs, runnerLaunchSpec } from "../../lib/manager/start_runner.ts";
 import type { AgentSpec } from "../../lib/manager/launch.ts";
 import type { LaunchSpec } from "../../lib/registry.ts";

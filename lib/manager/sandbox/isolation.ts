@@ -9,8 +9,8 @@
  *
  * @module
  */
-import { CotalError } from "../errors.ts";
-import type { DeploymentLayout } from "../permissions.ts";
+import { CotalError } from "../../errors.ts";
+import type { DeploymentLayout } from "../../permissions.ts";
 import { BWRAP_MANUAL, ensureBwrap, findBwrap, probeBwrap } from "./bwrap.ts";
 
 /** `bwrap` (Deno permissions inside bubblewrap) or `deno-only` (Deno permissions alone). */

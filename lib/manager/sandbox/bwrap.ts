@@ -3,9 +3,9 @@
  *
  * @module
  */
-import { CotalError } from "../errors.ts";
-import { fetchDebBinary } from "../broker/deb_fetch.ts";
-import { projectCacheDir } from "../broker/find.ts";
+import { CotalError } from "../../errors.ts";
+import { fetchDebBinary } from "../../broker/deb_fetch.ts";
+import { projectCacheDir } from "../../broker/find.ts";
 
 /** Where a bwrap binary was found. */
 export interface FoundBwrap {
