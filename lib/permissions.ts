@@ -60,14 +60,29 @@ export interface DeploymentLayout {
   supervisorPrograms?: string[];
   /** Extra variables the supervisor passes through to agents (names only). */
   agentEnvPassThrough?: string[];
+  /** Where the supervisor makes its agents' sockets (see `agentSocketPath`). */
+  agentSocketDir?: string;
 }
 
-/** The per-agent part of the runner's row. */
+/**
+ * The per-agent part of the runner's row, in the paths the runner sees (inside its sandbox
+ * these are the sandbox's own: `/run/cotal/launch`, `/home/agent`).
+ */
 export interface AgentLayout {
-  /** The agent's own directory: the only place it may write. */
-  agentDir: string;
-  /** The 0600 launch-material file. */
+  /** The supervisor-owned launch dir: read-only (launch file, module). */
+  launchDir: string;
+  /** The 0600 launch-material file, inside `launchDir`. */
   launchFile: string;
+  /** The agent's own home: with `workdir` and `tmp`, the only places it may write. */
+  home: string;
+  /** The operator-declared working directory, read-write. */
+  workdir?: string;
+  /** The sandbox's private `/tmp`, read-write. */
+  tmp?: string;
+  /** Unix sockets the runner dials (its control channel, the broker relay): read and write. */
+  sockets?: string[];
+  /** Where the runner may connect (and listen, for the relay); default the broker. */
+  net?: string[];
   /** The one external program the agent declared, if any. */
   program?: string;
   /** Environment variables the runner may read. */
@@ -92,6 +107,18 @@ export interface PermissionSet {
   sys: string[];
   /** V8 runtime flags (not permissions, but baked into a compiled binary the same way). */
   v8: string[];
+}
+
+/** Agents one supervisor runs at most; each holds one socket slot while it lives. */
+export const AGENT_SLOTS = 64;
+
+/**
+ * One agent's unix socket in the supervisor's socket dir: `<dir>/<slot>.control` (its control
+ * channel) or `<dir>/<slot>.broker` (its broker relay). Slots keep the names fixed, so the
+ * supervisor's row can grant exactly these (Deno scopes unix sockets by exact path).
+ */
+export function agentSocketPath(dir: string, slot: number, kind: "control" | "broker"): string {
+  return `${dir}/${slot}.${kind}`;
 }
 
 /** The variables an agent runner may read: its launch pointer and a few harmless ones. */
@@ -190,19 +217,41 @@ export function permissionsFor(
       // touch, never what an agent can (agents run under their own row inside bwrap).
       p.readAll = true;
       p.writeAll = true;
-      p.env = ["COTAL_*", ...AGENT_ENV_ALLOWLIST, ...(layout.agentEnvPassThrough ?? [])];
-      // By absolute path: deno (the runner), bwrap, and /usr/bin/kill (Deno.kill needs an
-      // unscoped --allow-run, so the supervisor signals its runners through kill instead).
+      // DENO_DIR and XDG_CACHE_HOME locate the module cache it binds into each sandbox;
+      // XDG_RUNTIME_DIR a short place for the agents' sockets when the root's path is long.
+      p.env = [
+        "COTAL_*",
+        ...AGENT_ENV_ALLOWLIST,
+        "DENO_DIR",
+        "XDG_CACHE_HOME",
+        "XDG_RUNTIME_DIR",
+        ...(layout.agentEnvPassThrough ?? []),
+      ];
+      // By absolute path: deno (the runner, deno-only) and bwrap. Signals go through libc
+      // (FFI): Deno.kill needs an unscoped --allow-run.
       p.run = [...(layout.supervisorPrograms ?? [])];
-      // The pty runtime is a Node-API addon.
+      // Each agent's control channel and broker relay: exact paths, one pair per slot.
+      if (layout.agentSocketDir) {
+        for (let slot = 0; slot < AGENT_SLOTS; slot++) {
+          for (const kind of ["control", "broker"] as const) {
+            p.net.push(`unix:${agentSocketPath(layout.agentSocketDir, slot, kind)}`);
+          }
+        }
+      }
+      // The pty runtime is a Node-API addon; descriptor hygiene, uid locks, cgroups and
+      // signals go through libc (lib/manager/sandbox/libc.ts).
       p.ffi = true;
       p.sys = ["osRelease", "uid", "gid"];
       break;
     case "cotal-agent": {
       if (!agent) throw new TypeError("permissionsFor('cotal-agent') needs the agent's layout.");
-      p.read = [agent.agentDir, agent.launchFile];
+      const writable = [agent.home, agent.workdir, agent.tmp].filter((x): x is string => !!x);
+      p.read = [agent.launchDir, ...writable, ...(agent.sockets ?? [])];
       p.denyRead = [d.signer, d.store];
-      p.write = [agent.agentDir];
+      p.write = [...writable, ...(agent.sockets ?? [])];
+      if (agent.net) p.net = [...agent.net];
+      // Dialling a unix socket needs net access to `unix:<path>` besides read and write.
+      p.net.push(...(agent.sockets ?? []).map((s) => `unix:${s}`));
       p.env = [...(agent.envAllow ?? AGENT_ENV_ALLOWLIST)];
       p.run = agent.program ? [agent.program] : [];
       break;
@@ -253,8 +302,9 @@ export function denoCompileFlags(
 ): string[] {
   const perms = exe === "cotal-agent"
     ? permissionsFor(exe, layout, {
-      agentDir: `${layout.root}/agents`,
+      launchDir: `${layout.root}/agents`,
       launchFile: `${layout.root}/agents`,
+      home: `${layout.root}/agents`,
     })
     : permissionsFor(exe, layout);
   return [...renderFlags(perms), "--output", `${outDir}/${exe}`];

@@ -15,6 +15,8 @@ import { assertValidLifecycleUid, assertValidPrincipal, type Principal } from ".
 export const LAUNCH_ENV = "COTAL_LAUNCH";
 /** The format tag every launch file carries. */
 export const LAUNCH_FORMAT = "cotal-launch/v1";
+/** The launch file's name inside the agent's launch dir. */
+export const LAUNCH_FILE = "launch.json";
 /** Launch files are small; a bigger one is refused before it is parsed. */
 export const MAX_LAUNCH_BYTES = 1 << 20;
 
@@ -52,6 +54,21 @@ export type AgentSpec =
   }
   | { readonly kind: "program"; readonly command: string; readonly args: readonly string[] };
 
+/**
+ * Where the runner finds the supervisor and does its work, as paths it sees (inside bwrap:
+ * `/run/cotal/control.sock`, `/home/agent`).
+ */
+export interface LaunchSandbox {
+  /** The supervisor's control channel (stop requests), a unix socket. */
+  readonly control: string;
+  /** The broker relay's unix socket: the runner forwards `servers` (loopback) to it. */
+  readonly relay?: string;
+  /** The agent's own home. */
+  readonly home: string;
+  /** The operator-declared working directory (the agent's cwd when set). */
+  readonly workdir?: string;
+}
+
 /** The whole launch file. */
 export interface LaunchMaterial {
   /** Always {@linkcode LAUNCH_FORMAT}; a different tag is refused, not guessed at. */
@@ -69,11 +86,13 @@ export interface LaunchMaterial {
   readonly auth: AgentAuth;
   /** What the runner runs. */
   readonly agent: AgentSpec;
+  /** The runner's channels and dirs (absent only for a runner started by hand in tests). */
+  readonly sandbox?: LaunchSandbox;
 }
 
 /** Where an agent's launch file lives by default. */
 export function launchFilePath(agentDir: string): string {
-  return `${agentDir}/launch.json`;
+  return `${agentDir}/${LAUNCH_FILE}`;
 }
 
 /** The one external program an agent may start (what `--allow-run` grants), if any. */
@@ -192,6 +211,26 @@ function parseAgent(v: unknown): AgentSpec {
   }
 }
 
+function absPath(o: Record<string, unknown>, key: string, field: string): string {
+  const v = str(o, key, field, 1024);
+  if (!v.startsWith("/") || v.split("/").includes("..")) {
+    throw bad(field, "an absolute path without '..'");
+  }
+  return v;
+}
+
+function parseSandbox(v: unknown): LaunchSandbox | undefined {
+  if (v === undefined) return undefined;
+  if (!isRecord(v)) throw bad("sandbox", "an object { control, relay?, home, workdir? }");
+  only(v, ["control", "relay", "home", "workdir"], "sandbox");
+  return compact({
+    control: absPath(v, "control", "sandbox.control"),
+    relay: v.relay === undefined ? undefined : absPath(v, "relay", "sandbox.relay"),
+    home: absPath(v, "home", "sandbox.home"),
+    workdir: v.workdir === undefined ? undefined : absPath(v, "workdir", "sandbox.workdir"),
+  });
+}
+
 function parseAuth(v: unknown): AgentAuth {
   if (!isRecord(v)) throw bad("auth", "an object { kind, ... }");
   if (v.kind === "creds") {
@@ -220,7 +259,7 @@ export function parseLaunchMaterial(v: unknown): LaunchMaterial {
   if (!isRecord(v)) throw bad("top level", "a JSON object");
   only(
     v,
-    ["format", "servers", "space", "principal", "card", "lifecycleUid", "auth", "agent"],
+    ["format", "servers", "space", "principal", "card", "lifecycleUid", "auth", "agent", "sandbox"],
     "top-level",
   );
   if (v.format !== LAUNCH_FORMAT) throw bad("format", `"${LAUNCH_FORMAT}"`);
@@ -253,20 +292,27 @@ export function parseLaunchMaterial(v: unknown): LaunchMaterial {
     lifecycleUid: lifecycleUid as string,
     auth: parseAuth(v.auth),
     agent: parseAgent(v.agent),
+    ...(v.sandbox !== undefined ? { sandbox: parseSandbox(v.sandbox) } : {}),
   };
 }
 
 /**
  * Writes launch material atomically (temp file in the same dir, 0600, then rename) so a runner
- * never reads a half-written file and the file is never briefly readable by others.
+ * never reads a half-written file and the file is never briefly readable by others. `owner`
+ * is the agent's uid and gid when the agent runs as its own user (a root supervisor).
  */
-export async function writeLaunchMaterial(path: string, material: LaunchMaterial): Promise<void> {
+export async function writeLaunchMaterial(
+  path: string,
+  material: LaunchMaterial,
+  owner?: { uid: number; gid: number },
+): Promise<void> {
   const checked = parseLaunchMaterial(material);
   await checkCreds(checked);
   const tmp = `${path}.${crypto.randomUUID()}.tmp`;
   try {
     await Deno.writeTextFile(tmp, JSON.stringify(checked), { mode: 0o600, createNew: true });
     await Deno.chmod(tmp, 0o600);
+    if (owner) await Deno.chown(tmp, owner.uid, owner.gid);
     await Deno.rename(tmp, path);
   } catch (err) {
     await Deno.remove(tmp).catch(() => {});

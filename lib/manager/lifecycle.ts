@@ -14,9 +14,8 @@ import { deprovisionAgent, provisionAgent } from "../wire/provision.ts";
 import type { Principal } from "../wire/names.ts";
 import { spaceSecretKey } from "../workspace/keys.ts";
 import type { SecretStore } from "../workspace/types.ts";
-import { LAUNCH_FORMAT, writeLaunchMaterial } from "./launch.ts";
+import { LAUNCH_FORMAT, type LaunchSandbox, writeLaunchMaterial } from "./launch.ts";
 import type { AgentPlan } from "./managed_agent.ts";
-import { requestStop } from "./runner.ts";
 
 /** What the lifecycle functions need from their manager. */
 export interface LifecycleContext {
@@ -94,16 +93,26 @@ export function mintAgentCreds(
   });
 }
 
+/** Where the runner reaches the broker and the supervisor, and works. */
+export interface AgentLaunchPlace {
+  /** Broker addresses as the runner dials them (the relay's loopback port inside a netns). */
+  readonly servers: readonly string[];
+  readonly sandbox: LaunchSandbox;
+  /** The agent's uid and gid, when it runs as its own user. */
+  readonly owner?: { uid: number; gid: number };
+}
+
 /** Writes (or rewrites, on renewal) the agent's launch material with `creds`. */
 export async function writeAgentLaunch(
   ctx: LifecycleContext,
   plan: AgentPlan,
+  place: AgentLaunchPlace,
   creds: string,
   description?: string,
 ): Promise<void> {
   await writeLaunchMaterial(plan.launchFile, {
     format: LAUNCH_FORMAT,
-    servers: [...ctx.servers],
+    servers: [...place.servers],
     space: ctx.space,
     principal: plan.principal,
     card: {
@@ -114,7 +123,8 @@ export async function writeAgentLaunch(
     lifecycleUid: plan.lifecycleUid,
     auth: { kind: "creds", creds },
     agent: plan.spec,
-  });
+    sandbox: place.sandbox,
+  }, place.owner);
 }
 
 /**
@@ -182,30 +192,52 @@ export async function teardownFootprint(
   } catch (err) {
     errors.push(`creds: ${isCotalError(err) ? err.code : "delete failed"}`);
   }
-  try {
-    await Deno.remove(a.agentDir, { recursive: true });
-  } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) errors.push(`dir: ${(err as Error).name}`);
-  }
+  const dirProblem = await removeAgentDir(a.agentDir);
+  if (dirProblem) errors.push(`dir: ${dirProblem}`);
   if (errors.length) ctx.log(`teardown of ${a.principal.actor}: ${errors.join(", ")}`);
   return { durablesRemoved: removed, aclPurged, errors };
 }
 
+/** How long removing one agent's dir may take before teardown reports it and moves on. */
+export const DIR_REMOVE_DEADLINE_MS = 10_000;
+
 /**
- * Asks a runner a crashed predecessor left to stop (through its stop file; the supervisor's row
- * cannot read /proc to verify a bare pid, and a recycled pid must never be killed). Under bwrap
- * the runner already died with its parent; this covers `deno-only`.
+ * Removes an agent's dir, bounded by {@linkcode DIR_REMOVE_DEADLINE_MS}. Deno's recursive
+ * remove unlinks without following symlinks and never opens a file (a FIFO cannot hang it);
+ * returns why it failed, or undefined.
  */
-export async function stopLeftover(agentDir: string): Promise<void> {
-  if (await requestStop(agentDir)) await new Promise((r) => setTimeout(r, 500));
+export async function removeAgentDir(dir: string): Promise<string | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<string>((r) => {
+    timer = setTimeout(() => r("timed out"), DIR_REMOVE_DEADLINE_MS);
+  });
+  try {
+    return await Promise.race([
+      Deno.remove(dir, { recursive: true }).then(
+        () => undefined,
+        (err) => err instanceof Deno.errors.NotFound ? undefined : (err as Error).name,
+      ),
+      deadline,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
-/** Makes the agent's dir fresh and private (0700), removing a stale one of the same name. */
-export async function freshAgentDir(dir: string, layoutRoot: string): Promise<void> {
+/**
+ * Makes the agent's launch dir fresh and private (0700, supervisor-owned), removing a stale one
+ * of the same name; `home` also makes the `home/` a deno-only runner works in.
+ */
+export async function freshAgentDir(
+  dir: string,
+  layoutRoot: string,
+  opts: { home?: boolean } = {},
+): Promise<void> {
   if (!dir.startsWith(`${layoutRoot}/agents/`)) {
     throw new CotalError("spawn_bad_args", `The agent dir ${dir} is outside ${layoutRoot}/agents.`);
   }
-  await Deno.remove(dir, { recursive: true }).catch(() => {});
+  await removeAgentDir(dir);
   await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
   await Deno.chmod(dir, 0o700);
+  if (opts.home) await Deno.mkdir(`${dir}/home`, { mode: 0o700 });
 }

@@ -9,9 +9,11 @@ import type { RuntimeExit, RuntimeHandle } from "../registry.ts";
 import type { Identity } from "../trust/types.ts";
 import type { Principal } from "../wire/names.ts";
 import type { AgentSpec } from "./launch.ts";
+import type { AgentSandbox, SandboxFacts } from "./sandbox/agent_sandbox.ts";
 import type { Isolation } from "./sandbox/isolation.ts";
-import { requestStop } from "./runner.ts";
-import { sendSignal } from "./signal.ts";
+import { signalProcess } from "./sandbox/libc.ts";
+import type { AgentLimits } from "./sandbox/limits.ts";
+import type { NetMode } from "./sandbox/plan.ts";
 
 /** Bytes of terminal output kept per agent. */
 export const OUTPUT_TAIL_BYTES = 64 * 1024;
@@ -52,6 +54,11 @@ export interface AgentPlan {
   };
   /** The secret-store key its creds are kept under. */
   readonly credsKey: string;
+  /** Resources, network and paths of its sandbox. */
+  readonly limits: AgentLimits;
+  readonly net: NetMode;
+  readonly workdir?: string;
+  readonly expose: readonly string[];
 }
 
 /** A row of `ps`. */
@@ -66,6 +73,8 @@ export interface AgentRow {
   readonly restarts: number;
   readonly uptimeMs: number;
   readonly isolation: string;
+  /** The isolation actually in force for it: uid, namespaces, network, limits. */
+  readonly sandbox?: SandboxFacts;
   /** Whether its presence row is online right now. */
   readonly present: boolean;
   /** Why it is retired (or how it last exited). */
@@ -91,6 +100,10 @@ export class ManagedAgent {
   cols = 120;
   rows = 32;
   renewTimer?: ReturnType<typeof setTimeout>;
+  /** Its sandbox resources (uid, sockets, cgroup), from spawn to teardown. */
+  sandbox?: AgentSandbox;
+  /** Its socket slot while its sandbox lives. */
+  slot?: number;
   readonly sinks = new Set<OutputSink>();
   #tail: Uint8Array[] = [];
   #tailBytes = 0;
@@ -153,23 +166,25 @@ export class ManagedAgent {
   }
 
   /**
-   * Asks the runner to stop (its stop file: a signal to bwrap would tear the sandbox down
-   * before the runner leaves presence, and the supervisor's Deno row may not read /proc to find
-   * the runner inside), then SIGKILLs the runtime's child after the grace. Resolves with how it
-   * ended, or undefined when even that did not end it within the grace (never a hang).
+   * Asks the runner to stop over its control channel (a signal to bwrap would tear the sandbox
+   * down before the runner leaves presence), then SIGKILLs the runtime's child (bwrap, whose
+   * death ends the sandbox) after the grace. Resolves with how it ended, or undefined when even
+   * that did not end it within the grace (never a hang).
    */
   async stopRunner(graceMs = STOP_GRACE_MS): Promise<RuntimeExit | undefined> {
     const h = this.handle;
     if (!h) return undefined;
-    const wait = (ms: number) =>
-      Promise.race([
+    const wait = (ms: number) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      return Promise.race([
         this.exited(),
-        new Promise<undefined>((r) => setTimeout(() => r(undefined), ms)),
-      ]);
-    await requestStop(this.plan.agentDir);
+        new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), ms))),
+      ]).finally(() => clearTimeout(timer));
+    };
+    this.sandbox?.control.requestStop();
     const ended = await wait(graceMs);
     if (ended) return ended;
-    await sendSignal(h.pid, "SIGKILL").catch(() => false);
+    signalProcess(h.pid, "SIGKILL");
     return await wait(graceMs);
   }
 
@@ -193,6 +208,7 @@ export class ManagedAgent {
       restarts: this.restartsUsed,
       uptimeMs: this.status === "retired" ? 0 : Date.now() - this.startedAt,
       isolation: p.isolation.summary,
+      ...(this.sandbox ? { sandbox: this.sandbox.facts() } : {}),
       present,
       ...(this.reason ? { reason: this.reason } : {}),
     };

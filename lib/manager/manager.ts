@@ -14,7 +14,6 @@
  * @module
  */
 import { connect, type Msg, type NatsConnection, type Subscription } from "nats";
-import { createHash } from "node:crypto";
 import { CotalError, isCotalError } from "../errors.ts";
 import { CotalEndpoint } from "../endpoint/endpoint.ts";
 import type { Presence } from "../endpoint/types.ts";
@@ -33,28 +32,25 @@ import "./connectors.ts";
 import { MANAGER_LEASE_TTL_MS, ManagerLease } from "./lease.ts";
 import {
   agentCredsKey,
-  freshAgentDir,
   type IndexedAgent,
   type LifecycleContext,
   mintAgentCreds,
-  provisionFootprint,
   readIndex,
-  stopLeftover,
   teardownFootprint,
-  writeAgentLaunch,
   writeIndex,
 } from "./lifecycle.ts";
 import { type AgentRow, ManagedAgent } from "./managed_agent.ts";
 import { createRuntime } from "./pty_runtime.ts";
-import { clearStop } from "./runner.ts";
-import { probeBwrap } from "./sandbox/bwrap.ts";
 import {
   agentsRootOf,
   chooseIsolation,
+  type HostIsolation,
   type Isolation,
   type IsolationRequest,
-  resolveIsolation,
+  probeIsolation,
 } from "./sandbox/isolation.ts";
+import { AgentIdPool } from "./sandbox/ids.ts";
+import { prepareAgent, runnerSandbox, socketDirFor, writeLaunch } from "./agent_setup.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { parseSpawnRequest } from "./spawn_request.ts";
 import { startRunner } from "./start_runner.ts";
@@ -64,6 +60,7 @@ import { remintAndLog } from "./daemon_remint.ts";
 import {
   AGENT_REMINT_FRACTION,
   DAEMON_REMINT_INTERVAL_MS,
+  managerInstanceId,
   type ManagerOptions,
   type ManagerStatus,
   MAX_AGENTS,
@@ -73,6 +70,7 @@ import {
 export {
   AGENT_REMINT_FRACTION,
   DAEMON_REMINT_INTERVAL_MS,
+  managerInstanceId,
   type ManagerOptions,
   type ManagerStatus,
   MAX_AGENTS,
@@ -112,7 +110,9 @@ export class Manager {
   #sessions?: AttachSessions;
   #startedAt = 0;
   #inflight = new Set<Promise<unknown>>();
-  #bwrapProbe?: Promise<string | undefined>;
+  #host?: HostIsolation;
+  #idPool?: AgentIdPool;
+  #socketDir = "";
   /** Lifecycles this manager ended: a stale presence row of theirs does not hold a name. */
   readonly #ended = new Set<string>();
 
@@ -132,8 +132,7 @@ export class Manager {
     this.#servers = [opts.servers ?? "nats://127.0.0.1:4222"].flat() as string[];
     this.#store = opts.secretStore ?? workspaceSecretStore(this.root);
     this.#log = opts.log ?? ((l) => console.error(`${new Date().toISOString()} ${l}`));
-    this.instanceId = createHash("sha256").update(`${this.root}\0${this.space}`).digest("hex")
-      .slice(0, 16);
+    this.instanceId = managerInstanceId(this.root, this.space);
   }
 
   get #principal() {
@@ -177,6 +176,15 @@ export class Manager {
       this.#auth = await getSpaceAuth(this.#store, this.space);
       this.#runtime = await createRuntime(this.#opts.runtime ?? "pty");
       this.#isolationSummary = await this.#probeIsolation();
+      this.#socketDir = await socketDirFor(this.#layout(), this.instanceId);
+      if (
+        this.#opts.layout?.agentSocketDir && this.#opts.layout.agentSocketDir !== this.#socketDir
+      ) {
+        throw new CotalError(
+          "sandbox_socket_path",
+          `The layout names ${this.#opts.layout.agentSocketDir} for agent sockets, but this manager uses ${this.#socketDir}; render the row with agentSocketDir().`,
+        );
+      }
       this.#creds = await this.#mintSelf();
       this.#nc = await this.#connect();
       this.#watchConnection(this.#nc);
@@ -218,22 +226,29 @@ export class Manager {
     }
   }
 
+  /** Probes this machine's sandbox once; its verdict holds for this manager's life. */
   async #probeIsolation(): Promise<string> {
     const mode = this.#opts.isolation ?? "bwrap";
+    if (mode === "bwrap") {
+      this.#host = await probeIsolation({
+        ...(this.#opts.bwrap ? { bwrap: this.#opts.bwrap } : {}),
+      });
+      if (this.#host.bwrap && this.#host.switchUser) {
+        this.#idPool = new AgentIdPool(this.#opts.agentIds, this.#opts.idLockDir);
+      }
+    }
     try {
-      return (await this.#isolate({ mode })).summary;
+      return this.#isolate({ mode }).summary;
     } catch (err) {
-      return `none: untrusted agents are refused (${isCotalError(err) ? err.code : "error"})`;
+      return `none: untrusted agents are refused (${
+        isCotalError(err) ? `${err.code}: ${err.message}` : "error"
+      })`;
     }
   }
 
-  async #isolate(request: IsolationRequest): Promise<Isolation> {
-    const path = this.#opts.bwrap;
-    if (path === undefined || request.mode === "deno-only") return await resolveIsolation(request);
-    // Probed once: its verdict holds for this manager's life, like resolveIsolation's cache.
-    this.#bwrapProbe ??= probeBwrap(path).catch((err) => `${path}: ${(err as Error).name}`);
-    const bwrapProblem = await this.#bwrapProbe;
-    return chooseIsolation({ ...request, ...(bwrapProblem ? { bwrapProblem } : { bwrap: path }) });
+  #isolate(request: IsolationRequest): Isolation {
+    if (request.mode === "deno-only") return chooseIsolation(request);
+    return chooseIsolation({ ...request, ...this.#host });
   }
 
   async #connect(): Promise<NatsConnection> {
@@ -316,8 +331,9 @@ export class Manager {
   /** Tears down what a crashed predecessor (same instance) recorded. */
   async #sweep(): Promise<void> {
     const left = await readIndex(this.#ctx, this.instanceId);
+    // A crashed predecessor's sandboxes died with it (bwrap's --die-with-parent), and a
+    // deno-only runner ends when its control channel drops: only the footprint is left.
     for (const a of left) {
-      await stopLeftover(a.agentDir);
       await teardownFootprint(this.#ctx, a);
       this.#log(`manager: swept ${a.name} (left by a previous manager)`);
     }
@@ -455,19 +471,26 @@ export class Manager {
       ctx: this.#ctx,
       taken,
       isolationMode: this.#opts.isolation ?? "bwrap",
-      isolate: (r) => this.#isolate(r),
+      isolate: (r) => Promise.resolve(this.#isolate(r)),
       credsKey: (name, uid) => agentCredsKey(this.#ctx, name, uid),
+      spaceLimits: this.#opts.agentLimits,
     });
     const agent = new ManagedAgent(plan);
     this.#agents.set(plan.name, agent);
+    // Taken before any await, so two spawns in flight never share a socket slot.
+    agent.slot = this.#freeSlot(agent);
     const ttl = this.#opts.agentCredsTtlSeconds;
     try {
-      await freshAgentDir(plan.agentDir, this.root);
-      if (req.module && plan.spec.kind === "module") {
-        await Deno.copyFile(req.module, `${plan.agentDir}/${plan.spec.module}`);
-      }
-      const creds = await provisionFootprint(this.#ctx, plan, req.subscribe, ttl);
-      await writeAgentLaunch(this.#ctx, plan, creds, req.description);
+      await prepareAgent(this.#ctx, agent, {
+        servers: this.#servers,
+        slot: agent.slot!,
+        socketDir: this.#socketDir,
+        ...(this.#idPool ? { idPool: this.#idPool } : {}),
+        ...(req.module ? { moduleSource: req.module } : {}),
+        subscribe: req.subscribe,
+        ttlSeconds: ttl,
+        description: req.description,
+      });
       await this.#saveIndex();
       await this.#startRunner(agent);
       await this.#saveIndex();
@@ -479,6 +502,7 @@ export class Manager {
     } catch (err) {
       agent.status = "stopping";
       await agent.stopRunner().catch(() => {});
+      await agent.sandbox?.close();
       await teardownFootprint(this.#ctx, plan);
       this.#agents.delete(plan.name);
       await this.#saveIndex().catch(() => {});
@@ -486,15 +510,24 @@ export class Manager {
     }
   }
 
+  /** The lowest socket slot no other live agent holds (MAX_AGENTS bounds the agents). */
+  #freeSlot(agent: ManagedAgent): number {
+    const used = new Set(
+      [...this.#agents.values()].filter((a) => a !== agent).map((a) => a.slot),
+    );
+    let slot = 0;
+    while (used.has(slot)) slot++;
+    return slot;
+  }
+
   async #startRunner(agent: ManagedAgent): Promise<void> {
     const p = agent.plan;
-    await clearStop(p.agentDir);
     const started = await startRunner({
       layout: this.#layout(),
       agentDir: p.agentDir,
-      launchFile: p.launchFile,
       spec: p.spec,
       isolation: p.isolation,
+      sandbox: runnerSandbox(agent),
       runtime: this.#runtime,
       cols: agent.cols,
       rows: agent.rows,
@@ -509,7 +542,7 @@ export class Manager {
       try {
         const creds = await mintAgentCreds(this.#ctx, agent.plan, ttlSeconds);
         await this.#store.put(agent.plan.credsKey, creds);
-        await writeAgentLaunch(this.#ctx, agent.plan, creds);
+        await writeLaunch(this.#ctx, agent, this.#servers, creds);
       } catch (err) {
         this.#log(`manager: could not renew ${agent.plan.name}'s cred (${errorText(err)})`);
       }
@@ -529,7 +562,12 @@ export class Manager {
       clearTimeout(agent.renewTimer);
       this.#log(`manager: ${agent.plan.name} ${agent.reason}`);
       this.#track(
-        teardownFootprint(this.#ctx, agent.plan).then(() => this.#saveIndex()).catch(() => {}),
+        (async () => {
+          await agent.sandbox?.close();
+          agent.slot = undefined;
+          await teardownFootprint(this.#ctx, agent.plan);
+          await this.#saveIndex();
+        })().catch(() => {}),
       );
       return;
     }
@@ -547,6 +585,8 @@ export class Manager {
       } catch (err) {
         agent.status = "retired";
         agent.reason = `retired: restart failed (${errorText(err)})`;
+        await agent.sandbox?.close();
+        agent.slot = undefined;
         await teardownFootprint(this.#ctx, agent.plan);
       }
     })());
@@ -562,6 +602,7 @@ export class Manager {
     if (a.handle && (await a.stopRunner()) === undefined) {
       this.#log(`manager: ${name}'s runner (pid ${a.handle.pid}) did not exit after SIGKILL`);
     }
+    await a.sandbox?.close();
     const r = wasRetired
       ? { durablesRemoved: [] as string[] }
       : await teardownFootprint(this.#ctx, a.plan);
@@ -590,6 +631,7 @@ export class Manager {
     await this.#lease?.release();
     await this.#endpoint?.stop().catch(() => {});
     await this.#nc?.close().catch(() => {});
+    this.#idPool?.releaseAll();
   }
 
   /** `await using` stops the manager. */

@@ -3,9 +3,12 @@
  *
  * @module
  */
-import type { DeploymentLayout } from "../permissions.ts";
+import { createHash } from "node:crypto";
+import { AGENT_SLOTS, type DeploymentLayout } from "../permissions.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import type { IsolationMode } from "./sandbox/isolation.ts";
+import type { AgentIdRange } from "./sandbox/ids.ts";
+import type { AgentLimits } from "./sandbox/limits.ts";
 
 /** Creds a manager re-signs for its daemons are checked this often (TTL/4 of 24 h). */
 export const DAEMON_REMINT_INTERVAL_MS = 6 * 60 * 60 * 1000;
@@ -16,8 +19,14 @@ export const RENEW_FRACTION = 0.75;
  * re-read always finds the fresh one (an unchanged cred at 75 % would be a failed renewal).
  */
 export const AGENT_REMINT_FRACTION = 0.5;
-/** Agents one manager runs at most. */
-export const MAX_AGENTS = 64;
+/** Agents one manager runs at most (one socket slot each). */
+export const MAX_AGENTS: number = AGENT_SLOTS;
+
+/** A manager's stable id per (workspace root, space): its lease, index and socket dir. */
+export function managerInstanceId(root: string, space: string): string {
+  return createHash("sha256").update(`${root.replace(/\/+$/, "")}\0${space}`).digest("hex")
+    .slice(0, 16);
+}
 
 /** Options of {@linkcode Manager}. */
 export interface ManagerOptions {
@@ -45,6 +54,12 @@ export interface ManagerOptions {
   readonly layout?: Partial<Omit<DeploymentLayout, "root" | "broker">>;
   /** Agent cred lifetime in seconds (at most the agent profile's maximum). */
   readonly agentCredsTtlSeconds?: number;
+  /** This space's limits for its agents, over the frozen defaults and within their bounds. */
+  readonly agentLimits?: Partial<AgentLimits>;
+  /** The uids a root supervisor gives its agents (default `DEFAULT_AGENT_IDS`). */
+  readonly agentIds?: AgentIdRange;
+  /** Where agent uids are locked (default `/run/cotal/agent-ids`, machine-wide). */
+  readonly idLockDir?: string;
   /** How long start() waits for a crashed predecessor's lease to lapse; default TTL + 2 s. */
   readonly leaseWaitMs?: number;
   /** One line per event; default stderr. */

@@ -1,6 +1,7 @@
 /**
  * lib/manager: the supervisor (`Manager`) and its building blocks: the control rail and its
- * client, runtimes (pty built in), the bwrap sandbox and isolation modes, agents' launch
+ * client, runtimes (pty built in), the agent sandbox (an allowlist bwrap root, uids, limits,
+ * seccomp, the broker relay) and isolation modes, agents' launch
  * material, the built-in connectors, and starting one agent runner. Importing it registers the
  * `runtime:pty` and `runtime:process` runtimes and the `task-runner`, `module` and `program`
  * connectors.
@@ -58,7 +59,6 @@ export {
 } from "./control_client.ts";
 export { MANAGER_LEASE_RENEW_MS, MANAGER_LEASE_TTL_MS } from "./lease.ts";
 export { MAX_SESSIONS } from "./attach.ts";
-export { KILL_PROGRAM } from "./signal.ts";
 export {
   agentSpecFromLaunch,
   type ManagerLaunchContext,
@@ -81,16 +81,36 @@ export {
 export {
   agentsRootOf,
   chooseIsolation,
-  hiddenPaths,
+  type HostIsolation,
   type Isolation,
   ISOLATION_MODES,
   type IsolationFacts,
   type IsolationMode,
   type IsolationRequest,
+  probeIsolation,
+  probeSandbox,
+  protectedPaths,
   resolveIsolation,
-  sandboxArgs,
-  type SandboxOptions,
+  type ResolveIsolationOptions,
+  type SandboxProbeOptions,
 } from "./sandbox/isolation.ts";
+export {
+  AGENT_LIMIT_BOUNDS,
+  type AgentLimits,
+  DEFAULT_AGENT_LIMITS,
+  LIMIT_NAMES,
+  parseLimits,
+  parseLimitsFlag,
+} from "./sandbox/limits.ts";
+export {
+  type AgentIdRange,
+  DEFAULT_AGENT_IDS,
+  DEFAULT_ID_LOCK_DIR,
+  parseIdRange,
+} from "./sandbox/ids.ts";
+export { type SandboxFacts } from "./sandbox/agent_sandbox.ts";
+export { type NetMode } from "./sandbox/plan.ts";
+export { seccompFilter } from "./sandbox/seccomp.ts";
 export {
   type AgentAuth,
   type AgentCard,
@@ -112,15 +132,14 @@ export {
   type AgentModule,
   BUILTIN_AGENTS,
   launchPathFromEnv,
-  requestStop,
   runAgent,
   type RunAgentOptions,
-  STOP_FILE,
 } from "./runner.ts";
 export {
-  ensureHiddenDirs,
+  denoDir,
   runnerLaunchSpec,
   type RunnerOptions,
+  type RunnerSandbox,
   type StartedRunner,
   startRunner,
 } from "./start_runner.ts";

@@ -10,13 +10,17 @@
 import { CotalError } from "../errors.ts";
 import { CotalEndpoint } from "../endpoint/endpoint.ts";
 import { type AgentSpec, LAUNCH_ENV, type LaunchMaterial, readLaunchMaterial } from "./launch.ts";
+import { followControl } from "./sandbox/control_channel.ts";
+import { forwardToRelay, RELAY_PORT } from "./sandbox/relay.ts";
 
 /** What an agent is given: its launch material, its dir, a stop signal and its endpoint. */
 export interface AgentContext {
   readonly launch: LaunchMaterial;
-  /** The agent's directory: its working dir and the only place it may write. */
+  /** The agent's working dir (its workdir when the operator declared one, else its home). */
   readonly agentDir: string;
-  /** Aborted when the runner is asked to stop (SIGTERM, SIGINT). */
+  /** The read-only dir holding its launch material (and its module, for a module agent). */
+  readonly launchDir: string;
+  /** Aborted when the runner is asked to stop (the supervisor's control channel, SIGTERM). */
   readonly signal: AbortSignal;
   /** One line to the runner's stderr (what `cotal attach` and the logs show). */
   log(line: string): void;
@@ -38,48 +42,6 @@ export const BUILTIN_AGENTS: Readonly<Record<string, () => Promise<AgentModule>>
     "task-runner": () => import("./agents/task_runner.ts"),
   },
 );
-
-/**
- * The stop file: the supervisor creates it in the agent's dir to ask the runner to stop (the
- * runner watches its dir). A signal cannot do this cleanly: under bwrap it would reach bwrap,
- * which takes the whole sandbox down before the runner leaves presence.
- */
-export const STOP_FILE = ".cotal-stop";
-
-/** Asks the runner of `agentDir` to stop; false when the dir is gone. */
-export async function requestStop(agentDir: string): Promise<boolean> {
-  try {
-    await Deno.writeTextFile(`${agentDir}/${STOP_FILE}`, "", { mode: 0o600 });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Removes a stale stop file before a (re)start. */
-export async function clearStop(agentDir: string): Promise<void> {
-  await Deno.remove(`${agentDir}/${STOP_FILE}`).catch(() => {});
-}
-
-/** Aborts `ctrl` when the stop file appears in `agentDir`; returns the watcher's closer. */
-function watchStop(agentDir: string, ctrl: AbortController): () => void {
-  let watcher: Deno.FsWatcher;
-  try {
-    watcher = Deno.watchFs(agentDir, { recursive: false });
-  } catch {
-    return () => {};
-  }
-  (async () => {
-    try {
-      for await (const ev of watcher) {
-        if (ev.paths.some((p) => p.endsWith(`/${STOP_FILE}`))) ctrl.abort();
-      }
-    } catch {
-      // Closed.
-    }
-  })();
-  return () => watcher.close();
-}
 
 /** Options for {@linkcode runAgent}. */
 export interface RunAgentOptions {
@@ -108,21 +70,21 @@ function isInside(path: string, dir: string): boolean {
   return path === dir || path.startsWith(`${dir}/`);
 }
 
-async function loadModule(agentDir: string, spec: AgentSpec & { kind: "module" }) {
-  const file = `${agentDir}/${spec.module}`;
+async function loadModule(launchDir: string, spec: AgentSpec & { kind: "module" }) {
+  const file = `${launchDir}/${spec.module}`;
   let real: string;
   try {
     real = await Deno.realPath(file);
   } catch (err) {
     throw new CotalError(
       "agent_bad_module",
-      `Cannot resolve the agent module ${spec.module} in ${agentDir} (${
+      `Cannot resolve the agent module ${spec.module} in ${launchDir} (${
         (err as Error).name
       }); put it inside the agent's directory.`,
     );
   }
   // A symlinked entry point would let Deno load (and quote in a parse error) a file outside.
-  if (!isInside(real, await Deno.realPath(agentDir))) {
+  if (!isInside(real, await Deno.realPath(launchDir))) {
     throw new CotalError(
       "agent_bad_module",
       `The agent module ${spec.module} resolves outside the agent's directory; use a regular file inside it.`,
@@ -234,11 +196,32 @@ export function agentEndpoint(launchPath: string, launch: LaunchMaterial): Cotal
  */
 export async function runAgent(launchPath: string, opts: RunAgentOptions = {}): Promise<number> {
   const launch = await readLaunchMaterial(launchPath);
-  const agentDir = dirOf(launchPath);
+  const launchDir = dirOf(launchPath);
+  const agentDir = launch.sandbox?.workdir ?? launch.sandbox?.home ?? launchDir;
   const stop = new AbortController();
   opts.signal?.addEventListener("abort", () => stop.abort(), { once: true });
   if (opts.signal?.aborted) stop.abort();
-  const unwatch = watchStop(agentDir, stop);
+  // The supervisor's line is up before any agent code runs: a stop can always reach us, and
+  // the runner ends when the supervisor does.
+  let unfollow = () => {};
+  let unforward = () => {};
+  if (launch.sandbox) {
+    try {
+      unfollow = await followControl(launch.sandbox.control, () => stop.abort());
+    } catch (err) {
+      throw new CotalError(
+        "runner_control_unreachable",
+        `Cannot reach the supervisor's control channel at ${launch.sandbox.control} (${
+          (err as Error).name
+        }); the runner is started by cotal-supervise.`,
+      );
+    }
+    if (launch.sandbox.relay) unforward = forwardToRelay(launch.sandbox.relay, RELAY_PORT);
+  }
+  const unwatch = () => {
+    unfollow();
+    unforward();
+  };
   const signal = stop.signal;
   const log = opts.log ?? ((line: string) => console.error(line));
   const spec = launch.agent;
@@ -260,9 +243,9 @@ export async function runAgent(launchPath: string, opts: RunAgentOptions = {}): 
       return await runProgram(agentDir, spec, signal);
     }
     const mod = spec.kind === "module"
-      ? await loadModule(agentDir, spec)
+      ? await loadModule(launchDir, spec)
       : await loadBuiltin(spec.name);
-    const code = await mod.run({ launch, agentDir, signal, log, endpoint });
+    const code = await mod.run({ launch, agentDir, launchDir, signal, log, endpoint });
     return typeof code === "number" ? code : 0;
   } finally {
     unwatch();

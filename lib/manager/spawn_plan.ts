@@ -18,9 +18,12 @@ import {
   type Isolation,
   type IsolationMode,
   type IsolationRequest,
+  protectedPaths,
   resolveIsolation,
 } from "./sandbox/isolation.ts";
 import type { SpawnRequest } from "./spawn_request.ts";
+import { type AgentLimits, resolveLimits } from "./sandbox/limits.ts";
+import { assertExposable } from "./sandbox/plan.ts";
 
 /** Inputs of {@linkcode planSpawn}. */
 export interface SpawnPlanInput {
@@ -33,6 +36,35 @@ export interface SpawnPlanInput {
   /** Resolves an isolation request (default {@linkcode resolveIsolation}). */
   readonly isolate?: (request: IsolationRequest) => Promise<Isolation>;
   readonly credsKey: (name: string, uid: string) => string;
+  /** The space's limits for its agents (over the frozen defaults). */
+  readonly spaceLimits?: Partial<AgentLimits>;
+}
+
+/**
+ * Resolves a workdir or exposed path to its real location and refuses it when it is missing,
+ * not of the right kind, or overlaps what agents must never see.
+ */
+async function checkedPath(
+  path: string,
+  forbidden: readonly string[],
+  what: "workdir" | "exposed path",
+): Promise<string> {
+  let real: string;
+  let st: Deno.FileInfo;
+  try {
+    real = await Deno.realPath(path);
+    st = await Deno.stat(real);
+  } catch {
+    throw new CotalError(
+      "sandbox_path_refused",
+      `The ${what} ${path} does not exist; create it or fix the path.`,
+    );
+  }
+  if (what === "workdir" && !st.isDirectory) {
+    throw new CotalError("sandbox_path_refused", `The workdir ${path} is not a directory.`);
+  }
+  assertExposable(real, forbidden, what);
+  return real;
 }
 
 /** Picks the agent's name: the requested one if free, else `<role or connector>_<n>`. */
@@ -90,6 +122,17 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
     trusted: req.trusted,
     program: declaredProgram(spec),
   });
+  if (isolation.mode === "bwrap" && req.net === "relay" && isolation.netns === false) {
+    throw new CotalError(
+      "sandbox_no_netns",
+      "This kernel gives the sandbox no network namespace, so the agent cannot get a network of its own; spawn it with --net host to share the host's network.",
+    );
+  }
+  const forbidden = [...protectedPaths(ctx.layout), agentsRootOf(ctx.layout)];
+  const workdir = req.workdir ? await checkedPath(req.workdir, forbidden, "workdir") : undefined;
+  const expose: string[] = [];
+  for (const p of req.expose) expose.push(await checkedPath(p, forbidden, "exposed path"));
+  const limits = resolveLimits(input.spaceLimits, req.limits);
   const lifecycleUid = newLifecycleUid();
   return {
     name,
@@ -109,5 +152,9 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
       allowPublish: req.allowPublish,
     },
     credsKey: input.credsKey(name, lifecycleUid),
+    limits,
+    net: isolation.mode === "bwrap" ? req.net : "host",
+    ...(workdir ? { workdir } : {}),
+    expose,
   };
 }

@@ -13,6 +13,8 @@ import {
   isPrincipalToken,
 } from "../wire/names.ts";
 import type { RestartPolicy } from "./managed_agent.ts";
+import { type AgentLimits, parseLimits } from "./sandbox/limits.ts";
+import type { NetMode } from "./sandbox/plan.ts";
 
 /** Default restart budget: 3 crashes in a rolling 120 s (the reference's session limit). */
 export const DEFAULT_RESTART_POLICY: RestartPolicy = Object.freeze({
@@ -43,6 +45,14 @@ export interface SpawnRequest {
   readonly trusted: boolean;
   readonly restart: RestartPolicy;
   readonly readinessMs: number;
+  /** A directory the agent works in, read-write (its cwd). */
+  readonly workdir?: string;
+  /** Extra paths the agent may read (a harness's install dir, say). */
+  readonly expose: readonly string[];
+  /** `relay` (default: its own network, the broker only) or `host` (the explicit opt-out). */
+  readonly net: NetMode;
+  /** Limits for this agent (within the frozen bounds; on top of the space's). */
+  readonly limits: Partial<AgentLimits>;
 }
 
 const KEYS = [
@@ -61,6 +71,10 @@ const KEYS = [
   "restarts",
   "windowMs",
   "readinessMs",
+  "workdir",
+  "expose",
+  "net",
+  "limits",
 ];
 
 function bad(message: string): never {
@@ -149,6 +163,19 @@ export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnReques
   if (module !== undefined && !/\.(ts|js|mjs)$/.test(module)) {
     bad("module must name a .ts, .js or .mjs file.");
   }
+  const workdir = absolute(str(args.workdir, "workdir", 1024), "workdir");
+  const expose = (list(args.expose, "expose", 16) ?? []).map((p, i) =>
+    absolute(str(p, `expose[${i}]`, 1024), "expose")!
+  );
+  if (args.net !== undefined && args.net !== "relay" && args.net !== "host") {
+    bad('net must be "relay" (the agent\'s own network, the broker only) or "host".');
+  }
+  let limits: Partial<AgentLimits>;
+  try {
+    limits = parseLimits(args.limits);
+  } catch (err) {
+    bad((err as Error).message);
+  }
   if (agent === "task-runner" && !command) {
     bad("The task runner needs command: the absolute path of the program each task runs.");
   }
@@ -173,5 +200,9 @@ export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnReques
         DEFAULT_RESTART_POLICY.windowMs,
     },
     readinessMs: int(args.readinessMs, "readinessMs", 1_000, 300_000) ?? READINESS_TIMEOUT_MS,
+    ...(workdir ? { workdir } : {}),
+    expose,
+    net: (args.net as NetMode | undefined) ?? "relay",
+    limits,
   };
 }

@@ -1,35 +1,69 @@
 /**
- * Starting one agent runner: `bwrap <sandbox> -- deno run <the cotal-agent row> cmd/agent.ts`
- * (or, under `deno-only`, the same without bwrap), with an environment holding only the agent
- * allowlist and COTAL_LAUNCH, through a runtime (the pty by default).
+ * Starting one agent runner: `bwrap <the allowlist sandbox> -- <limits> [setpriv] deno run <the
+ * cotal-agent row> cmd/agent.ts` (or, under `deno-only`, the runner alone), with an environment
+ * holding only the agent allowlist and COTAL_LAUNCH, through a runtime (the pty by default).
+ * The spawn itself hands bwrap its seccomp program and, when the agent has a cgroup, puts the
+ * sandbox's first process into it before that process forks anything.
  *
  * @module
  */
 import { CotalError } from "../errors.ts";
 import { AGENT_ENV_ALLOWLIST, denoRunFlags, type DeploymentLayout } from "../permissions.ts";
 import type { LaunchSpec, Runtime, RuntimeHandle, SpawnOptions } from "../registry.ts";
-import { type AgentSpec, declaredProgram, LAUNCH_ENV, launchFilePath } from "./launch.ts";
+import { type AgentSpec, declaredProgram, LAUNCH_ENV, LAUNCH_FILE } from "./launch.ts";
 import { createRuntime } from "./pty_runtime.ts";
-import { agentsRootOf, hiddenPaths, type Isolation, sandboxArgs } from "./sandbox/isolation.ts";
+import type { AgentCgroup } from "./sandbox/cgroup.ts";
+import { joinAgentCgroup } from "./sandbox/cgroup.ts";
+import type { Isolation } from "./sandbox/isolation.ts";
+import type { AgentLimits } from "./sandbox/limits.ts";
+import {
+  bwrapArgs,
+  CONTROL_SOCKET_INSIDE,
+  HOME_INSIDE,
+  LAUNCH_DIR_INSIDE,
+  type NetMode,
+  SANDBOX_PATH,
+} from "./sandbox/plan.ts";
+import { RELAY_PORT } from "./sandbox/relay.ts";
+import { seccompFilter } from "./sandbox/seccomp.ts";
+import { awaitChildPid, type ChildFds, releaseBlock, spawnWithFds } from "./sandbox/spawn_fds.ts";
+import { closeFd, signalProcess } from "./sandbox/libc.ts";
+
+/** The agent-specific sandbox resources a runner is started with (see `AgentSandbox`). */
+export interface RunnerSandbox {
+  readonly controlSocket: string;
+  readonly brokerSocket?: string;
+  readonly net: NetMode;
+  readonly uid: number;
+  readonly gid: number;
+  readonly switchUser: boolean;
+  readonly limits: AgentLimits;
+  readonly etcFiles: Readonly<Record<string, string>>;
+  readonly workdir?: string;
+  /** Read-only extras the operator exposed. */
+  readonly expose: readonly string[];
+  readonly cgroup?: AgentCgroup;
+}
 
 /** Everything needed to render one runner's command line. */
 export interface RunnerOptions {
   readonly layout: DeploymentLayout;
-  /** The agent's directory (absolute); the only place it may write. */
+  /** The agent's launch dir on the host (supervisor-owned; read-only to the agent). */
   readonly agentDir: string;
-  /** The launch file; default `<agentDir>/launch.json`. Must be inside `agentDir`. */
-  readonly launchFile?: string;
   /** The agent spec written to the launch file (for its declared program). */
   readonly spec: AgentSpec;
   /** From `resolveIsolation` / `chooseIsolation`. */
   readonly isolation: Isolation;
+  readonly sandbox: RunnerSandbox;
   /**
    * Values for the agent's environment; every name must be in the allowlist (or the layout's
    * `agentEnvPassThrough`). Default: those names copied from the supervisor's environment.
    */
   readonly env?: Readonly<Record<string, string>>;
-  /** Detach from the controlling terminal (default: only outside a pty, see sandboxArgs). */
+  /** Detach from the controlling terminal (default: only outside a pty). */
   readonly newSession?: boolean;
+  /** The terminal type a pty agent sees (default `xterm-256color`). */
+  readonly term?: string;
   /** The deno binary (default `Deno.execPath()`). */
   readonly deno?: string;
   /** The runner entry point (default this checkout's cmd/agent.ts). */
@@ -38,11 +72,30 @@ export interface RunnerOptions {
   readonly config?: string;
 }
 
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(`${dir}/`);
+/** Where Deno keeps its module cache for this process (what the runner needs, read-only). */
+export function denoDir(): string {
+  const explicit = Deno.env.get("DENO_DIR");
+  if (explicit) return explicit;
+  const cache = Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`;
+  return `${cache}/deno`;
 }
 
-function agentEnv(opts: RunnerOptions, launchFile: string): Record<string, string> {
+function dirOf(path: string): string {
+  return path.replace(/\/+$/, "").replace(/\/[^/]*$/, "") || "/";
+}
+
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const SYSTEM_PREFIXES = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"];
+
+function agentEnv(opts: RunnerOptions, inside: Record<string, string>): Record<string, string> {
   const allowed = new Set([...AGENT_ENV_ALLOWLIST, ...(opts.layout.agentEnvPassThrough ?? [])]);
   allowed.delete(LAUNCH_ENV);
   const env: Record<string, string> = {};
@@ -62,53 +115,59 @@ function agentEnv(opts: RunnerOptions, launchFile: string): Record<string, strin
       if (v !== undefined) env[k] = v;
     }
   }
-  env[LAUNCH_ENV] = launchFile;
-  return env;
+  return { ...env, ...inside };
 }
 
 /**
  * Renders the runner's launch spec: command, argv, the whole environment and the working dir.
- * Refuses a launch file outside the agent's dir and an agent dir inside supervisor state.
+ * `fds` are the descriptors bwrap inherits (from `spawnWithFds`); without them the spec has no
+ * seccomp filter, which only a test that inspects argv should ever want.
  */
-export function runnerLaunchSpec(opts: RunnerOptions): LaunchSpec {
+export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): LaunchSpec {
   const agentDir = opts.agentDir.replace(/\/+$/, "");
-  const launchFile = opts.launchFile ?? launchFilePath(agentDir);
-  if (!agentDir.startsWith("/") || !isInside(launchFile, agentDir) || launchFile === agentDir) {
+  if (!agentDir.startsWith("/") || agentDir.split("/").includes("..")) {
     throw new CotalError(
       "runner_bad_paths",
-      `The launch file ${launchFile} must be inside the absolute agent dir ${agentDir}; write it there.`,
+      `The agent dir ${agentDir} must be an absolute path without '..'.`,
     );
   }
-  const l = opts.layout;
-  const store = l.store ?? `${l.root}/secrets`;
-  const forbidden = [
-    store,
-    l.signer ?? `${store}/auth`,
-    l.runDir ?? `${l.root}/run`,
-    l.logDir ?? `${l.root}/logs`,
-    l.machineHome ?? `${Deno.env.get("HOME") ?? "/root"}/.cotal`,
-  ];
-  for (const dir of forbidden) {
-    if (isInside(agentDir, dir.replace(/\/+$/, "")) || isInside(dir, agentDir)) {
-      throw new CotalError(
-        "runner_bad_paths",
-        `The agent dir ${agentDir} overlaps ${dir}, which agents must not see; put agents under ${
-          agentsRootOf(l)
-        }.`,
-      );
-    }
+  const sb = opts.sandbox;
+  const bwrap = opts.isolation.mode === "bwrap";
+  if (bwrap && !opts.isolation.bwrap) {
+    throw new CotalError(
+      "sandbox_unavailable",
+      "bwrap isolation was chosen without a bwrap binary; resolve the isolation with resolveIsolation().",
+    );
   }
-  const hide = hiddenPaths(l);
-  const env = agentEnv(opts, launchFile);
+  const launchDir = bwrap ? LAUNCH_DIR_INSIDE : agentDir;
+  const home = bwrap ? HOME_INSIDE : `${agentDir}/home`;
+  const control = bwrap ? CONTROL_SOCKET_INSIDE : sb.controlSocket;
+  const launchFile = `${launchDir}/${LAUNCH_FILE}`;
   const program = declaredProgram(opts.spec);
+  const inside: Record<string, string> = {
+    HOME: home,
+    [LAUNCH_ENV]: launchFile,
+    // The runner's module cache (read-only inside bwrap): HOME is the agent's own now.
+    DENO_DIR: denoDir(),
+    DENO_NO_UPDATE_CHECK: "1",
+    ...(bwrap ? { PATH: SANDBOX_PATH, USER: "agent", LOGNAME: "agent" } : {}),
+    ...(opts.term ? { TERM: opts.term } : {}),
+  };
+  const env = agentEnv(opts, inside);
   const config = opts.config ?? new URL("../../deno.json", import.meta.url).pathname;
   const entry = opts.entry ?? new URL("../../cmd/agent.ts", import.meta.url).pathname;
-  const codeDirs = [...new Set([dirOf(config), dirOf(dirOf(entry))])];
+  const relay = bwrap && sb.net === "relay";
+  const sockets = [control, ...(relay ? [`${dirOf(control)}/broker.sock`] : [])];
   const denoArgs = [
     "run",
     ...denoRunFlags("cotal-agent", opts.layout, {
-      agentDir,
+      launchDir,
       launchFile,
+      home,
+      ...(sb.workdir ? { workdir: sb.workdir } : {}),
+      ...(bwrap ? { tmp: "/tmp" } : {}),
+      sockets,
+      ...(relay ? { net: [`127.0.0.1:${RELAY_PORT}`] } : {}),
       program,
       envAllow: Object.keys(env),
     }),
@@ -116,45 +175,47 @@ export function runnerLaunchSpec(opts: RunnerOptions): LaunchSpec {
     entry,
   ];
   const deno = opts.deno ?? Deno.execPath();
-  if (opts.isolation.mode === "deno-only") {
-    return { command: deno, args: denoArgs, env, cwd: agentDir };
-  }
-  if (!opts.isolation.bwrap) {
-    throw new CotalError(
-      "sandbox_unavailable",
-      "bwrap isolation was chosen without a bwrap binary; resolve the isolation with resolveIsolation().",
-    );
-  }
+  if (!bwrap) return { command: deno, args: denoArgs, env, cwd: sb.workdir ?? home };
+  const checkout = dirOf(config);
+  const code = [
+    deno,
+    denoDir(),
+    config,
+    `${checkout}/deno.lock`,
+    `${checkout}/lib`,
+    `${checkout}/cmd`,
+    dirOf(entry),
+  ].filter((p, i, all) => all.indexOf(p) === i && exists(p));
+  const expose = [...sb.expose];
+  if (program && !SYSTEM_PREFIXES.some((s) => program.startsWith(s))) expose.push(program);
+  const args = bwrapArgs({
+    launchDir: agentDir,
+    etcFiles: sb.etcFiles,
+    controlSocket: sb.controlSocket,
+    ...(sb.brokerSocket ? { brokerSocket: sb.brokerSocket } : {}),
+    net: sb.net,
+    ...(sb.workdir ? { workdir: sb.workdir } : {}),
+    expose,
+    code,
+    limits: sb.limits,
+    cgroupMemory: !!sb.cgroup,
+    uid: sb.uid,
+    gid: sb.gid,
+    switchUser: sb.switchUser,
+    env,
+    ...(fds.seccomp !== undefined ? { seccompFd: fds.seccomp } : {}),
+    ...(fds.info !== undefined ? { infoFd: fds.info } : {}),
+    ...(fds.block !== undefined ? { blockFd: fds.block } : {}),
+    newSession: opts.newSession,
+  });
   return {
-    command: opts.isolation.bwrap,
-    args: [
-      ...sandboxArgs({
-        agentDir,
-        hide,
-        env,
-        newSession: opts.newSession,
-        expose: codeDirs,
-        hideAll: hiddenPaths(l, { outermost: false }),
-      }),
-      deno,
-      ...denoArgs,
-    ],
+    command: opts.isolation.bwrap!,
+    args: [...args, deno, ...denoArgs],
     // bwrap itself gets the same minimal env: its pid-1 reaper's /proc/1/environ is visible
     // inside the sandbox, so anything given to bwrap would be readable by the agent.
     env,
     cwd: agentDir,
   };
-}
-
-/**
- * Creates the directories the sandbox hides when they do not exist yet (0700): a tmpfs needs
- * its mount point, and a secret dir created after the agent started would otherwise show
- * through the read-only view of `/`.
- */
-export async function ensureHiddenDirs(layout: DeploymentLayout): Promise<void> {
-  for (const dir of hiddenPaths(layout)) {
-    await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
-  }
 }
 
 /** A started runner: its handle, and what was run. */
@@ -167,21 +228,49 @@ export interface StartedRunner {
 
 /**
  * Starts one agent runner through `runtime` (default: the registry's `pty`). Outside a pty the
- * sandbox also starts a new session, so the agent cannot reach the supervisor's terminal.
+ * sandbox also starts a new session, so the agent cannot reach the supervisor's terminal. A
+ * pty agent's TERM defaults to `xterm-256color`.
  */
 export async function startRunner(
   opts: RunnerOptions & { readonly runtime?: Runtime } & SpawnOptions,
 ): Promise<StartedRunner> {
   const runtime = opts.runtime ?? await createRuntime("pty");
-  await ensureHiddenDirs(opts.layout);
-  const spec = runnerLaunchSpec({
+  const pty = runtime.name === "pty";
+  const o: RunnerOptions = {
     ...opts,
-    newSession: opts.newSession ?? runtime.name !== "pty",
-  });
-  const handle = await runtime.spawn(spec, { cols: opts.cols, rows: opts.rows });
-  return { handle, spec, isolation: opts.isolation, runtime: runtime.name };
-}
-
-function dirOf(path: string): string {
-  return path.replace(/\/+$/, "").replace(/\/[^/]*$/, "") || "/";
+    newSession: opts.newSession ?? !pty,
+    ...(pty ? { term: opts.term ?? "xterm-256color" } : {}),
+  };
+  const bwrap = opts.isolation.mode === "bwrap";
+  const cgroup = bwrap ? opts.sandbox.cgroup : undefined;
+  const { result, sync } = await spawnWithFds(
+    { ...(bwrap ? { seccomp: seccompFilter() } : {}), sync: !!cgroup },
+    async (fds) => {
+      const spec = runnerLaunchSpec(o, fds);
+      const handle = await runtime.spawn(spec, { cols: opts.cols, rows: opts.rows });
+      return { spec, handle };
+    },
+  );
+  if (cgroup && sync) {
+    let child: number | undefined;
+    try {
+      child = await awaitChildPid(sync.infoRead);
+      joinAgentCgroup(cgroup, child);
+    } catch (err) {
+      // Never let a sandbox outside its cgroup go on: its first process (the PID namespace's
+      // init, whose death ends the namespace) and bwrap itself are killed before the block
+      // pipe closes.
+      if (child) signalProcess(child, "SIGKILL");
+      signalProcess(result.handle.pid, "SIGKILL");
+      closeFd(sync.blockWrite);
+      throw err;
+    }
+    releaseBlock(sync.blockWrite);
+  }
+  return {
+    handle: result.handle,
+    spec: result.spec,
+    isolation: opts.isolation,
+    runtime: runtime.name,
+  };
 }

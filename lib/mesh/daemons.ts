@@ -4,7 +4,8 @@
  */
 import { denoRunFlags, type DeploymentLayout } from "../permissions.ts";
 import { findBwrap } from "../manager/sandbox/bwrap.ts";
-import { KILL_PROGRAM } from "../manager/signal.ts";
+import { agentSocketDir } from "../manager/agent_setup.ts";
+import { managerInstanceId } from "../manager/manager_types.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import {
   deliveryCredsKey,
@@ -152,7 +153,8 @@ export async function superviseComponent(
       "run",
       ...denoRunFlags("cotal-supervise", {
         ...devLayout(root, rec, space),
-        supervisorPrograms: [Deno.execPath(), ...(bwrap ? [bwrap] : []), KILL_PROGRAM],
+        supervisorPrograms: [Deno.execPath(), ...(bwrap ? [bwrap] : [])],
+        agentSocketDir: agentSocketDir(devLayout(root, rec, space), managerInstanceId(root, space)),
       }),
       `--config=${CHECKOUT}deno.json`,
       `${CHECKOUT}cmd/supervise.ts`,

@@ -7,7 +7,6 @@
  *   deno run -A tests/bench/spawn_bench.ts [--write]
  */
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
-import { KILL_PROGRAM } from "../../lib/manager/signal.ts";
 import { denoRunFlags } from "../../lib/permissions.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { testBwrap } from "../manager/_agent_fixture.ts";
@@ -68,7 +67,7 @@ const sup = new Deno.Command(Deno.execPath(), {
     ...denoRunFlags("cotal-supervise", {
       root: mesh.root,
       broker: [mesh.url.replace("nats://", "")],
-      supervisorPrograms: [Deno.execPath(), bwrap, KILL_PROGRAM],
+      supervisorPrograms: [Deno.execPath(), bwrap],
     }),
     `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
     new URL("../../cmd/supervise.ts", import.meta.url).pathname,

@@ -23,10 +23,12 @@ Deno.test("manager - without bwrap, untrusted agents are refused unless deno-onl
     const m1 = await mesh.manager({ bwrap });
     const ctl = await mesh.control();
     const st = await ctl.request<{ isolation: string }>("status");
-    assert.equal(st.isolation, "none: untrusted agents are refused (sandbox_unavailable)");
+    // Status names the refusal and why: the probe of the default sandbox failed.
+    assert.match(st.isolation, /^none: untrusted agents are refused \(sandbox_unavailable: /);
+    assert.match(st.isolation, /no-such-bwrap/);
     await assert.rejects(
       ctl.request("spawn", { agent: "module", module: src, name: "untrusted" }),
-      (e) => isCotalError(e, "sandbox_unavailable") && /without an OS sandbox/.test(e.message),
+      (e) => isCotalError(e, "sandbox_unavailable") && /without the OS sandbox/.test(e.message),
     );
     // A trusted agent may run on Deno permissions alone, and its row says so.
     const trusted = await ctl.request<AgentRow>("spawn", {
@@ -36,6 +38,9 @@ Deno.test("manager - without bwrap, untrusted agents are refused unless deno-onl
       trusted: true,
     }, { timeoutMs: 40_000 });
     assert.match(trusted.isolation, /^deno-only: trusted agent, /);
+    // ps says what it runs under: its own uid is the supervisor's, no namespace of its own.
+    assert.equal(trusted.sandbox?.mode, "deno-only");
+    assert.deepEqual(trusted.sandbox?.namespaces, []);
     await m1.stop();
 
     // deno-only chosen by the operator: untrusted modules run, untrusted programs do not.

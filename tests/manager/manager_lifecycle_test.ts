@@ -33,7 +33,7 @@ Deno.test("manager - spawn, presence, a task answered, despawn leaves nothing be
   const manager = await mesh.manager();
   const ctl = await mesh.control();
   const status = await ctl.request<{ isolation: string; instanceId: string }>("status");
-  assert.match(status.isolation, /^bwrap \(.*\) \+ Deno permissions$/);
+  assert.match(status.isolation, /^bwrap \(.*\): allowlist root, .*seccomp.* \+ Deno permissions$/);
   assert.equal(status.instanceId, manager.instanceId);
 
   const row = await ctl.request<AgentRow>("spawn", {

@@ -7,8 +7,9 @@
  */
 import assert from "node:assert/strict";
 import { denoRunFlags } from "../../lib/permissions.ts";
+import { agentSocketDir } from "../../lib/manager/agent_setup.ts";
+import { managerInstanceId } from "../../lib/manager/manager_types.ts";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
-import { KILL_PROGRAM } from "../../lib/manager/signal.ts";
 import { parseCreds } from "../../lib/nats/creds.ts";
 import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
 import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
@@ -21,10 +22,11 @@ import { type ManagerMesh, processesMentioning, startManagerMesh } from "./_mana
 
 async function supervise(mesh: ManagerMesh): Promise<Deno.ChildProcess> {
   const bwrap = await testBwrap();
+  const layout = { root: mesh.root, broker: [mesh.url.replace("nats://", "")] };
   const flags = denoRunFlags("cotal-supervise", {
-    root: mesh.root,
-    broker: [mesh.url.replace("nats://", "")],
-    supervisorPrograms: [Deno.execPath(), bwrap, KILL_PROGRAM],
+    ...layout,
+    supervisorPrograms: [Deno.execPath(), bwrap],
+    agentSocketDir: agentSocketDir(layout, managerInstanceId(mesh.root, mesh.space)),
   });
   const child = new Deno.Command(Deno.execPath(), {
     args: [
@@ -99,7 +101,10 @@ Deno.test("manager - cotal-supervise under its row: re-signs daemon creds, repor
     return status !== undefined;
   }, { timeoutMs: 30_000, what: "the supervisor answering status" });
   assert.equal(status!.pid, sup.pid);
-  assert.match(status!.isolation, /^bwrap \(.*\) \+ Deno permissions$/);
+  assert.match(
+    status!.isolation,
+    /^bwrap \(.*\): allowlist root, .*seccomp.* \+ Deno permissions$/,
+  );
   await waitFor(async () => (await mesh.store.get(key)) !== old, { what: "delivery re-signed" })
     .catch(async (e) => {
       sup.kill("SIGTERM");

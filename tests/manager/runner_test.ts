@@ -2,10 +2,9 @@ import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import { runAgent } from "../../lib/manager/runner.ts";
 import { processRuntime } from "../../lib/manager/pty_runtime.ts";
-import { chooseIsolation, type Isolation } from "../../lib/manager/sandbox/isolation.ts";
 import { startRunner } from "../../lib/manager/start_runner.ts";
 import type { AgentSpec } from "../../lib/manager/launch.ts";
-import { agentFixture, collect, testBwrap, writeMaterial } from "./_agent_fixture.ts";
+import { agentFixture, collect, sandboxedAgent, writeMaterial } from "./_agent_fixture.ts";
 
 const AGENT = `
 export function run(ctx) {
@@ -16,72 +15,66 @@ export function run(ctx) {
 }
 `;
 
-async function isolations(): Promise<[string, Isolation][]> {
-  return [
-    ["bwrap", chooseIsolation({ bwrap: await testBwrap() })],
-    ["deno-only", chooseIsolation({ mode: "deno-only", trusted: true })],
-  ];
-}
+const MODES = ["bwrap", "deno-only"] as const;
 
-Deno.test("manager - the runner runs a TypeScript agent module from its dir (both isolations)", async () => {
-  for (const [name, isolation] of await isolations()) {
-    const fx = await agentFixture();
-    await Deno.writeTextFile(`${fx.agentDir}/agent.ts`, AGENT);
+Deno.test("manager - the runner runs a TypeScript agent module from its launch dir (both isolations)", async () => {
+  for (const mode of MODES) {
     const spec: AgentSpec = { kind: "module", module: "agent.ts" };
-    await writeMaterial(fx, spec);
-    const r = await startRunner({
-      layout: fx.layout,
-      agentDir: fx.agentDir,
-      spec,
-      isolation,
-      runtime: processRuntime,
-    });
+    await using fx = await sandboxedAgent(spec, { mode, moduleText: AGENT });
+    const r = await startRunner({ ...fx.runner, runtime: processRuntime });
     const { out, code } = await collect(r.handle);
-    assert.equal(code, 5, `${name}: ${out}`);
+    assert.equal(code, 5, `${mode}: ${out}`);
     const seen = JSON.parse(/agent:(.*)/.exec(out)![1]);
+    const home = mode === "bwrap" ? "/home/agent" : `${fx.agentDir}/home`;
     assert.deepEqual(seen, {
       name: "a1",
-      dir: fx.agentDir,
-      cwd: fx.agentDir,
+      dir: home,
+      cwd: home,
+      // Inside its own network namespace the broker is the relay's loopback port.
       servers: ["nats://127.0.0.1:4222"],
     });
   }
 });
 
-Deno.test("manager - the runner runs the declared program with args, in its dir, minimal env", async () => {
+Deno.test("manager - the runner runs the declared program with args, in its home, minimal env", async () => {
   Deno.env.set("COTAL_TEST_SUPERVISOR_SECRET", "must-not-reach-agents");
   try {
-    for (const [name, isolation] of await isolations()) {
-      const fx = await agentFixture();
+    for (const mode of MODES) {
       const spec: AgentSpec = {
         kind: "program",
         command: "/bin/sh",
         args: ["-c", 'echo "prog:$1:$(pwd)"; env; exit 6', "sh", "first-arg"],
       };
-      await writeMaterial(fx, spec);
-      const r = await startRunner({
-        layout: fx.layout,
-        agentDir: fx.agentDir,
-        spec,
-        isolation,
-        runtime: processRuntime,
-      });
+      await using fx = await sandboxedAgent(spec, { mode });
+      const r = await startRunner({ ...fx.runner, runtime: processRuntime });
       const { out, code } = await collect(r.handle);
-      assert.equal(code, 6, `${name}: ${out}`);
-      assert.match(out, new RegExp(`prog:first-arg:${fx.agentDir}`));
-      assert.match(out, new RegExp(`^COTAL_LAUNCH=${fx.launchFile}$`, "m"));
-      assert.ok(!out.includes("must-not-reach-agents"), name);
+      assert.equal(code, 6, `${mode}: ${out}`);
+      const home = mode === "bwrap" ? "/home/agent" : `${fx.agentDir}/home`;
+      assert.match(out, new RegExp(`prog:first-arg:${home}$`, "m"));
+      const launch = mode === "bwrap" ? "/run/cotal/launch/launch.json" : fx.launchFile;
+      assert.match(out, new RegExp(`^COTAL_LAUNCH=${launch}$`, "m"));
+      assert.ok(!out.includes("must-not-reach-agents"), mode);
       const names = [...out.matchAll(/^([A-Z_][A-Z0-9_]*)=/gm)].map((m) => m[1]);
-      for (const n of names) {
-        assert.ok(
-          ["COTAL_LAUNCH", "HOME", "PATH", "LANG", "TERM", "TZ", "PWD", "SHLVL", "_"].includes(n),
-          `${name}: ${n}`,
-        );
-      }
+      const allowed = ["COTAL_LAUNCH", "HOME", "PATH", "LANG", "TERM", "TZ", "PWD", "SHLVL", "_"];
+      // Where the runner's module cache is (never a secret), and inside bwrap who it is.
+      allowed.push("DENO_DIR", "DENO_NO_UPDATE_CHECK");
+      if (mode === "bwrap") allowed.push("USER", "LOGNAME");
+      for (const n of names) assert.ok(allowed.includes(n), `${mode}: ${n}`);
     }
   } finally {
     Deno.env.delete("COTAL_TEST_SUPERVISOR_SECRET");
   }
+});
+
+Deno.test("manager - a runner whose supervisor channel is unreachable refuses to run the agent", async () => {
+  const fx = await agentFixture();
+  await writeMaterial(fx, { kind: "program", command: "/bin/true", args: [] }, {
+    sandbox: { control: `${fx.root}/absent.sock`, home: fx.agentDir },
+  });
+  await assert.rejects(
+    runAgent(fx.launchFile),
+    (e) => isCotalError(e, "runner_control_unreachable") && e.message.includes("absent.sock"),
+  );
 });
 
 Deno.test("manager - the runner refuses a module without run(), outside its dir, or unknown builtin", async () => {

@@ -1,14 +1,16 @@
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
-import { bwrapSuites, findBwrap, probeBwrap } from "../../lib/manager/sandbox/bwrap.ts";
+import { bwrapSuites, findBwrap } from "../../lib/manager/sandbox/bwrap.ts";
 import {
   chooseIsolation,
-  hiddenPaths,
+  probeSandbox,
+  protectedPaths,
   resolveIsolation,
-  sandboxArgs,
 } from "../../lib/manager/sandbox/isolation.ts";
+import { DEFAULT_AGENT_LIMITS } from "../../lib/manager/sandbox/limits.ts";
+import { assertExposable, bwrapArgs, etcContents } from "../../lib/manager/sandbox/plan.ts";
 import { tempDir } from "../_harness/broker.ts";
-import { agentFixture, testBwrap } from "./_agent_fixture.ts";
+import { testBwrap } from "./_agent_fixture.ts";
 
 function withEnv<T>(name: string, value: string | undefined, fn: () => Promise<T>): Promise<T> {
   const before = Deno.env.get(name);
@@ -20,66 +22,9 @@ function withEnv<T>(name: string, value: string | undefined, fn: () => Promise<T
   });
 }
 
-Deno.test("manager - the sandbox argv hides, then binds the agent dir back, and drops everything", () => {
-  const args = sandboxArgs({
-    agentDir: "/R/agents/a1/",
-    hide: ["/tmp", "/R", "/etc/cotal"],
-    env: { PATH: "/usr/bin", COTAL_LAUNCH: "/R/agents/a1/launch.json" },
-  });
-  assert.deepEqual(args, [
-    "--ro-bind",
-    "/",
-    "/",
-    "--tmpfs",
-    "/tmp",
-    "--tmpfs",
-    "/R",
-    "--tmpfs",
-    "/etc/cotal",
-    "--bind",
-    "/R/agents/a1",
-    "/R/agents/a1",
-    "--proc",
-    "/proc",
-    "--dev",
-    "/dev",
-    "--unshare-pid",
-    "--unshare-ipc",
-    "--die-with-parent",
-    "--cap-drop",
-    "ALL",
-    "--clearenv",
-    "--setenv",
-    "PATH",
-    "/usr/bin",
-    "--setenv",
-    "COTAL_LAUNCH",
-    "/R/agents/a1/launch.json",
-    "--chdir",
-    "/R/agents/a1",
-    "--",
-  ]);
-  assert.ok(
-    sandboxArgs({ agentDir: "/R/a", hide: [], env: {}, newSession: true }).includes(
-      "--new-session",
-    ),
-  );
-});
-
-Deno.test("manager - the sandbox refuses a relative agent dir and supervisor state inside it", () => {
-  assert.throws(
-    () => sandboxArgs({ agentDir: "agents/a1", hide: [], env: {} }),
-    (e) => isCotalError(e, "sandbox_bad_path"),
-  );
-  assert.throws(
-    () => sandboxArgs({ agentDir: "/R/a1", hide: ["/R/a1/secrets"], env: {} }),
-    (e) => isCotalError(e, "sandbox_bad_path") && e.message.includes("/R/a1/secrets"),
-  );
-});
-
-Deno.test("manager - hidden paths cover the root, secrets outside it, the machine home and /tmp", () => {
+Deno.test("manager - protected paths: the state root, secrets outside it, the machine home", () => {
   assert.deepEqual(
-    hiddenPaths({
+    protectedPaths({
       root: "/var/lib/cotal",
       store: "/etc/cotal/secrets",
       signer: "/etc/cotal/secrets/auth",
@@ -87,14 +32,89 @@ Deno.test("manager - hidden paths cover the root, secrets outside it, the machin
       machineHome: "/home/op/.cotal",
       broker: [],
     }),
-    ["/tmp", "/run/cotal", "/var/lib/cotal", "/home/op/.cotal", "/etc/cotal/secrets"],
+    [
+      "/var/lib/cotal",
+      "/etc/cotal/secrets",
+      "/etc/cotal/secrets/auth",
+      "/run/cotal",
+      "/var/lib/cotal/logs",
+      "/home/op/.cotal",
+    ],
   );
-  // Everything under the root collapses into the root.
-  assert.deepEqual(hiddenPaths({ root: "/srv/x/.cotal", machineHome: "/m/.cotal", broker: [] }), [
-    "/tmp",
-    "/m/.cotal",
-    "/srv/x/.cotal",
-  ]);
+});
+
+Deno.test("manager - a workdir or exposed path may not overlap Cotal's state or be a system root", () => {
+  const forbidden = ["/srv/x/.cotal", "/home/op/.cotal"];
+  for (const p of ["/", "/etc", "/root", "/home", "/proc", "/tmp", "/run", "/var"]) {
+    assert.throws(
+      () => assertExposable(p, forbidden, "workdir"),
+      (e) => isCotalError(e, "sandbox_path_refused") && e.message.includes(p),
+      p,
+    );
+  }
+  for (const p of ["/srv/x", "/srv/x/.cotal/agents", "/home/op", "/home/op/.cotal/meshes"]) {
+    assert.throws(
+      () => assertExposable(p, forbidden, "exposed path"),
+      (e) => isCotalError(e, "sandbox_path_refused") && /overlaps/.test(e.message),
+      p,
+    );
+  }
+  assert.doesNotThrow(() => assertExposable("/srv/project", forbidden, "workdir"));
+  assert.doesNotThrow(() => assertExposable("/home/op/src/app", forbidden, "workdir"));
+});
+
+Deno.test("manager - the sandbox plan binds only what it names and refuses relative paths", () => {
+  const plan = {
+    launchDir: "/R/agents/a1",
+    etcFiles: { passwd: "/R/agents/a1/etc/passwd" },
+    controlSocket: "/R/run/sockets/0.control",
+    brokerSocket: "/R/run/sockets/0.broker",
+    net: "relay" as const,
+    expose: [],
+    code: ["/opt/deno/deno"],
+    limits: DEFAULT_AGENT_LIMITS,
+    cgroupMemory: false,
+    uid: 1_500_000_001,
+    gid: 1_500_000_000,
+    switchUser: true,
+    env: { PATH: "/usr/bin" },
+  };
+  const args = bwrapArgs(plan);
+  const sources = args.flatMap((a, i) =>
+    (a === "--ro-bind" || a === "--bind") ? [args[i + 1]] : []
+  );
+  const allowed = (src: string) =>
+    src.startsWith("/usr") || src.startsWith("/etc/") || src.startsWith("/R/agents/a1") ||
+    src.startsWith("/R/run/sockets/0.") || src === "/opt/deno/deno" ||
+    ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"].includes(src);
+  for (const src of sources) assert.ok(allowed(src), src);
+  for (const secret of ["/etc/shadow", "/etc/gshadow", "/etc/ssl/private", "/etc/npmrc"]) {
+    assert.ok(!sources.includes(secret), secret);
+  }
+  // The parent dirs of a bind are made 0755, so the agent's uid can reach a binary under /opt.
+  assert.ok(args.join(" ").includes("--perms 0755 --dir /opt --perms 0755 --dir /opt/deno"));
+  assert.ok(args.includes("--new-session") === false);
+  assert.ok(bwrapArgs({ ...plan, newSession: true }).includes("--new-session"));
+  assert.throws(
+    () => bwrapArgs({ ...plan, workdir: "srv/project" }),
+    (e) => isCotalError(e, "sandbox_bad_path"),
+  );
+  assert.throws(
+    () => bwrapArgs({ ...plan, expose: ["/srv/../etc"] }),
+    (e) => isCotalError(e, "sandbox_bad_path"),
+  );
+  assert.throws(
+    () => bwrapArgs({ ...plan, brokerSocket: undefined }),
+    (e) => isCotalError(e, "sandbox_bad_path") && /broker socket/.test(e.message),
+  );
+});
+
+Deno.test("manager - an agent's passwd and group name only itself, root and nobody", () => {
+  const etc = etcContents({ uid: 1_500_000_007, gid: 1_500_000_000 });
+  assert.match(etc.passwd, /^agent:x:1500000007:1500000000:Cotal agent:\/home\/agent:\/bin\/sh$/m);
+  assert.equal(etc.passwd.trim().split("\n").length, 3);
+  assert.match(etc.group, /^agent:x:1500000000:$/m);
+  assert.match(etc.hosts, /^127\.0\.0\.1\tlocalhost/m);
 });
 
 Deno.test("manager - isolation: bwrap by default, refusal without it unless deno-only or trusted", () => {
@@ -131,69 +151,37 @@ Deno.test("manager - deno-only refuses an untrusted agent's external program", (
   assert.equal(chooseIsolation({ bwrap: "/b", program: "/bin/sh" }).mode, "bwrap");
 });
 
-Deno.test("manager - a COTAL_BWRAP that cannot sandbox is refused for untrusted agents", async () => {
+Deno.test("manager - a bwrap that cannot start the default sandbox is refused for untrusted agents", async () => {
   const dir = await tempDir();
   const fake = `${dir}/bwrap`;
   await Deno.writeTextFile(fake, "#!/bin/sh\necho 'bwrap: no user namespaces' >&2\nexit 1\n");
   await Deno.chmod(fake, 0o755);
-  await withEnv("COTAL_BWRAP", fake, async () => {
-    assert.match((await probeBwrap(fake))!, /no user namespaces/);
-    await assert.rejects(
-      resolveIsolation({}),
-      (e) => isCotalError(e, "sandbox_unavailable") && e.message.includes("no user namespaces"),
-    );
-    assert.equal((await resolveIsolation({ mode: "deno-only" })).mode, "deno-only");
-  });
+  const problem = await probeSandbox(fake, { switchUser: Deno.uid() === 0, netns: true });
+  assert.match(problem!, /default sandbox did not start.*no user namespaces/);
+  await assert.rejects(
+    resolveIsolation({}, { bwrap: fake }),
+    (e) => isCotalError(e, "sandbox_unavailable") && e.message.includes("no user namespaces"),
+  );
+  assert.equal((await resolveIsolation({ mode: "deno-only" }, { bwrap: fake })).mode, "deno-only");
   await withEnv("COTAL_BWRAP", `${dir}/absent`, () => {
     assert.throws(() => findBwrap(), (e) => isCotalError(e, "bwrap_not_found"));
     return Promise.resolve();
   });
 });
 
+Deno.test("manager - the real default sandbox starts here and its facts are what status shows", async () => {
+  const bwrap = await testBwrap();
+  assert.equal(await probeSandbox(bwrap, { switchUser: Deno.uid() === 0, netns: true }), undefined);
+  const iso = await resolveIsolation({}, { bwrap });
+  assert.equal(iso.mode, "bwrap");
+  assert.equal(iso.switchUser, Deno.uid() === 0);
+  assert.match(iso.summary, /allowlist root/);
+  assert.match(iso.summary, /seccomp/);
+  assert.match(iso.summary, iso.cgroup ? /cgroup v[12]/ : /rlimits \(no cgroup\)/);
+});
+
 Deno.test("manager - bwrap is taken from this Debian release, not a newer suite", () => {
   assert.deepEqual(bwrapSuites("ID=debian\nVERSION_CODENAME=bookworm\n"), ["bookworm"]);
   assert.deepEqual(bwrapSuites('ID="ubuntu"\nVERSION_CODENAME=noble\n'), ["stable"]);
   assert.deepEqual(bwrapSuites(""), ["stable"]);
-});
-
-Deno.test("manager - the real sandbox hides secrets, binds the agent dir writable, drops caps", async () => {
-  const bwrap = await testBwrap();
-  const fx = await agentFixture();
-  await Deno.mkdir(`${fx.root}/secrets/auth`, { recursive: true });
-  await Deno.writeTextFile(`${fx.root}/secrets/auth/seed`, "SIGNER");
-  await Deno.mkdir(`${fx.root}/agents/a2`);
-  await Deno.writeTextFile(`${fx.root}/agents/a2/creds`, "OTHER");
-  await Deno.mkdir(`${fx.root}/home/.cotal`, { recursive: true });
-  const args = sandboxArgs({
-    agentDir: fx.agentDir,
-    hide: hiddenPaths(fx.layout),
-    env: { PATH: "/usr/bin:/bin" },
-  });
-  const script = [
-    `cat ${fx.root}/secrets/auth/seed ${fx.root}/agents/a2/creds`,
-    `ls -A ${fx.root} ${fx.root}/agents`,
-    "echo written > mine && cat mine",
-    "grep CapEff /proc/self/status",
-    "ls /proc | grep -c '^[0-9]'",
-    "env",
-  ].join("; ");
-  const out = await new Deno.Command(bwrap, {
-    args: [...args, "/bin/sh", "-c", script],
-    clearEnv: true,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout);
-  const err = new TextDecoder().decode(out.stderr);
-  assert.ok(out.success, err);
-  assert.ok(!text.includes("SIGNER") && !text.includes("OTHER"), text);
-  assert.match(err, /secrets\/auth\/seed: No such file/);
-  // The root is an empty tmpfs with only the path back to a1 in it.
-  assert.match(text, new RegExp(`${fx.root}:\\nagents\\n\\n${fx.root}/agents:\\na1\\n`));
-  assert.match(text, /written/);
-  assert.match(text, /CapEff:\s+0000000000000000/);
-  // Only the sandbox's own processes: the reaper, the shell, ls, grep (no supervisor pids).
-  assert.ok(Number(/\n(\d+)\n(?=PATH=)/.exec(text)?.[1]) <= 5, text);
-  assert.match(text, /^PATH=\/usr\/bin:\/bin$/m);
-  assert.equal(await Deno.readTextFile(`${fx.agentDir}/mine`), "written\n");
 });

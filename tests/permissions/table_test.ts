@@ -1,12 +1,21 @@
 import assert from "node:assert/strict";
 import {
+  AGENT_SLOTS,
   denoCompileFlags,
   denoRunFlags,
   type DeploymentLayout,
   EXECUTABLES,
 } from "../../lib/permissions.ts";
 
-const agent = { agentDir: "/A/agents/a1", launchFile: "/A/agents/a1/launch.json" };
+// The runner's row is rendered in the paths it sees inside its sandbox.
+const agent = {
+  launchDir: "/run/cotal/launch",
+  launchFile: "/run/cotal/launch/launch.json",
+  home: "/home/agent",
+  tmp: "/tmp",
+  sockets: ["/run/cotal/control.sock", "/run/cotal/broker.sock"],
+  net: ["127.0.0.1:4222"],
+};
 function layout(root: string): DeploymentLayout {
   return { root, broker: ["127.0.0.1:4222"], machineHome: `${root}-home` };
 }
@@ -22,10 +31,7 @@ for (const root of ["/srv/one/.cotal", "/var/lib/cotal"]) {
     const l = layout(root);
     const signer = `${root}/secrets/auth`;
     for (const exe of EXECUTABLES) {
-      const run = denoRunFlags(exe, l, {
-        agentDir: `${root}/agents/a1`,
-        launchFile: `${root}/agents/a1/launch.json`,
-      });
+      const run = denoRunFlags(exe, l, agent);
       const compile = denoCompileFlags(exe, l, "/out");
       for (const flags of [run, compile]) {
         // Nothing is ever granted unscoped, with one measured exception: the supervisor's pty
@@ -40,9 +46,12 @@ for (const root of ["/srv/one/.cotal", "/var/lib/cotal"]) {
         assert.ok(!flags.includes("--allow-all") && !flags.includes("-A"), `${exe} has -A`);
         assert.equal(flags.includes("--allow-ffi"), exe === "cotal-supervise", `${exe} ffi`);
         assert.ok(flags.includes("--no-prompt"));
-        // Every read grant stays inside the layout.
+        // Every read grant stays inside the layout (the runner's: inside its sandbox).
         for (const p of flagValues(flags, "--allow-read")) {
-          assert.ok(p.startsWith(root), `${exe} reads ${p} outside ${root}`);
+          const inside = exe === "cotal-agent" && flags === run
+            ? [agent.launchDir, agent.home, agent.tmp, ...agent.sockets].includes(p)
+            : p.startsWith(root);
+          assert.ok(inside, `${exe} reads ${p} outside ${root}`);
         }
       }
       if (exe === "cotal-agent" || exe === "cotal-delivery") {
@@ -59,13 +68,23 @@ for (const root of ["/srv/one/.cotal", "/var/lib/cotal"]) {
   });
 }
 
-Deno.test("permissions - the agent runner's row: its dir only, store denied, one program at most", () => {
+Deno.test("permissions - the agent runner's row: its own dirs and sockets, store denied, one program at most", () => {
   const l = layout("/R");
   const without = denoRunFlags("cotal-agent", l, agent);
-  assert.deepEqual(flagValues(without, "--allow-read"), [agent.agentDir, agent.launchFile]);
-  assert.deepEqual(flagValues(without, "--allow-write"), [agent.agentDir]);
+  assert.deepEqual(flagValues(without, "--allow-read"), [
+    "/run/cotal/launch",
+    "/home/agent",
+    "/tmp",
+    ...agent.sockets,
+  ]);
+  assert.deepEqual(flagValues(without, "--allow-write"), ["/home/agent", "/tmp", ...agent.sockets]);
   assert.deepEqual(flagValues(without, "--deny-read"), ["/R/secrets/auth", "/R/secrets"]);
-  assert.deepEqual(flagValues(without, "--allow-net"), ["127.0.0.1:4222"]);
+  // The relay's loopback port inside its own network namespace, and its two sockets.
+  assert.deepEqual(flagValues(without, "--allow-net"), [
+    "127.0.0.1:4222",
+    "unix:/run/cotal/control.sock",
+    "unix:/run/cotal/broker.sock",
+  ]);
   assert.ok(!without.some((f) => f.startsWith("--allow-run")));
   assert.ok(
     !flagValues(without, "--allow-env").some((v) => v.startsWith("COTAL_") && v !== "COTAL_LAUNCH"),
@@ -73,6 +92,21 @@ Deno.test("permissions - the agent runner's row: its dir only, store denied, one
   const withProgram = denoRunFlags("cotal-agent", l, { ...agent, program: "/usr/bin/python3" });
   assert.deepEqual(flagValues(withProgram, "--allow-run"), ["/usr/bin/python3"]);
   assert.throws(() => denoRunFlags("cotal-agent", l), /needs the agent's layout/);
+  // A workdir is the one operator-chosen place it may write.
+  const withWork = denoRunFlags("cotal-agent", l, { ...agent, workdir: "/srv/project" });
+  assert.ok(flagValues(withWork, "--allow-write").includes("/srv/project"));
+});
+
+Deno.test("permissions - the supervisor may make exactly its agents' sockets, one pair per slot", () => {
+  const flags = denoRunFlags("cotal-supervise", {
+    ...layout("/R"),
+    agentSocketDir: "/R/run/sockets",
+  });
+  const unix = flagValues(flags, "--allow-net").filter((n) => n.startsWith("unix:"));
+  assert.equal(unix.length, AGENT_SLOTS * 2);
+  assert.ok(unix.includes("unix:/R/run/sockets/0.control"));
+  assert.ok(unix.includes(`unix:/R/run/sockets/${AGENT_SLOTS - 1}.broker`));
+  assert.ok(unix.every((n) => /^unix:\/R\/run\/sockets\/\d+\.(control|broker)$/.test(n)));
 });
 
 Deno.test("permissions - delivery is scoped to its own space's cred dir when the space is known", () => {

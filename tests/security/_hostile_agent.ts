@@ -60,8 +60,10 @@ async function shell(cmd: string, args: string[], env?: Record<string, string>):
 }
 
 /** The agent entry point. */
-export async function run(ctx: { agentDir: string }): Promise<number> {
-  const d = ctx.agentDir;
+export async function run(ctx: { agentDir: string; launchDir: string }): Promise<number> {
+  // Planted files are in its launch dir; it writes in its own (writable) dir.
+  const d = ctx.launchDir;
+  const w = ctx.agentDir;
   const t: Targets = JSON.parse(await read(`${d}/targets.json`));
   const rel = t.signer.slice(t.root.length + 1);
   await attempt("direct path", () => read(t.signer));
@@ -76,12 +78,12 @@ export async function run(ctx: { agentDir: string }): Promise<number> {
     return JSON.stringify(mod.default);
   });
   await attempt("new symlink", async () => {
-    await Deno.symlink(t.signer, `${d}/made-symlink`);
-    return await read(`${d}/made-symlink`);
+    await Deno.symlink(t.signer, `${w}/made-symlink`);
+    return await read(`${w}/made-symlink`);
   });
   await attempt("new hard link", async () => {
-    await Deno.link(t.signer, `${d}/made-hardlink`);
-    return await read(`${d}/made-hardlink`);
+    await Deno.link(t.signer, `${w}/made-hardlink`);
+    return await read(`${w}/made-hardlink`);
   });
   await attempt("/proc/self/root", () => read(`/proc/self/root${t.signer}`));
   await attempt("chdir, then a relative path", () => {
@@ -107,7 +109,7 @@ export async function run(ctx: { agentDir: string }): Promise<number> {
         "eval",
         `console.log(Deno.readTextFileSync(${JSON.stringify(t.signer)}))`,
       ], {
-        DENO_DIR: `${d}/deno-dir`,
+        DENO_DIR: `${w}/deno-dir`,
         DENO_NO_PROMPT: "1",
       }),
   );

@@ -5,7 +5,9 @@
 # Usage: hostile.sh <targets file>, which sets ROOT SIGNER SIGNER_DIR STORE RUN_FILE LOG_FILE
 # OTHER_AGENT MACHINE_HOME SUPERVISOR_PID DENO.
 . "$1"
-D=$(pwd)
+# Planted files are in its launch dir (read-only inside bwrap); it writes in its cwd.
+D=$(dirname "$COTAL_LAUNCH")
+W=$(pwd)
 REL=${SIGNER#"$ROOT"/}
 
 attempt() {
@@ -29,8 +31,8 @@ attempt "direct path" cat "$SIGNER"
 attempt "dot-dot from the agent dir" cat "$D/../../$REL"
 attempt "planted symlink to the signer" cat "$D/planted"
 attempt "planted symlink to the secrets dir" cat "$D/planted-dir/auth/seed.json"
-attempt "new symlink" sh -c 'ln -s "$1" "$2/made-symlink" && cat "$2/made-symlink"' sh "$SIGNER" "$D"
-attempt "new hard link" sh -c 'ln "$1" "$2/made-hardlink" && cat "$2/made-hardlink"' sh "$SIGNER" "$D"
+attempt "new symlink" sh -c 'ln -s "$1" "$2/made-symlink" && cat "$2/made-symlink"' sh "$SIGNER" "$W"
+attempt "new hard link" sh -c 'ln "$1" "$2/made-hardlink" && cat "$2/made-hardlink"' sh "$SIGNER" "$W"
 attempt "/proc/self/root" cat "/proc/self/root$SIGNER"
 attempt "/proc/<supervisor>/root" cat "/proc/$SUPERVISOR_PID/root$SIGNER"
 attempt "/proc/<supervisor>/environ" cat "/proc/$SUPERVISOR_PID/environ"
@@ -47,7 +49,7 @@ unmount() {
 }
 attempt "unmount the tmpfs" unmount
 attempt "enter the supervisor's mount namespace" nsenter -t "$SUPERVISOR_PID" -m cat "$SIGNER"
-attempt "DENO_* env and a deno child" env DENO_DIR="$D/deno-dir" DENO_NO_PROMPT=1 \
+attempt "DENO_* env and a deno child" env DENO_DIR="$W/deno-dir" DENO_NO_PROMPT=1 \
   "$DENO" eval "console.log(Deno.readTextFileSync('$SIGNER'))"
 attempt "the store" cat "$STORE"
 attempt "the supervisor's run file" cat "$RUN_FILE"

@@ -7,12 +7,12 @@
  */
 import assert from "node:assert/strict";
 import { processRuntime } from "../../lib/manager/pty_runtime.ts";
-import { chooseIsolation, hiddenPaths, sandboxArgs } from "../../lib/manager/sandbox/isolation.ts";
-import { ensureHiddenDirs, runnerLaunchSpec } from "../../lib/manager/start_runner.ts";
+import { runnerLaunchSpec, startRunner } from "../../lib/manager/start_runner.ts";
 import type { AgentSpec } from "../../lib/manager/launch.ts";
-import type { LaunchSpec } from "../../lib/registry.ts";
-import { agentFixture, collect, testBwrap, writeMaterial } from "../manager/_agent_fixture.ts";
-import type { AgentFixture } from "../manager/_agent_fixture.ts";
+import { seccompFilter } from "../../lib/manager/sandbox/seccomp.ts";
+import { spawnWithFds } from "../../lib/manager/sandbox/spawn_fds.ts";
+import type { RuntimeHandle } from "../../lib/registry.ts";
+import { collect, type SandboxedAgent, sandboxedAgent } from "../manager/_agent_fixture.ts";
 
 type Mode = "none" | "deno" | "bwrap" | "both";
 type Layer = "Deno" | "bwrap" | "both" | "only together";
@@ -23,14 +23,19 @@ function marker(what: string): string {
 
 /** The secrets one run plants, by name. */
 interface Planted {
-  fx: AgentFixture;
+  fx: SandboxedAgent;
   markers: string[];
   supervisor: Deno.ChildProcess;
   envMarker: string;
 }
 
-async function plant(kind: "module" | "program"): Promise<Planted> {
-  const fx = await agentFixture("a1");
+async function plant(kind: "module" | "program", mode: Mode): Promise<Planted> {
+  const spec = specFor(kind);
+  // "none" and "deno" run the runner without bwrap, as a deno-only supervisor would.
+  const fx = await sandboxedAgent(spec, {
+    mode: mode === "none" || mode === "deno" ? "deno-only" : "bwrap",
+    ...(kind === "module" ? { moduleText: HOSTILE_MODULE } : {}),
+  });
   const r = fx.root;
   const m = {
     signer: marker("signer"),
@@ -78,9 +83,15 @@ async function plant(kind: "module" | "program"): Promise<Planted> {
     machineHome: `${r}/home/.cotal/meshes/space.abc.json`,
     supervisorPid: supervisor.pid,
   };
+  const owner = fx.runner.sandbox.switchUser
+    ? { uid: fx.runner.sandbox.uid, gid: fx.runner.sandbox.gid }
+    : undefined;
+  const own = async (file: string) => {
+    if (owner) await Deno.chown(file, owner.uid, owner.gid);
+  };
   if (kind === "module") {
-    await Deno.copyFile(new URL("./_hostile_agent.ts", import.meta.url), `${fx.agentDir}/agent.ts`);
     await Deno.writeTextFile(`${fx.agentDir}/targets.json`, JSON.stringify(targets));
+    await own(`${fx.agentDir}/targets.json`);
   } else {
     await Deno.copyFile(
       new URL("./_hostile_program.sh", import.meta.url),
@@ -99,68 +110,60 @@ async function plant(kind: "module" | "program"): Promise<Planted> {
       `DENO='${Deno.execPath()}'`,
     ];
     await Deno.writeTextFile(`${fx.agentDir}/targets.sh`, sh.join("\n") + "\n");
+    await own(`${fx.agentDir}/hostile.sh`);
+    await own(`${fx.agentDir}/targets.sh`);
   }
   return { fx, markers: Object.values(m), supervisor, envMarker: m.env };
 }
 
-function specFor(kind: "module" | "program", fx: AgentFixture): AgentSpec {
+const HOSTILE_MODULE = Deno.readTextFileSync(new URL("./_hostile_agent.ts", import.meta.url));
+
+function specFor(kind: "module" | "program"): AgentSpec {
+  // The program reads its scripts from its launch dir, wherever that is for the mode.
   return kind === "module" ? { kind: "module", module: "agent.ts" } : {
     kind: "program",
     command: "/bin/bash",
-    args: [`${fx.agentDir}/hostile.sh`, `${fx.agentDir}/targets.sh`],
+    args: ["-c", 'd=$(dirname "$COTAL_LAUNCH"); exec /bin/bash "$d/hostile.sh" "$d/targets.sh"'],
   };
 }
 
-const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
-const ENTRY = new URL("../../cmd/agent.ts", import.meta.url).pathname;
-
-/** The command line for one mode; `both` is exactly what the supervisor runs. */
-async function command(mode: Mode, p: Planted, spec: AgentSpec): Promise<LaunchSpec> {
+/** Starts one mode; `both` is exactly what the supervisor runs. */
+async function start(mode: Mode, p: Planted): Promise<RuntimeHandle> {
   const { fx } = p;
-  const bwrap = await testBwrap();
-  const base = { layout: fx.layout, agentDir: fx.agentDir, spec };
-  if (mode === "both") return runnerLaunchSpec({ ...base, isolation: chooseIsolation({ bwrap }) });
-  // Measuring the Deno layer alone needs a program under deno-only, which the supervisor only
-  // allows for trusted agents.
-  const denoOnly = runnerLaunchSpec({
-    ...base,
-    isolation: chooseIsolation({ mode: "deno-only", trusted: true }),
-  });
-  if (mode === "deno") return denoOnly;
-  const allowAll = ["run", "-A", `--config=${CONFIG}`, ENTRY];
+  if (mode === "both" || mode === "deno") {
+    return (await startRunner({ ...fx.runner, runtime: processRuntime })).handle;
+  }
+  const allowAll = (args: readonly string[]) => {
+    // The runner's own row replaced with every permission: only the OS layer is left.
+    const run = args.indexOf("run");
+    const config = args.findIndex((a) => a.startsWith("--config="));
+    return [...args.slice(0, run + 1), "-A", ...args.slice(config)];
+  };
   if (mode === "bwrap") {
-    const env = denoOnly.env!;
-    // The same code exposure the supervisor uses: a checkout under a hidden dir stays runnable.
-    const args = sandboxArgs({
-      agentDir: fx.agentDir,
-      hide: hiddenPaths(fx.layout),
-      hideAll: hiddenPaths(fx.layout, { outermost: false }),
-      expose: [CONFIG.replace(/\/[^/]*$/, "")],
-      env,
-      newSession: true,
+    const { result } = await spawnWithFds({ seccomp: seccompFilter() }, (fds) => {
+      const spec = runnerLaunchSpec(fx.runner, fds);
+      return processRuntime.spawn({ ...spec, args: allowAll(spec.args) });
     });
-    return { command: bwrap, args: [...args, Deno.execPath(), ...allowAll], env, cwd: fx.agentDir };
+    return result;
   }
   // No protection: every permission and the supervisor's whole environment.
-  return {
+  const spec = runnerLaunchSpec(fx.runner);
+  return await processRuntime.spawn({
     command: Deno.execPath(),
-    args: allowAll,
-    env: { ...Deno.env.toObject(), ...denoOnly.env },
+    args: allowAll(spec.args),
+    env: { ...Deno.env.toObject(), ...spec.env },
     cwd: fx.agentDir,
-  };
+  });
 }
 
 /** Runs one mode; returns every attempt's output by name, and the whole output. */
 async function runMode(kind: "module" | "program", mode: Mode) {
-  const p = await plant(kind);
+  const p = await plant(kind, mode);
   // The supervisor's own environment holds a secret too: nothing of it may reach the sandbox
   // (bwrap's pid-1 reaper shows its environ to the agent, so bwrap itself must get a clean env).
   Deno.env.set("COTAL_TEST_SUPERVISOR_SECRET", p.envMarker);
   try {
-    const spec = specFor(kind, p.fx);
-    await writeMaterial(p.fx, spec);
-    await ensureHiddenDirs(p.fx.layout);
-    const handle = await processRuntime.spawn(await command(mode, p, spec));
+    const handle = await start(mode, p);
     const { out, code } = await collect(handle);
     assert.match(out, /@@end/, `${kind}/${mode} did not finish (exit ${code}):\n${out}`);
     const attempts = new Map<string, string>();
@@ -174,6 +177,7 @@ async function runMode(kind: "module" | "program", mode: Mode) {
     Deno.env.delete("COTAL_TEST_SUPERVISOR_SECRET");
     p.supervisor.kill("SIGKILL");
     await p.supervisor.status;
+    await p.fx[Symbol.asyncDispose]();
   }
 }
 

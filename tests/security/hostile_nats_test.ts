@@ -11,6 +11,7 @@ import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { subjectRoot } from "../../lib/wire/subjects.ts";
 import { streamNames } from "../../lib/wire/resources.ts";
 import { tempDir, waitFor } from "../_harness/broker.ts";
+import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
 
 /** The hostile module; `@@P@@` (the space's subject root) and the victim are filled in. */
@@ -100,10 +101,12 @@ Deno.test("security - a spawned agent's NATS attacks are refused by the broker a
   );
   // A DM for the victim while the hostile agent listens on the victim's subjects.
   const { ep } = await mesh.client("operator");
-  await ctl.request("spawn", { agent: "module", module: src, name: "hostile" }, {
+  // Its report goes to a workdir the test reads (its home is private to its sandbox).
+  const work = await agentWorkdir("cotal-hostile-work-");
+  await ctl.request("spawn", { agent: "module", module: src, name: "hostile", workdir: work }, {
     timeoutMs: 40_000,
   });
-  const report = `${mesh.root}/agents/hostile/hostile.json`;
+  const report = `${work}/hostile.json`;
   const sending = setInterval(() => void ep.unicast("local.victim", "for the victim only"), 200);
   try {
     await waitFor(() => Deno.stat(report).then(() => true, () => false), {

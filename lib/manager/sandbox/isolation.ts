@@ -1,28 +1,38 @@
 /**
- * The OS layer between an agent runner and the supervisor's secrets: the bubblewrap argv for one
- * runner, and the choice of isolation mode the supervisor reports in `status`.
- *
- * Deno permissions are checked on path strings, so a symlink planted in an allowed directory is
- * followed to the signer; bwrap mounts an empty tmpfs over the secret directories, so the same
- * symlink dangles, and a new PID namespace hides the supervisor's `/proc/<pid>/environ`, `mem`
- * and `fd/`.
+ * Which isolation an agent runs under, decided once per supervisor from what this machine can
+ * do: `bwrap` (the default: the allowlist sandbox of `plan.ts` around Deno's permissions) or
+ * `deno-only` (Deno permissions alone, the operator's explicit opt-out). The bwrap verdict comes
+ * from a probe that starts the default sandbox for real (its namespaces, the seccomp filter,
+ * the uid switch or an unprivileged user namespace, the limit programs), so `status` never
+ * claims an isolation the kernel would not give.
  *
  * @module
  */
 import { CotalError } from "../../errors.ts";
 import type { DeploymentLayout } from "../../permissions.ts";
-import { BWRAP_MANUAL, ensureBwrap, findBwrap, probeBwrap } from "./bwrap.ts";
+import { BWRAP_MANUAL, ensureBwrap, findBwrap } from "./bwrap.ts";
+import { type CgroupHost, probeCgroups } from "./cgroup.ts";
+import { LIMIT_PROGRAMS } from "./limits.ts";
+import { SETPRIV } from "./plan.ts";
+import { seccompFilter, seccompSupported } from "./seccomp.ts";
+import { spawnWithFds } from "./spawn_fds.ts";
 
 /** `bwrap` (Deno permissions inside bubblewrap) or `deno-only` (Deno permissions alone). */
 export type IsolationMode = "bwrap" | "deno-only";
 /** Every {@linkcode IsolationMode}. */
 export const ISOLATION_MODES: readonly IsolationMode[] = Object.freeze(["bwrap", "deno-only"]);
 
-/** The isolation in force for an agent; `summary` is the line `status` shows. */
+/** The isolation in force for a supervisor's agents; `summary` is the line `status` shows. */
 export interface Isolation {
   readonly mode: IsolationMode;
   /** The bwrap binary, in `bwrap` mode. */
   readonly bwrap?: string;
+  /** bwrap mode as root: each agent drops to its own uid (else a user namespace). */
+  readonly switchUser?: boolean;
+  /** Whether agents get their own network namespace (else the operator chose `--net host`). */
+  readonly netns?: boolean;
+  /** Where agent cgroups are made, when this supervisor may. */
+  readonly cgroup?: CgroupHost;
   readonly summary: string;
 }
 
@@ -36,12 +46,23 @@ export interface IsolationRequest {
   readonly program?: string;
 }
 
-/** {@linkcode IsolationRequest} plus what was found about bwrap on this machine. */
+/** {@linkcode IsolationRequest} plus what the probe found about bwrap on this machine. */
 export interface IsolationFacts extends IsolationRequest {
-  /** A bwrap that passed its probe. */
+  /** A bwrap whose default sandbox started. */
   readonly bwrap?: string;
-  /** Why there is no usable bwrap (absent, or the probe's failure). */
+  /** Why there is no usable bwrap sandbox (absent, or the probe's failure). */
   readonly bwrapProblem?: string;
+  readonly switchUser?: boolean;
+  readonly netns?: boolean;
+  readonly cgroup?: CgroupHost;
+}
+
+function describe(f: IsolationFacts): string {
+  const who = f.switchUser ? "own uid per agent" : "user namespace";
+  const limits = f.cgroup ? `cgroup v${f.cgroup.version} + rlimits` : "rlimits (no cgroup)";
+  return `bwrap (${f.bwrap}): allowlist root, ${who}, ${
+    f.netns === false ? "no network namespaces (agents need --net host)" : "own network namespace"
+  }, seccomp, ${limits} + Deno permissions`;
 }
 
 /**
@@ -59,13 +80,20 @@ export function chooseIsolation(facts: IsolationFacts): Isolation {
     );
   }
   if (mode === "bwrap" && facts.bwrap) {
-    return { mode, bwrap: facts.bwrap, summary: `bwrap (${facts.bwrap}) + Deno permissions` };
+    return {
+      mode,
+      bwrap: facts.bwrap,
+      switchUser: facts.switchUser ?? false,
+      netns: facts.netns ?? true,
+      ...(facts.cgroup ? { cgroup: facts.cgroup } : {}),
+      summary: describe(facts),
+    };
   }
   const why = facts.bwrapProblem ?? "bwrap was not found";
   if (mode === "bwrap" && !facts.trusted) {
     throw new CotalError(
       "sandbox_unavailable",
-      `Refusing to start an untrusted agent without an OS sandbox (${why}); ${BWRAP_MANUAL}.`,
+      `Refusing to start an untrusted agent without the OS sandbox (${why}); ${BWRAP_MANUAL}.`,
     );
   }
   if (facts.program && !facts.trusted) {
@@ -83,36 +111,160 @@ export function chooseIsolation(facts: IsolationFacts): Isolation {
   };
 }
 
-const probed = new Map<string, string | undefined>();
+/** What {@linkcode probeSandbox} should try. */
+export interface SandboxProbeOptions {
+  /** Root supervisor: drop to an unprivileged uid with setpriv (else a user namespace). */
+  readonly switchUser: boolean;
+  /** Give the sandbox its own network namespace. */
+  readonly netns: boolean;
+}
 
 /**
- * Finds and probes bwrap (once per path per process), then {@linkcode chooseIsolation}.
- * `install` fetches bwrap into the project cache first when it is absent.
+ * Starts the default sandbox for `/bin/true` and returns undefined when it works, or one
+ * sentence naming what is missing: no user namespaces for a non-root supervisor, no network
+ * namespace, a kernel without seccomp, a missing setpriv, prlimit, choom or nice.
  */
+export async function probeSandbox(
+  bwrap: string,
+  opts: SandboxProbeOptions,
+): Promise<string | undefined> {
+  if (!seccompSupported()) {
+    return `no seccomp filter is defined for ${Deno.build.arch}`;
+  }
+  for (const p of [...LIMIT_PROGRAMS, ...(opts.switchUser ? [SETPRIV] : [])]) {
+    try {
+      Deno.statSync(p);
+    } catch {
+      return `${p} is missing (install util-linux and coreutils)`;
+    }
+  }
+  const args = ["--ro-bind", "/usr", "/usr"];
+  for (const dir of ["/bin", "/lib", "/lib64", "/sbin"]) {
+    try {
+      const st = Deno.lstatSync(dir);
+      if (st.isSymlink) args.push("--symlink", Deno.readLinkSync(dir), dir);
+      else args.push("--ro-bind", dir, dir);
+    } catch {
+      // Not on this system.
+    }
+  }
+  args.push("--proc", "/proc", "--dev", "/dev", "--unshare-pid", "--unshare-ipc", "--unshare-uts");
+  if (opts.netns) args.push("--unshare-net");
+  if (opts.switchUser) {
+    args.push("--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID");
+    args.push("--cap-add", "CAP_SETPCAP");
+  } else {
+    args.push("--unshare-user", "--disable-userns", "--cap-drop", "ALL");
+  }
+  args.push("--die-with-parent");
+  try {
+    const { result: child } = await spawnWithFds({ seccomp: seccompFilter() }, (fds) => {
+      const tail = opts.switchUser
+        ? [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/true"]
+        : ["/bin/true"];
+      return Promise.resolve(
+        new Deno.Command(bwrap, {
+          args: [
+            ...args,
+            "--seccomp",
+            String(fds.seccomp),
+            "--",
+            "/usr/bin/prlimit",
+            "--core=0",
+            "--",
+            ...tail,
+          ],
+          stdin: "null",
+          stdout: "null",
+          stderr: "piped",
+          clearEnv: true,
+        }).spawn(),
+      );
+    });
+    const out = await child.output();
+    if (out.success) return undefined;
+    const err = new TextDecoder().decode(out.stderr).trim().split("\n").at(-1);
+    return `the default sandbox did not start: ${bwrap} exited ${out.code}${
+      err ? ` (${err})` : ""
+    }`;
+  } catch (err) {
+    return `the default sandbox did not start (${(err as Error).message})`;
+  }
+}
+
+const probed = new Map<string, Promise<string | undefined>>();
+
+function probeOnce(path: string, opts: SandboxProbeOptions): Promise<string | undefined> {
+  const key = `${path}\0${opts.switchUser}\0${opts.netns}`;
+  if (!probed.has(key)) probed.set(key, probeSandbox(path, opts));
+  return probed.get(key)!;
+}
+
+/** Options of {@linkcode resolveIsolation}. */
+export interface ResolveIsolationOptions {
+  /** Fetch bwrap into the project cache when absent. */
+  readonly install?: boolean;
+  readonly cacheDir?: string;
+  /** An explicit bwrap binary (else `COTAL_BWRAP`, PATH, the cache). */
+  readonly bwrap?: string;
+  /** Look for a cgroup hierarchy to put agents in (default true). */
+  readonly cgroups?: boolean;
+}
+
+/** What this machine offers agents' sandboxes (everything but the request). */
+export type HostIsolation = Omit<IsolationFacts, keyof IsolationRequest>;
+
+/**
+ * Finds bwrap and probes the default sandbox (once per binary and shape per process), then
+ * looks for cgroups: the facts {@linkcode chooseIsolation} decides from.
+ */
+export async function probeIsolation(opts: ResolveIsolationOptions = {}): Promise<HostIsolation> {
+  let path = opts.bwrap;
+  let bwrapProblem: string | undefined;
+  if (!path) {
+    try {
+      path =
+        (opts.install ? await ensureBwrap({ cacheDir: opts.cacheDir }) : findBwrap(opts.cacheDir))
+          ?.path;
+    } catch (err) {
+      bwrapProblem = (err as Error).message;
+    }
+  }
+  const switchUser = Deno.uid() === 0;
+  let netns = true;
+  if (path) {
+    bwrapProblem = await probeOnce(path, { switchUser, netns });
+    // Without network namespaces the rest may still hold: agents then need `--net host`.
+    if (bwrapProblem && !(await probeOnce(path, { switchUser, netns: false }))) {
+      netns = false;
+      bwrapProblem = undefined;
+    }
+  }
+  const usable = path && !bwrapProblem;
+  const cgroup = usable && opts.cgroups !== false ? cgroupHost() : undefined;
+  return {
+    ...(usable ? { bwrap: path } : {}),
+    ...(bwrapProblem ? { bwrapProblem } : {}),
+    switchUser,
+    netns,
+    ...(cgroup ? { cgroup } : {}),
+  };
+}
+
+/** {@linkcode probeIsolation}, then {@linkcode chooseIsolation} for `request`. */
 export async function resolveIsolation(
   request: IsolationRequest,
-  opts: { install?: boolean; cacheDir?: string } = {},
+  opts: ResolveIsolationOptions = {},
 ): Promise<Isolation> {
-  const mode = request.mode ?? "bwrap";
-  if (mode === "deno-only") return chooseIsolation(request);
-  let found;
-  let bwrapProblem: string | undefined;
-  try {
-    found = opts.install
-      ? await ensureBwrap({ cacheDir: opts.cacheDir })
-      : findBwrap(opts.cacheDir);
-  } catch (err) {
-    bwrapProblem = (err as Error).message;
-  }
-  if (found) {
-    if (!probed.has(found.path)) probed.set(found.path, await probeBwrap(found.path));
-    bwrapProblem = probed.get(found.path);
-  }
-  return chooseIsolation({
-    ...request,
-    bwrap: found && !bwrapProblem ? found.path : undefined,
-    bwrapProblem,
-  });
+  if ((request.mode ?? "bwrap") === "deno-only") return chooseIsolation(request);
+  return chooseIsolation({ ...request, ...await probeIsolation(opts) });
+}
+
+let cgroupProbe: { host: CgroupHost | undefined } | undefined;
+
+function cgroupHost(): CgroupHost | undefined {
+  cgroupProbe ??= { host: probeCgroups() };
+  return cgroupProbe.host;
 }
 
 /** Where agents' directories live in a layout. */
@@ -120,103 +272,20 @@ export function agentsRootOf(layout: DeploymentLayout): string {
   return `${layout.root}/agents`;
 }
 
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
-}
-
 /**
- * The directories an agent must not see, outermost only: the whole state root (store, signer,
- * run dir, logs, other agents), each of those again when configured outside it, the machine
- * home, and `/tmp` (so it cannot read other processes' temp files either).
+ * The directories of Cotal's own state an agent must never see: the whole state root (store,
+ * signer, run dir, logs, other agents), each again when configured outside it, and the machine
+ * home. The sandbox never mounts them; workdirs and exposed paths may not overlap them.
  */
-export function hiddenPaths(
-  layout: DeploymentLayout,
-  opts: { outermost?: boolean } = {},
-): string[] {
+export function protectedPaths(layout: DeploymentLayout): string[] {
   const store = layout.store ?? `${layout.root}/secrets`;
   const all = [
-    "/tmp",
     layout.root,
     store,
     layout.signer ?? `${store}/auth`,
     layout.runDir ?? `${layout.root}/run`,
     layout.logDir ?? `${layout.root}/logs`,
     layout.machineHome ?? `${Deno.env.get("HOME") ?? "/root"}/.cotal`,
-    agentsRootOf(layout),
   ].map((p) => p.replace(/\/+$/, "") || "/");
-  const sorted = [...new Set(all)].sort((a, b) => a.length - b.length);
-  if (opts.outermost === false) return sorted;
-  const out: string[] = [];
-  for (const p of sorted) if (!out.some((o) => isInside(p, o))) out.push(p);
-  return out;
-}
-
-/** Options for {@linkcode sandboxArgs}. */
-export interface SandboxOptions {
-  /** The agent's directory: bound back writable over the hidden paths, and the working dir. */
-  readonly agentDir: string;
-  /** Directories covered by an empty tmpfs ({@linkcode hiddenPaths}); each must exist. */
-  readonly hide: readonly string[];
-  /** The whole environment inside (`--clearenv` first). */
-  readonly env: Readonly<Record<string, string>>;
-  /** Detach from the controlling terminal (stops TIOCSTI into a shared one); not under a pty. */
-  readonly newSession?: boolean;
-  /**
-   * Directories the runner's own code lives in (the checkout or install dir), bound back
-   * read-only when a hidden dir covers them: a checkout under `/tmp` must stay runnable. Hidden
-   * dirs inside them (a `./.cotal` state root in the checkout) are hidden again after the bind.
-   */
-  readonly expose?: readonly string[];
-  /** Every hidden dir, nested ones included (`hiddenPaths(layout, { outermost: false })`). */
-  readonly hideAll?: readonly string[];
-}
-
-/**
- * The bwrap arguments (without the bwrap binary) up to and including `--`: a read-only view of
- * `/`, a tmpfs over every hidden dir, only the agent's dir bound back writable, a fresh `/proc`
- * in a new PID and IPC namespace, a minimal `/dev`, every capability dropped (as root, bwrap
- * otherwise keeps them and the agent could simply `umount` the tmpfs), and a cleared env.
- */
-export function sandboxArgs(opts: SandboxOptions): string[] {
-  const agentDir = opts.agentDir.replace(/\/+$/, "");
-  if (!agentDir.startsWith("/")) {
-    throw new CotalError("sandbox_bad_path", `The agent dir ${agentDir} must be an absolute path.`);
-  }
-  const args = ["--ro-bind", "/", "/"];
-  for (const dir of opts.hide) {
-    if (isInside(dir, agentDir)) {
-      throw new CotalError(
-        "sandbox_bad_path",
-        `The hidden dir ${dir} is inside the agent dir ${agentDir}; agents' dirs must not hold supervisor state.`,
-      );
-    }
-    args.push("--tmpfs", dir);
-  }
-  for (const code of opts.expose ?? []) {
-    const dir = code.replace(/\/+$/, "");
-    // Already visible (read-only), or itself a hidden dir: never bound back.
-    const all = opts.hideAll ?? opts.hide;
-    if (!opts.hide.some((h) => isInside(dir, h)) || all.includes(dir)) continue;
-    args.push("--ro-bind", dir, dir);
-    for (const h of all) if (isInside(h, dir)) args.push("--tmpfs", h);
-  }
-  args.push(
-    "--bind",
-    agentDir,
-    agentDir,
-    "--proc",
-    "/proc",
-    "--dev",
-    "/dev",
-    "--unshare-pid",
-    "--unshare-ipc",
-    "--die-with-parent",
-    "--cap-drop",
-    "ALL",
-  );
-  if (opts.newSession) args.push("--new-session");
-  args.push("--clearenv");
-  for (const [k, v] of Object.entries(opts.env)) args.push("--setenv", k, v);
-  args.push("--chdir", agentDir, "--");
-  return args;
+  return [...new Set(all)];
 }

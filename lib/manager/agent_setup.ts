@@ -1,0 +1,199 @@
+/**
+ * Everything the supervisor makes for one agent before its runner starts: its ids (its own uid
+ * under a root supervisor), a fresh launch dir, its sandbox resources, its module, its broker
+ * footprint and creds, and the launch material telling the runner where it reaches the broker,
+ * the supervisor and its dirs.
+ *
+ * @module
+ */
+import { CotalError } from "../errors.ts";
+import { agentSocketPath, type DeploymentLayout } from "../permissions.ts";
+import { MAX_AGENTS } from "./manager_types.ts";
+import {
+  freshAgentDir,
+  type LifecycleContext,
+  provisionFootprint,
+  writeAgentLaunch,
+} from "./lifecycle.ts";
+import type { ManagedAgent } from "./managed_agent.ts";
+import { AgentSandbox, MAX_SOCKET_PATH } from "./sandbox/agent_sandbox.ts";
+import { type AgentIdPool, type AgentIds, ownIds } from "./sandbox/ids.ts";
+import { BROKER_SOCKET_INSIDE, CONTROL_SOCKET_INSIDE, HOME_INSIDE } from "./sandbox/plan.ts";
+import { RELAY_PORT } from "./sandbox/relay.ts";
+import type { RunnerSandbox } from "./start_runner.ts";
+import type { LaunchSandbox } from "./launch.ts";
+
+/** What {@linkcode prepareAgent} needs besides the lifecycle context. */
+export interface PrepareOptions {
+  readonly servers: readonly string[];
+  /** The agent's socket slot (unique among this supervisor's live agents). */
+  readonly slot: number;
+  readonly socketDir: string;
+  /** Hands out agent uids (a root supervisor); absent: agents run as the supervisor's uid. */
+  readonly idPool?: AgentIdPool;
+  /** A module agent's file on the supervisor's host. */
+  readonly moduleSource?: string;
+  readonly subscribe?: readonly string[];
+  readonly ttlSeconds?: number;
+  readonly description?: string;
+}
+
+/**
+ * Where a supervisor's agent sockets live: `<runDir>/sockets`, or, under a root too long for a
+ * unix socket path, `/tmp/cotal-<uid>-<instance>`. Pure, so the supervisor's permission row
+ * can name the same paths.
+ */
+export function agentSocketDir(layout: DeploymentLayout, instanceId: string): string {
+  const runDir = layout.runDir ?? `${layout.root}/run`;
+  const longest = (dir: string) => agentSocketPath(dir, MAX_AGENTS - 1, "control").length;
+  const mine = `${runDir}/sockets`;
+  if (longest(mine) <= MAX_SOCKET_PATH) return mine;
+  const tmp = `/tmp/cotal-${Deno.uid() ?? 0}-${instanceId}`;
+  if (longest(tmp) <= MAX_SOCKET_PATH) return tmp;
+  throw new CotalError(
+    "sandbox_socket_path",
+    `No directory short enough for the agents' sockets (under ${MAX_SOCKET_PATH} bytes); use a shorter --root.`,
+  );
+}
+
+/**
+ * Makes the socket dir (0700). One in `/tmp` must be a private dir of this user: never one
+ * someone else planted.
+ */
+export async function socketDirFor(layout: DeploymentLayout, instanceId: string): Promise<string> {
+  const dir = agentSocketDir(layout, instanceId);
+  const runDir = layout.runDir ?? `${layout.root}/run`;
+  if (dir.startsWith(`${runDir}/`)) {
+    await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+    return dir;
+  }
+  try {
+    await Deno.mkdir(dir, { mode: 0o700 });
+  } catch (err) {
+    if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+  }
+  const st = await Deno.lstat(dir);
+  if (!st.isDirectory || st.uid !== Deno.uid() || ((st.mode ?? 0) & 0o077) !== 0) {
+    throw new CotalError(
+      "sandbox_socket_path",
+      `${dir} exists but is not a private directory of this user; remove it and try again.`,
+    );
+  }
+  return dir;
+}
+
+/**
+ * A root supervisor's agent must be able to write its workdir as its own uid: refused up front
+ * (one sentence, with the fix) rather than failing inside.
+ */
+async function checkWorkdirWritable(dir: string, ids: AgentIds): Promise<void> {
+  const st = await Deno.stat(dir);
+  const mode = st.mode ?? 0;
+  const ok = (st.uid === ids.uid && (mode & 0o200)) ||
+    (st.gid === ids.gid && (mode & 0o020)) || (mode & 0o002);
+  if (!ok) {
+    throw new CotalError(
+      "sandbox_workdir_not_writable",
+      `The workdir ${dir} is not writable by Cotal's agents (group ${ids.gid}); let the group write it: chgrp -R ${ids.gid} ${dir} && chmod -R g+rwX ${dir}.`,
+    );
+  }
+}
+
+/** The runner's view of its place: broker addresses, channels, dirs. */
+export function launchPlace(agent: ManagedAgent, servers: readonly string[]): {
+  servers: string[];
+  sandbox: LaunchSandbox;
+  owner?: { uid: number; gid: number };
+} {
+  const p = agent.plan;
+  const sb = agent.sandbox!;
+  const bwrap = p.isolation.mode === "bwrap";
+  const relay = bwrap && p.net === "relay";
+  return {
+    servers: relay ? [`nats://127.0.0.1:${RELAY_PORT}`] : [...servers],
+    sandbox: {
+      control: bwrap ? CONTROL_SOCKET_INSIDE : sb.controlSocket,
+      ...(relay ? { relay: BROKER_SOCKET_INSIDE } : {}),
+      home: bwrap ? HOME_INSIDE : `${p.agentDir}/home`,
+      ...(p.workdir ? { workdir: p.workdir } : {}),
+    },
+    ...(sb.opts.switchUser ? { owner: { uid: sb.opts.ids.uid, gid: sb.opts.ids.gid } } : {}),
+  };
+}
+
+/** Writes (or rewrites on renewal) the agent's launch material. */
+export function writeLaunch(
+  ctx: LifecycleContext,
+  agent: ManagedAgent,
+  servers: readonly string[],
+  creds: string,
+  description?: string,
+): Promise<void> {
+  return writeAgentLaunch(ctx, agent.plan, launchPlace(agent, servers), creds, description);
+}
+
+/** The sandbox part of the runner's options. */
+export function runnerSandbox(agent: ManagedAgent): RunnerSandbox {
+  const sb = agent.sandbox!;
+  const p = agent.plan;
+  return {
+    controlSocket: sb.controlSocket,
+    ...(sb.brokerSocket ? { brokerSocket: sb.brokerSocket } : {}),
+    net: p.net,
+    uid: sb.opts.ids.uid,
+    gid: sb.opts.ids.gid,
+    switchUser: sb.opts.switchUser,
+    limits: p.limits,
+    etcFiles: sb.etcFiles,
+    ...(p.workdir ? { workdir: p.workdir } : {}),
+    expose: p.expose,
+    ...(sb.cgroup ? { cgroup: sb.cgroup } : {}),
+  };
+}
+
+/**
+ * Makes the agent's ids, dir, sandbox resources, module copy, broker footprint, creds and
+ * launch material. On failure what it made is left on `agent` (its sandbox) and in the store
+ * for the caller's teardown; a uid taken before the sandbox existed is released here.
+ */
+export async function prepareAgent(
+  ctx: LifecycleContext,
+  agent: ManagedAgent,
+  opts: PrepareOptions,
+): Promise<void> {
+  const p = agent.plan;
+  const bwrap = p.isolation.mode === "bwrap";
+  const switchUser = bwrap && !!p.isolation.switchUser && !!opts.idPool;
+  const ids = switchUser ? await opts.idPool!.acquire() : ownIds();
+  try {
+    if (switchUser && p.workdir) await checkWorkdirWritable(p.workdir, ids);
+    await freshAgentDir(p.agentDir, ctx.root, { home: !bwrap });
+    agent.sandbox = await AgentSandbox.create({
+      name: p.name,
+      unique: p.lifecycleUid.replace(/[^A-Za-z0-9]/g, "").slice(0, 16),
+      slot: opts.slot,
+      agentDir: p.agentDir,
+      socketDir: opts.socketDir,
+      mode: p.isolation.mode,
+      ids,
+      switchUser,
+      limits: p.limits,
+      net: p.net,
+      servers: opts.servers,
+      ...(p.workdir ? { workdir: p.workdir } : {}),
+      ...(bwrap && p.isolation.cgroup ? { cgroupHost: p.isolation.cgroup } : {}),
+      seccomp: bwrap,
+    });
+  } catch (err) {
+    ids.release();
+    throw err;
+  }
+  if (opts.moduleSource && p.spec.kind === "module") {
+    const dest = `${p.agentDir}/${p.spec.module}`;
+    await Deno.copyFile(opts.moduleSource, dest);
+    await Deno.chmod(dest, 0o600);
+    if (switchUser) await Deno.chown(dest, ids.uid, ids.gid);
+  }
+  const creds = await provisionFootprint(ctx, p, opts.subscribe, opts.ttlSeconds);
+  await writeLaunch(ctx, agent, opts.servers, creds, opts.description);
+}

@@ -1,0 +1,185 @@
+/**
+ * One agent's sandbox resources on the supervisor's side, made before its runner starts and
+ * released after it ends: its uid, its launch dir (supervisor-owned, read-only inside), the
+ * generated `/etc` files, the control channel, the broker relay, and its cgroup. `facts()` is
+ * what `ps` shows as the isolation actually in force.
+ *
+ * @module
+ */
+import { CotalError } from "../../errors.ts";
+import { agentSocketPath } from "../../permissions.ts";
+import { type AgentCgroup, cgroupName, createAgentCgroup, removeAgentCgroup } from "./cgroup.ts";
+import type { CgroupHost } from "./cgroup.ts";
+import { ControlChannel } from "./control_channel.ts";
+import type { AgentIds } from "./ids.ts";
+import { type AgentLimits, describeLimits } from "./limits.ts";
+import { etcContents, type NetMode } from "./plan.ts";
+import { BrokerRelay } from "./relay.ts";
+
+/** What `ps` and `status` report about one agent's isolation. */
+export interface SandboxFacts {
+  readonly mode: "bwrap" | "deno-only";
+  readonly uid: number;
+  readonly gid: number;
+  /** Namespaces the agent has of its own. */
+  readonly namespaces: readonly string[];
+  readonly net: NetMode | "host (deno-only)";
+  readonly seccomp: boolean;
+  /** `v1`, `v2`, or `none` (rlimits only). */
+  readonly cgroup: "v1" | "v2" | "none";
+  readonly limits: Readonly<Record<string, string>>;
+  readonly workdir?: string;
+}
+
+/** Options of {@linkcode AgentSandbox.create}. */
+export interface AgentSandboxOptions {
+  readonly name: string;
+  /** A short id unique to this lifecycle (its cgroup's name). */
+  readonly unique: string;
+  /** Its socket slot (see `agentSocketPath`). */
+  readonly slot: number;
+  /** The agent's launch dir on the host (made fresh by the caller, 0700). */
+  readonly agentDir: string;
+  /** Where its sockets go (short enough for a unix socket path). */
+  readonly socketDir: string;
+  readonly mode: "bwrap" | "deno-only";
+  readonly ids: AgentIds;
+  /** Whether the runner drops to `ids` (root supervisor). */
+  readonly switchUser: boolean;
+  readonly limits: AgentLimits;
+  readonly net: NetMode;
+  readonly servers: readonly string[];
+  readonly workdir?: string;
+  readonly cgroupHost?: CgroupHost;
+  readonly seccomp: boolean;
+}
+
+/** The longest unix socket path Linux takes (`sun_path` is 108 bytes with its NUL). */
+export const MAX_SOCKET_PATH = 107;
+
+/** One agent's sandbox resources. */
+export class AgentSandbox {
+  readonly opts: AgentSandboxOptions;
+  readonly control: ControlChannel;
+  readonly relay?: BrokerRelay;
+  readonly cgroup?: AgentCgroup;
+  /** `/etc` name → generated host file. */
+  readonly etcFiles: Readonly<Record<string, string>>;
+  #closed = false;
+
+  private constructor(
+    opts: AgentSandboxOptions,
+    control: ControlChannel,
+    relay: BrokerRelay | undefined,
+    cgroup: AgentCgroup | undefined,
+    etcFiles: Record<string, string>,
+  ) {
+    this.opts = opts;
+    this.control = control;
+    this.relay = relay;
+    this.cgroup = cgroup;
+    this.etcFiles = etcFiles;
+  }
+
+  /** Makes everything the runner's sandbox binds in; undoes it all if a step fails. */
+  static async create(opts: AgentSandboxOptions): Promise<AgentSandbox> {
+    const owner = opts.switchUser ? { uid: opts.ids.uid, gid: opts.ids.gid } : undefined;
+    const controlPath = agentSocketPath(opts.socketDir, opts.slot, "control");
+    if (controlPath.length > MAX_SOCKET_PATH) {
+      throw new CotalError(
+        "sandbox_socket_path",
+        `The agent socket path ${controlPath} is longer than ${MAX_SOCKET_PATH} bytes; use a shorter --root.`,
+      );
+    }
+    let control: ControlChannel | undefined;
+    let relay: BrokerRelay | undefined;
+    let cgroup: AgentCgroup | undefined;
+    try {
+      const etcFiles: Record<string, string> = {};
+      if (opts.mode === "bwrap") {
+        await Deno.mkdir(`${opts.agentDir}/etc`, { mode: 0o755 });
+        for (const [name, text] of Object.entries(etcContents(opts.ids))) {
+          const file = `${opts.agentDir}/etc/${name}`;
+          await Deno.writeTextFile(file, text, { mode: 0o644, createNew: true });
+          etcFiles[name] = file;
+        }
+      }
+      if (owner) await Deno.chown(opts.agentDir, owner.uid, owner.gid);
+      control = await ControlChannel.listen(controlPath, owner);
+      if (opts.mode === "bwrap" && opts.net === "relay") {
+        const brokerPath = agentSocketPath(opts.socketDir, opts.slot, "broker");
+        relay = await BrokerRelay.listen(brokerPath, opts.servers, owner);
+      }
+      if (opts.mode === "bwrap" && opts.cgroupHost) {
+        cgroup = createAgentCgroup(
+          opts.cgroupHost,
+          cgroupName(opts.name, opts.unique),
+          opts.limits,
+        );
+      }
+      return new AgentSandbox(opts, control, relay, cgroup, etcFiles);
+    } catch (err) {
+      await control?.close();
+      await relay?.close();
+      if (cgroup) await removeAgentCgroup(cgroup);
+      throw err;
+    }
+  }
+
+  /** The control socket on the host. */
+  get controlSocket(): string {
+    return this.control.path;
+  }
+
+  /** The relay socket on the host (relay mode). */
+  get brokerSocket(): string | undefined {
+    return this.relay?.path;
+  }
+
+  /** The isolation this agent actually runs under. */
+  facts(): SandboxFacts {
+    const o = this.opts;
+    if (o.mode === "deno-only") {
+      return {
+        mode: "deno-only",
+        uid: o.ids.uid,
+        gid: o.ids.gid,
+        namespaces: [],
+        net: "host (deno-only)",
+        seccomp: false,
+        cgroup: "none",
+        limits: {},
+        ...(o.workdir ? { workdir: o.workdir } : {}),
+      };
+    }
+    return {
+      mode: "bwrap",
+      uid: o.ids.uid,
+      gid: o.ids.gid,
+      namespaces: [
+        "mount",
+        "pid",
+        "ipc",
+        "uts",
+        "cgroup",
+        ...(o.net === "relay" ? ["net"] : []),
+        ...(o.switchUser ? [] : ["user"]),
+      ],
+      net: o.net,
+      seccomp: o.seccomp,
+      cgroup: this.cgroup ? (this.cgroup.version === 2 ? "v2" : "v1") : "none",
+      limits: describeLimits(o.limits),
+      ...(o.workdir ? { workdir: o.workdir } : {}),
+    };
+  }
+
+  /** Releases the sockets, the cgroup (once its processes are gone) and the uid. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.control.close();
+    await this.relay?.close();
+    if (this.cgroup) await removeAgentCgroup(this.cgroup);
+    this.opts.ids.release();
+  }
+}

@@ -1,0 +1,243 @@
+/**
+ * The few libc calls the supervisor needs below Deno's file API: descriptor hygiene before a
+ * spawn (close-on-exec on everything, one inheritable pipe for bwrap's seccomp program and its
+ * sync fds), advisory locks that die with their holder, signals, and reads and writes of
+ * `/proc` and `/sys` files (Deno refuses those paths without `--allow-all`, even under a bare
+ * `--allow-read`). Loaded on first use through `--allow-ffi`, which only the supervisor's row has.
+ *
+ * @module
+ */
+import { CotalError } from "../../errors.ts";
+
+const O_RDONLY = 0;
+const O_WRONLY = 1;
+const O_RDWR = 2;
+const O_CREAT = 0o100;
+const O_TRUNC = 0o1000;
+const O_NONBLOCK = 0o4000;
+const O_CLOEXEC = 0o2000000;
+const F_GETFD = 1;
+const F_SETFD = 2;
+const F_GETFL = 3;
+const F_SETFL = 4;
+const FD_CLOEXEC = 1;
+const CLOSE_RANGE_CLOEXEC = 4;
+const LOCK_EX = 2;
+const LOCK_NB = 4;
+const EINTR = 4;
+const EAGAIN = 11;
+const ENOENT = 2;
+const EEXIST = 17;
+
+const SYMBOLS = {
+  open: { parameters: ["buffer", "i32", "i32"], result: "i32" },
+  close: { parameters: ["i32"], result: "i32" },
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  pipe2: { parameters: ["buffer", "i32"], result: "i32" },
+  // fcntl is variadic; its third argument is an int, passed like a fixed one on x86_64/aarch64.
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  flock: { parameters: ["i32", "i32"], result: "i32" },
+  kill: { parameters: ["i32", "i32"], result: "i32" },
+  mkdir: { parameters: ["buffer", "u32"], result: "i32" },
+  rmdir: { parameters: ["buffer"], result: "i32" },
+  close_range: { parameters: ["u32", "u32", "i32"], result: "i32", optional: true },
+  __errno_location: { parameters: [], result: "pointer" },
+} as const;
+
+type Libc = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+let lib: Libc | undefined;
+
+function libc(): Libc {
+  if (lib) return lib;
+  try {
+    lib = Deno.dlopen("libc.so.6", SYMBOLS).symbols;
+  } catch (err) {
+    throw new CotalError(
+      "libc_unavailable",
+      `The supervisor cannot load libc.so.6 (${
+        (err as Error).message
+      }); it needs --allow-ffi and a glibc Linux.`,
+    );
+  }
+  return lib;
+}
+
+/** The calling thread's errno (every call here runs on the main thread). */
+function errno(): number {
+  const p = libc().__errno_location();
+  return p ? new Deno.UnsafePointerView(p).getInt32() : 0;
+}
+
+function cstr(s: string): Uint8Array<ArrayBuffer> {
+  return new TextEncoder().encode(`${s}\0`);
+}
+
+function fail(what: string): never {
+  throw new CotalError("libc_failed", `${what} failed (errno ${errno()}).`);
+}
+
+/**
+ * Marks every descriptor from 3 up close-on-exec, so the next child starts with nothing the
+ * supervisor holds: node-pty opens each agent's pty master without it, and a pipe inherited
+ * from the shell that started the supervisor would otherwise reach every agent.
+ */
+export function closeOnExecAll(): void {
+  const c = libc();
+  if (c.close_range && c.close_range(3, 0xffffffff, CLOSE_RANGE_CLOEXEC) === 0) return;
+  // Kernels before 5.11: walk the descriptor table (EBADF on the unused ones is cheap).
+  for (let fd = 3; fd < 65536; fd++) {
+    const flags = c.fcntl(fd, F_GETFD, 0);
+    if (flags >= 0 && (flags & FD_CLOEXEC) === 0) c.fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+}
+
+/** Sets or clears close-on-exec on one descriptor. */
+export function setCloseOnExec(fd: number, on: boolean): void {
+  const c = libc();
+  const flags = c.fcntl(fd, F_GETFD, 0);
+  if (flags < 0) fail(`fcntl(${fd}, F_GETFD)`);
+  if (c.fcntl(fd, F_SETFD, on ? flags | FD_CLOEXEC : flags & ~FD_CLOEXEC) < 0) {
+    fail(`fcntl(${fd}, F_SETFD)`);
+  }
+}
+
+/** Makes reads of `fd` return at once when nothing is there. */
+export function setNonBlocking(fd: number): void {
+  const c = libc();
+  const flags = c.fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || c.fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) fail(`fcntl(${fd}, F_SETFL)`);
+}
+
+/** A pipe; both ends close-on-exec, so a caller clears the flag on the one a child inherits. */
+export function pipe(): { read: number; write: number } {
+  const fds = new Int32Array(2);
+  if (libc().pipe2(new Uint8Array(fds.buffer), O_CLOEXEC) !== 0) fail("pipe2");
+  return { read: fds[0], write: fds[1] };
+}
+
+/** Closes a raw descriptor; closing one twice is the caller's bug, so errors are ignored. */
+export function closeFd(fd: number): void {
+  if (fd >= 0) libc().close(fd);
+}
+
+/** Writes all of `data` to a blocking descriptor. */
+export function writeAll(fd: number, data: Uint8Array): void {
+  const c = libc();
+  let at = 0;
+  while (at < data.length) {
+    const chunk = data.slice(at);
+    const n = Number(c.write(fd, chunk, BigInt(chunk.length)));
+    if (n < 0) {
+      if (errno() === EINTR) continue;
+      fail(`write(${fd})`);
+    }
+    at += n;
+  }
+}
+
+/**
+ * One non-blocking read: the bytes there, an empty array at end of file, or undefined when
+ * nothing is there yet.
+ */
+export function readNow(fd: number, max = 4096): Uint8Array | undefined {
+  const buf = new Uint8Array(max);
+  const n = Number(libc().read(fd, buf, BigInt(max)));
+  if (n < 0) {
+    const e = errno();
+    if (e === EAGAIN || e === EINTR) return undefined;
+    fail(`read(${fd})`);
+  }
+  return buf.subarray(0, n);
+}
+
+/** Reads a whole small file through libc (for `/proc` and cgroup files); undefined if absent. */
+export function readSmallFile(path: string): string | undefined {
+  const c = libc();
+  const fd = c.open(cstr(path), O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return undefined;
+  try {
+    const parts: Uint8Array[] = [];
+    const buf = new Uint8Array(65536);
+    while (true) {
+      const n = Number(c.read(fd, buf, BigInt(buf.length)));
+      if (n < 0) {
+        if (errno() === EINTR) continue;
+        return undefined;
+      }
+      if (n === 0) break;
+      parts.push(buf.slice(0, n));
+    }
+    const out = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
+    let at = 0;
+    for (const p of parts) {
+      out.set(p, at);
+      at += p.length;
+    }
+    return new TextDecoder().decode(out);
+  } finally {
+    c.close(fd);
+  }
+}
+
+/**
+ * Writes `text` to an existing file in one `write(2)` (cgroup control files take one value per
+ * write); throws `libc_failed` with the errno when the kernel refuses it.
+ */
+export function writeControlFile(path: string, text: string): void {
+  const c = libc();
+  const fd = c.open(cstr(path), O_WRONLY | O_CLOEXEC, 0);
+  if (fd < 0) fail(`open(${path})`);
+  try {
+    const data = new TextEncoder().encode(text);
+    if (Number(c.write(fd, data, BigInt(data.length))) !== data.length) fail(`write(${path})`);
+  } finally {
+    c.close(fd);
+  }
+}
+
+/** Creates one directory through libc (cgroup trees); true if it exists afterwards (EEXIST). */
+export function makeDir(path: string, mode = 0o755): boolean {
+  return libc().mkdir(cstr(path), mode) === 0 || errno() === EEXIST;
+}
+
+/** Removes an empty directory through libc (cgroup trees); false when the kernel refuses. */
+export function removeDir(path: string): boolean {
+  return libc().rmdir(cstr(path)) === 0 || errno() === ENOENT;
+}
+
+/**
+ * Takes an exclusive advisory lock on `path` (created 0600) without waiting. Returns the held
+ * descriptor (close it to release; the kernel releases it when this process dies), or
+ * undefined when another holder has it.
+ */
+export function tryLockFile(path: string): number | undefined {
+  const c = libc();
+  const fd = c.open(cstr(path), O_RDWR | O_CREAT | O_CLOEXEC, 0o600);
+  if (fd < 0) fail(`open(${path})`);
+  if (c.flock(fd, LOCK_EX | LOCK_NB) === 0) return fd;
+  c.close(fd);
+  return undefined;
+}
+
+/** Truncates-and-writes a regular file through libc (used for the lock files' contents). */
+export function writeSmallFile(path: string, text: string, mode = 0o600): void {
+  const c = libc();
+  const fd = c.open(cstr(path), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) fail(`open(${path})`);
+  try {
+    writeAll(fd, new TextEncoder().encode(text));
+  } finally {
+    c.close(fd);
+  }
+}
+
+/**
+ * Sends a signal by number-free name; false when the process is gone (ESRCH). `Deno.kill`
+ * needs an unscoped `--allow-run`, which the supervisor's row does not grant.
+ */
+export function signalProcess(pid: number, signal: "SIGKILL" | "SIGTERM" | "SIGCONT"): boolean {
+  const num = { SIGKILL: 9, SIGTERM: 15, SIGCONT: 18 }[signal];
+  if (!Number.isInteger(pid) || pid <= 1) return false;
+  return libc().kill(pid, num) === 0;
+}

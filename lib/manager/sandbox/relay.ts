@@ -1,0 +1,161 @@
+/**
+ * The only way out of an agent's network namespace: a unix socket the supervisor listens on and
+ * binds into the sandbox, relayed to the broker. Inside, the runner forwards a loopback port
+ * of its own namespace to that socket, so the agent's NATS client (and its program's) dials
+ * `127.0.0.1:<port>` as usual and reaches the broker and nothing else: no host loopback
+ * service, no other machine, and nothing on the host can dial in.
+ *
+ * @module
+ */
+
+/** The loopback port the runner forwards inside the agent's namespace. */
+export const RELAY_PORT = 4222;
+/** Broker connections one agent may hold through the relay at once. */
+export const MAX_RELAY_CONNECTIONS = 16;
+/** How long the relay waits for the broker to accept one connection. */
+export const RELAY_DIAL_TIMEOUT_MS = 5_000;
+
+function hostPort(url: string): { hostname: string; port: number } {
+  const hp = url.replace(/^[a-z]+:\/\//, "").replace(/\/.*$/, "");
+  const m = /^\[?([^\]]*?)\]?(?::(\d+))?$/.exec(hp);
+  return { hostname: m?.[1] || "127.0.0.1", port: Number(m?.[2] ?? 4222) };
+}
+
+async function dialAny(servers: readonly string[]): Promise<Deno.Conn | undefined> {
+  for (const s of servers) {
+    const { hostname, port } = hostPort(s);
+    const timer = AbortSignal.timeout(RELAY_DIAL_TIMEOUT_MS);
+    try {
+      return await Promise.race([
+        Deno.connect({ hostname, port, transport: "tcp" }),
+        new Promise<never>((_, reject) =>
+          timer.addEventListener("abort", () => reject(new Error("timeout")))
+        ),
+      ]);
+    } catch {
+      // The next server.
+    }
+  }
+  return undefined;
+}
+
+/** Copies both ways until either side ends, then closes both. */
+export async function splice(a: Deno.Conn, b: Deno.Conn): Promise<void> {
+  const close = () => {
+    for (const c of [a, b]) {
+      try {
+        c.close();
+      } catch {
+        // Already closed.
+      }
+    }
+  };
+  await Promise.race([
+    a.readable.pipeTo(b.writable, { preventClose: true }).catch(() => {}),
+    b.readable.pipeTo(a.writable, { preventClose: true }).catch(() => {}),
+  ]);
+  close();
+}
+
+/** The supervisor's end: one listener per agent, each connection relayed to the broker. */
+export class BrokerRelay {
+  readonly path: string;
+  readonly #listener: Deno.Listener;
+  readonly #servers: readonly string[];
+  readonly #open = new Set<Promise<void>>();
+  readonly #conns = new Set<Deno.Conn>();
+  #closed = false;
+
+  private constructor(path: string, listener: Deno.Listener, servers: readonly string[]) {
+    this.path = path;
+    this.#listener = listener;
+    this.#servers = servers;
+    this.#accept();
+  }
+
+  /** Listens on `path` (0600, owned by `owner` when given) and relays to `servers`. */
+  static async listen(
+    path: string,
+    servers: readonly string[],
+    owner?: { uid: number; gid: number },
+  ): Promise<BrokerRelay> {
+    await Deno.remove(path).catch(() => {});
+    const listener = Deno.listen({ transport: "unix", path });
+    await Deno.chmod(path, 0o600);
+    if (owner) await Deno.chown(path, owner.uid, owner.gid);
+    return new BrokerRelay(path, listener, servers);
+  }
+
+  async #accept(): Promise<void> {
+    try {
+      for await (const conn of this.#listener) {
+        if (this.#open.size >= MAX_RELAY_CONNECTIONS) {
+          conn.close();
+          continue;
+        }
+        this.#conns.add(conn);
+        const p = (async () => {
+          const up = await dialAny(this.#servers);
+          if (!up || this.#closed) {
+            conn.close();
+            up?.close();
+            return;
+          }
+          this.#conns.add(up);
+          await splice(conn, up);
+          this.#conns.delete(up);
+        })().catch(() => {}).finally(() => this.#conns.delete(conn));
+        this.#open.add(p);
+        p.finally(() => this.#open.delete(p));
+      }
+    } catch {
+      // Listener closed.
+    }
+  }
+
+  /** Connections relayed right now. */
+  get connections(): number {
+    return this.#open.size;
+  }
+
+  /** Stops listening and ends every relayed connection. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const c of [this.#listener, ...this.#conns]) {
+      try {
+        c.close();
+      } catch {
+        // Already closed.
+      }
+    }
+    await Promise.allSettled([...this.#open]);
+    await Deno.remove(this.path).catch(() => {});
+  }
+}
+
+/**
+ * The runner's end, inside the sandbox: listens on `127.0.0.1:<port>` in the agent's own
+ * network namespace and forwards each connection to the supervisor's socket. Returns a closer.
+ */
+export function forwardToRelay(socketPath: string, port = RELAY_PORT): () => void {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port, transport: "tcp" });
+  (async () => {
+    try {
+      for await (const conn of listener) {
+        Deno.connect({ transport: "unix", path: socketPath })
+          .then((up) => splice(conn, up))
+          .catch(() => conn.close());
+      }
+    } catch {
+      // Closed.
+    }
+  })();
+  return () => {
+    try {
+      listener.close();
+    } catch {
+      // Already closed.
+    }
+  };
+}

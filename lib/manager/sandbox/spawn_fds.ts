@@ -1,0 +1,131 @@
+/**
+ * Starting a sandbox with exactly the descriptors it should have. Before every spawn, every
+ * descriptor the supervisor holds is marked close-on-exec (earlier agents' pty masters, a pipe
+ * from the shell that started it); then only the pipes bwrap reads are made inheritable: the
+ * seccomp program, and the info and block pipes that let the supervisor put the sandbox's first
+ * process into the agent's cgroup before it forks anything. Spawns are serialized, so no other
+ * agent's child can inherit these pipes in between.
+ *
+ * @module
+ */
+import { CotalError } from "../../errors.ts";
+import {
+  closeFd,
+  closeOnExecAll,
+  pipe,
+  readNow,
+  setCloseOnExec,
+  setNonBlocking,
+  writeAll,
+} from "./libc.ts";
+
+/** Descriptors the child inherits, by what bwrap does with them. */
+export interface ChildFds {
+  readonly seccomp?: number;
+  readonly info?: number;
+  readonly block?: number;
+}
+
+/** The supervisor's ends of the sync pipes (when asked for). */
+export interface SyncFds {
+  readonly infoRead: number;
+  readonly blockWrite: number;
+}
+
+/** How long bwrap has to report its child's pid. */
+export const CHILD_PID_DEADLINE_MS = 10_000;
+
+let queue: Promise<unknown> = Promise.resolve();
+
+/**
+ * Runs `spawn` with the descriptors asked for made inheritable, and every other descriptor
+ * close-on-exec; closes the child's ends afterwards. One spawn at a time per process.
+ */
+export function spawnWithFds<T>(
+  need: { seccomp?: Uint8Array; sync?: boolean },
+  spawn: (fds: ChildFds) => Promise<T>,
+): Promise<{ result: T; sync?: SyncFds }> {
+  const run = async () => {
+    closeOnExecAll();
+    const childEnds: number[] = [];
+    const ours: number[] = [];
+    let fds: ChildFds = {};
+    let sync: SyncFds | undefined;
+    try {
+      if (need.seccomp) {
+        const p = pipe();
+        ours.push(p.write);
+        // The filter is a few hundred bytes, far below a pipe's buffer: the write never blocks.
+        writeAll(p.write, need.seccomp);
+        closeFd(p.write);
+        ours.pop();
+        setCloseOnExec(p.read, false);
+        childEnds.push(p.read);
+        fds = { ...fds, seccomp: p.read };
+      }
+      if (need.sync) {
+        const info = pipe();
+        const block = pipe();
+        ours.push(info.read, block.write);
+        childEnds.push(info.write, block.read);
+        setCloseOnExec(info.write, false);
+        setCloseOnExec(block.read, false);
+        setNonBlocking(info.read);
+        fds = { ...fds, info: info.write, block: block.read };
+        sync = { infoRead: info.read, blockWrite: block.write };
+      }
+      const result = await spawn(fds);
+      return { result, ...(sync ? { sync } : {}) };
+    } catch (err) {
+      for (const fd of ours) closeFd(fd);
+      throw err;
+    } finally {
+      for (const fd of childEnds) closeFd(fd);
+    }
+  };
+  const next = queue.then(run, run);
+  queue = next.catch(() => {});
+  return next;
+}
+
+/**
+ * Reads bwrap's `--info-fd` report for its child's host pid; `sandbox_start_failed` when bwrap
+ * closes the pipe first (it failed) or the deadline passes.
+ */
+export async function awaitChildPid(
+  infoRead: number,
+  deadlineMs = CHILD_PID_DEADLINE_MS,
+): Promise<number> {
+  const until = Date.now() + deadlineMs;
+  let text = "";
+  try {
+    while (Date.now() < until) {
+      const chunk = readNow(infoRead);
+      if (chunk === undefined) {
+        await new Promise((r) => setTimeout(r, 2));
+        continue;
+      }
+      text += new TextDecoder().decode(chunk);
+      const m = /"child-pid"\s*:\s*(\d+)/.exec(text);
+      if (m) return Number(m[1]);
+      if (chunk.length === 0 || text.length > 65536) break;
+    }
+  } finally {
+    closeFd(infoRead);
+  }
+  throw new CotalError(
+    "sandbox_start_failed",
+    "bwrap did not report its sandbox's pid (it failed to set the sandbox up, or timed out).",
+  );
+}
+
+/** Lets a blocked sandbox go on (bwrap's `--block-fd`). */
+export function releaseBlock(blockWrite: number): void {
+  try {
+    writeAll(blockWrite, new Uint8Array([1]));
+  } catch {
+    // bwrap already exited: nothing waits.
+  } finally {
+    closeFd(blockWrite);
+  }
+}
