@@ -7,6 +7,8 @@ import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../
 import { isCotalError } from "../lib/errors.ts";
 import { ISOLATION_MODES, type IsolationMode } from "../lib/manager/sandbox/isolation.ts";
 import { Manager } from "../lib/manager/manager.ts";
+import { parseLimitsFlag } from "../lib/manager/sandbox/limits.ts";
+import { parseIdRange } from "../lib/manager/sandbox/ids.ts";
 
 const command: CommandSpec = {
   name: "supervise",
@@ -30,6 +32,16 @@ const command: CommandSpec = {
       description: `how agents are isolated: ${ISOLATION_MODES.join(" or ")} (default bwrap)`,
     },
     runtime: { type: "string", description: "the spawn backend (default pty)" },
+    "agent-limits": {
+      type: "string",
+      value: "name=value,...",
+      description: "this space's agent limits, within the frozen bounds (e.g. memory=2G)",
+    },
+    "agent-ids": {
+      type: "string",
+      value: "first-last",
+      description: "uids given to agents when running as root (first is their group)",
+    },
   },
 };
 
@@ -55,6 +67,10 @@ async function main(argv: string[]): Promise<number> {
       servers: values.server ? String(values.server).split(",") : undefined,
       isolation,
       runtime: values.runtime ? String(values.runtime) : undefined,
+      ...(values["agent-limits"]
+        ? { agentLimits: parseLimitsFlag(String(values["agent-limits"])) }
+        : {}),
+      ...(values["agent-ids"] ? { agentIds: parseIdRange(String(values["agent-ids"])) } : {}),
     });
     await manager.start();
   } catch (err) {

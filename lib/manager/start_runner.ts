@@ -70,6 +70,8 @@ export interface RunnerOptions {
   readonly entry?: string;
   /** deno.json, for the import map (default this checkout's). */
   readonly config?: string;
+  /** Deno's module cache (default {@linkcode denoDir}). */
+  readonly denoDir?: string;
 }
 
 /** Where Deno keeps its module cache for this process (what the runner needs, read-only). */
@@ -148,7 +150,7 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
     HOME: home,
     [LAUNCH_ENV]: launchFile,
     // The runner's module cache (read-only inside bwrap): HOME is the agent's own now.
-    DENO_DIR: denoDir(),
+    DENO_DIR: opts.denoDir ?? denoDir(),
     DENO_NO_UPDATE_CHECK: "1",
     ...(bwrap ? { PATH: SANDBOX_PATH, USER: "agent", LOGNAME: "agent" } : {}),
     ...(opts.term ? { TERM: opts.term } : {}),
@@ -179,7 +181,7 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
   const checkout = dirOf(config);
   const code = [
     deno,
-    denoDir(),
+    env.DENO_DIR,
     config,
     `${checkout}/deno.lock`,
     `${checkout}/lib`,

@@ -166,6 +166,8 @@ export async function superviseComponent(
       rec.url,
       "--isolation",
       isolation,
+      ...(rec.agentLimits ? ["--agent-limits", rec.agentLimits] : []),
+      ...(rec.agentIds ? ["--agent-ids", rec.agentIds] : []),
     ],
     env,
     ready: logReady(root, id, /manager up \(space /, from),

@@ -16,6 +16,10 @@ export interface MeshRecord {
   startedAt: string;
   /** The agents' isolation the supervisors were started with. */
   isolation?: "bwrap" | "deno-only";
+  /** The spaces' agent limits (`name=value,...`), over the frozen defaults. */
+  agentLimits?: string;
+  /** The uid range a root supervisor gives agents (`first-last`). */
+  agentIds?: string;
 }
 
 /** One daemon of the stack, as `up` starts it and `down`/`status` find it. */

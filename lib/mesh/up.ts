@@ -137,6 +137,8 @@ export async function up(
     rotateSys?: boolean;
     userAuth?: UserAuthConfig;
     isolation?: IsolationChoice;
+    agentLimits?: string;
+    agentIds?: string;
   },
 ): Promise<UpResult> {
   const previous = await readMeshRecord(opts.root);
@@ -187,6 +189,12 @@ export async function up(
     url: `nats://${opts.host}:${opts.port}`,
     detached: opts.detach ?? false,
     isolation: opts.isolation ?? previous?.isolation ?? "bwrap",
+    ...((opts.agentLimits ?? previous?.agentLimits)
+      ? { agentLimits: opts.agentLimits ?? previous?.agentLimits }
+      : {}),
+    ...((opts.agentIds ?? previous?.agentIds)
+      ? { agentIds: opts.agentIds ?? previous?.agentIds }
+      : {}),
     startedAt: previous?.startedAt && brokerRunning ? previous.startedAt : new Date().toISOString(),
   };
   const started: string[] = [];

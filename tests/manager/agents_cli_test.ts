@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { type ManagerMesh, startManagerMesh } from "./_manager_mesh.ts";
+import { agentWorkdir } from "./_agent_fixture.ts";
 
 const SHELL = 'while read l; do echo "got:$l"; stty size; done';
 
@@ -74,7 +75,11 @@ Deno.test("manager - cotal spawn, ps, attach (both ways, resized) and despawn", 
     [["shell", "running"]],
   );
   const human = await cotal(mesh, "ps");
-  assert.match(human.stdout, /^shell\s+program\s+-\s+running\s+online\s+\d+$/m);
+  // The sandbox column: its own uid (or the supervisor's, not as root), its own network.
+  assert.match(
+    human.stdout,
+    /^shell\s+program\s+-\s+running\s+online\s+\d+\s+uid \d+ net:relay( cgv[12])?$/m,
+  );
 
   // attach: keystrokes in, the terminal's output out, at the size asked for; Ctrl-] leaves.
   const attach = new Deno.Command(Deno.execPath(), {
@@ -133,4 +138,108 @@ Deno.test("manager - cotal spawn, ps, attach (both ways, resized) and despawn", 
   const bad = await cotal(mesh, "spawn", "--json");
   assert.notEqual(bad.code, 0);
   assert.equal(JSON.parse(bad.stdout).error.code, "spawn_bad_args");
+});
+
+Deno.test("manager - cotal spawn --workdir, --limit, --net, --expose: what ps reports, what is refused", async () => {
+  await using mesh = await startManagerMesh("clisbx");
+  await mesh.manager();
+  const work = await agentWorkdir("cotal-cli-work-");
+  const ok = await cotal(
+    mesh,
+    "spawn",
+    "--agent",
+    "program",
+    "--name",
+    "worker",
+    "--workdir",
+    work,
+    "--limit",
+    "memory=2G",
+    "--limit",
+    "processes=128",
+    "--json",
+    "--",
+    "/bin/sh",
+    "-c",
+    "pwd > where.txt; sleep 60",
+  );
+  assert.equal(ok.code, 0, ok.stderr);
+  const row: AgentRow = JSON.parse(ok.stdout);
+  assert.equal(row.sandbox?.workdir, await Deno.realPath(work));
+  assert.equal(row.sandbox?.limits.memory, "2G");
+  assert.equal(row.sandbox?.limits.processes, "128");
+  assert.equal(row.sandbox?.net, "relay");
+  await waitFor(() => Deno.stat(`${work}/where.txt`).then(() => true, () => false), {
+    what: "the agent to write in its workdir",
+  });
+  assert.equal((await Deno.readTextFile(`${work}/where.txt`)).trim(), await Deno.realPath(work));
+  const host = await cotal(
+    mesh,
+    "spawn",
+    "--agent",
+    "program",
+    "--name",
+    "onhost",
+    "--net",
+    "host",
+    "--json",
+    "--",
+    "/bin/sleep",
+    "60",
+  );
+  assert.equal(host.code, 0, host.stderr);
+  assert.equal((JSON.parse(host.stdout) as AgentRow).sandbox?.net, "host");
+  assert.match((await cotal(mesh, "ps")).stdout, /^onhost\s.*net:HOST/m);
+
+  // Refusals: a sentence, a code, a non-zero exit, nothing spawned.
+  const tooBig = await cotal(
+    mesh,
+    "spawn",
+    "--agent",
+    "program",
+    "--limit",
+    "memory=100G",
+    "--",
+    "/bin/true",
+  );
+  assert.equal(tooBig.code, 2);
+  assert.match(tooBig.stderr, /The memory limit must be a whole size from 1G to 64G/);
+  const badNet = await cotal(
+    mesh,
+    "spawn",
+    "--agent",
+    "program",
+    "--net",
+    "bridge",
+    "--",
+    "/bin/true",
+  );
+  assert.equal(badNet.code, 2);
+  assert.match(badNet.stderr, /--net must be relay or host/);
+  for (
+    const [flag, path, why] of [
+      ["--workdir", mesh.root, /overlaps/],
+      ["--workdir", "/etc", /not allowed/],
+      ["--expose", `${mesh.root}/secrets`, /overlaps/],
+      ["--workdir", `${work}/absent`, /does not exist/],
+    ] as const
+  ) {
+    const r = await cotal(
+      mesh,
+      "spawn",
+      "--agent",
+      "program",
+      flag,
+      path,
+      "--json",
+      "--",
+      "/bin/true",
+    );
+    assert.notEqual(r.code, 0, `${flag} ${path}`);
+    const err = JSON.parse(r.stdout).error;
+    assert.equal(err.code, "sandbox_path_refused", `${flag} ${path}`);
+    assert.match(err.message, why);
+  }
+  const rows = JSON.parse((await cotal(mesh, "ps", "--json")).stdout).agents as AgentRow[];
+  assert.deepEqual(rows.map((a) => a.name).sort(), ["onhost", "worker"]);
 });

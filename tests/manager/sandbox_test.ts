@@ -185,3 +185,19 @@ Deno.test("manager - bwrap is taken from this Debian release, not a newer suite"
   assert.deepEqual(bwrapSuites('ID="ubuntu"\nVERSION_CODENAME=noble\n'), ["stable"]);
   assert.deepEqual(bwrapSuites(""), ["stable"]);
 });
+
+Deno.test({
+  name: "manager - a Deno the agents' uid cannot run fails the probe, not every spawn (needs root)",
+  ignore: Deno.uid() !== 0,
+  async fn() {
+    const bwrap = await testBwrap();
+    const dir = await tempDir("cotal-private-deno-");
+    const deno = `${dir}/deno`;
+    await Deno.copyFile(Deno.execPath(), deno);
+    await Deno.chmod(deno, 0o700);
+    const problem = await probeSandbox(bwrap, { switchUser: true, netns: true, deno });
+    assert.match(problem!, /default sandbox did not start.*Permission denied/);
+    await Deno.chmod(deno, 0o755);
+    assert.equal(await probeSandbox(bwrap, { switchUser: true, netns: true, deno }), undefined);
+  },
+});

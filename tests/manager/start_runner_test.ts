@@ -4,6 +4,7 @@ import { createRuntime } from "../../lib/manager/pty_runtime.ts";
 import { chooseIsolation } from "../../lib/manager/sandbox/isolation.ts";
 import { DEFAULT_AGENT_LIMITS } from "../../lib/manager/sandbox/limits.ts";
 import {
+  denoDir,
   runnerLaunchSpec,
   type RunnerOptions,
   type RunnerSandbox,
@@ -11,7 +12,7 @@ import {
 } from "../../lib/manager/start_runner.ts";
 import type { AgentSpec } from "../../lib/manager/launch.ts";
 import { collect, sandboxedAgent } from "./_agent_fixture.ts";
-import { waitFor } from "../_harness/broker.ts";
+import { tempDir, waitFor } from "../_harness/broker.ts";
 
 const LAYOUT = { root: "/R", broker: ["127.0.0.1:4222"], machineHome: "/H/.cotal" };
 const PROGRAM: AgentSpec = { kind: "program", command: "/bin/sh", args: ["x.sh"] };
@@ -274,4 +275,40 @@ function processesOf(uid: number): string[] {
     }
   }
   return out;
+}
+
+Deno.test("manager - a runner whose Deno, module cache and checkout all live under /tmp still starts", async () => {
+  // As with `HOME=/tmp/x npx deno task up`: the sandbox's own /tmp must not hide them.
+  const base = await tempDir("cotal-tmp-install-");
+  const deno = `${base}/home/.npm/deno`;
+  await Deno.mkdir(`${base}/home/.npm`, { recursive: true });
+  await Deno.mkdir(`${base}/home/.cache`, { recursive: true });
+  await Deno.mkdir(`${base}/checkout`, { recursive: true });
+  await Deno.link(Deno.execPath(), deno).catch(() => Deno.copyFile(Deno.execPath(), deno));
+  const checkout = `${base}/checkout`;
+  const src = new URL("../../", import.meta.url).pathname;
+  await copyTree(denoDir(), `${base}/home/.cache/deno`);
+  for (const part of ["cmd", "lib"]) await copyTree(`${src}${part}`, `${checkout}/${part}`);
+  for (const f of ["deno.json", "deno.lock"]) await Deno.copyFile(`${src}${f}`, `${checkout}/${f}`);
+  await Deno.chmod(base, 0o755);
+  const spec: AgentSpec = { kind: "module", module: "agent.ts" };
+  await using fx = await sandboxedAgent(spec, {
+    moduleText: "export function run() { console.log('ran from ' + Deno.execPath()); }\n",
+  });
+  const r = await startRunner({
+    ...fx.runner,
+    deno,
+    denoDir: `${base}/home/.cache/deno`,
+    entry: `${checkout}/cmd/agent.ts`,
+    config: `${checkout}/deno.json`,
+    runtime: await createRuntime("process"),
+  });
+  const { out, code } = await collect(r.handle);
+  assert.equal(code, 0, out);
+  assert.match(out, new RegExp(`ran from ${deno}`));
+});
+
+async function copyTree(from: string, to: string): Promise<void> {
+  const out = await new Deno.Command("/bin/cp", { args: ["-a", from, to] }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
 }

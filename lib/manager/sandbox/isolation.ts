@@ -117,12 +117,18 @@ export interface SandboxProbeOptions {
   readonly switchUser: boolean;
   /** Give the sandbox its own network namespace. */
   readonly netns: boolean;
+  /**
+   * The Deno executable agents' runners use: bound in and run as the agent's uid, so a Deno
+   * the agent cannot reach (under a 0700 home, say) fails the probe rather than every spawn.
+   */
+  readonly deno?: string;
 }
 
 /**
- * Starts the default sandbox for `/bin/true` and returns undefined when it works, or one
- * sentence naming what is missing: no user namespaces for a non-root supervisor, no network
- * namespace, a kernel without seccomp, a missing setpriv, prlimit, choom or nice.
+ * Starts the default sandbox (for `deno --version` when `deno` is given, else `/bin/true`) and
+ * returns undefined when it works, or one sentence naming what is missing: no user namespaces
+ * for a non-root supervisor, no network namespace, a kernel without seccomp, a missing setpriv,
+ * prlimit, choom or nice, a Deno the agent's uid cannot run.
  */
 export async function probeSandbox(
   bwrap: string,
@@ -157,11 +163,20 @@ export async function probeSandbox(
     args.push("--unshare-user", "--disable-userns", "--cap-drop", "ALL");
   }
   args.push("--die-with-parent");
+  const deno = opts.deno;
+  if (deno) {
+    const parts = deno.split("/").filter(Boolean);
+    for (let i = 1; i < parts.length; i++) {
+      args.push("--perms", "0755", "--dir", `/${parts.slice(0, i).join("/")}`);
+    }
+    args.push("--ro-bind", deno, deno);
+  }
+  const run = deno ? [deno, "--version"] : ["/bin/true"];
   try {
     const { result: child } = await spawnWithFds({ seccomp: seccompFilter() }, (fds) => {
       const tail = opts.switchUser
-        ? [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/true"]
-        : ["/bin/true"];
+        ? [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups", "--", ...run]
+        : run;
       return Promise.resolve(
         new Deno.Command(bwrap, {
           args: [
@@ -195,7 +210,7 @@ export async function probeSandbox(
 const probed = new Map<string, Promise<string | undefined>>();
 
 function probeOnce(path: string, opts: SandboxProbeOptions): Promise<string | undefined> {
-  const key = `${path}\0${opts.switchUser}\0${opts.netns}`;
+  const key = `${path}\0${opts.switchUser}\0${opts.netns}\0${opts.deno}`;
   if (!probed.has(key)) probed.set(key, probeSandbox(path, opts));
   return probed.get(key)!;
 }
@@ -209,6 +224,8 @@ export interface ResolveIsolationOptions {
   readonly bwrap?: string;
   /** Look for a cgroup hierarchy to put agents in (default true). */
   readonly cgroups?: boolean;
+  /** The Deno executable runners use (default this process's). */
+  readonly deno?: string;
 }
 
 /** What this machine offers agents' sandboxes (everything but the request). */
@@ -233,9 +250,10 @@ export async function probeIsolation(opts: ResolveIsolationOptions = {}): Promis
   const switchUser = Deno.uid() === 0;
   let netns = true;
   if (path) {
-    bwrapProblem = await probeOnce(path, { switchUser, netns });
+    const deno = opts.deno ?? Deno.execPath();
+    bwrapProblem = await probeOnce(path, { switchUser, netns, deno });
     // Without network namespaces the rest may still hold: agents then need `--net host`.
-    if (bwrapProblem && !(await probeOnce(path, { switchUser, netns: false }))) {
+    if (bwrapProblem && !(await probeOnce(path, { switchUser, netns: false, deno }))) {
       netns = false;
       bwrapProblem = undefined;
     }

@@ -10,6 +10,7 @@ import { CotalError } from "../../errors.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
 import type { AgentRow } from "../../manager/managed_agent.ts";
 import { registry } from "../../registry.ts";
+import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
 import { runningBroker } from "../space.ts";
@@ -58,11 +59,42 @@ function int(text: string | undefined, flag: string, min: number, max: number) {
   return n;
 }
 
+function absolutePath(p: string): string {
+  return p.startsWith("/") ? p : `${Deno.cwd()}/${p}`;
+}
+
+function netMode(v: string): "relay" | "host" {
+  if (v === "relay" || v === "host") return v;
+  throw new CotalError("usage", `--net must be relay or host, not '${v.slice(0, 40)}'.`);
+}
+
+function limitsFrom(flags: string[]): Record<string, string> {
+  try {
+    // Validated here for a sentence at the terminal; the supervisor checks them again.
+    parseLimitsFlag(flags.join(","));
+  } catch (err) {
+    throw new CotalError("usage", (err as Error).message);
+  }
+  return Object.fromEntries(
+    flags.map((f) => [f.slice(0, f.indexOf("=")), f.slice(f.indexOf("=") + 1)]),
+  );
+}
+
+/** What `ps` shows of an agent's sandbox: its uid and network, or the mode without one. */
+function sandboxCell(a: AgentRow): string {
+  const s = a.sandbox;
+  if (!s) return "-";
+  if (s.mode === "deno-only") return "deno-only";
+  return `uid ${s.uid} ${s.net === "relay" ? "net:relay" : "net:HOST"}${
+    s.cgroup === "none" ? "" : ` cg${s.cgroup}`
+  }`;
+}
+
 function rowLine(a: AgentRow): string {
   const state = a.status === "retired" ? `retired (${a.reason ?? ""})` : a.status;
   return `${a.name.padEnd(20)} ${a.agent.padEnd(12)} ${(a.role ?? "-").padEnd(12)} ${
     state.padEnd(10)
-  } ${a.present ? "online " : "offline"} ${a.pid ?? "-"}`;
+  } ${a.present ? "online " : "offline"} ${String(a.pid ?? "-").padEnd(7)} ${sandboxCell(a)}`;
 }
 
 /** `cotal spawn`: start an agent under the space's supervisor. */
@@ -88,6 +120,30 @@ export const spawnCommand = defineCommand({
     restarts: { type: "string", value: "n", description: "crashes it survives (default 3)" },
     window: { type: "string", value: "s", description: "the restart window (default 120)" },
     timeout: { type: "string", value: "s", description: "readiness window (default 30)" },
+    workdir: {
+      type: "string",
+      value: "dir",
+      description: "a directory it works in, read-write (its cwd; a root supervisor's agents " +
+        "write it as members of the agents' group)",
+    },
+    expose: {
+      type: "string",
+      multiple: true,
+      value: "path",
+      description: "a path it may read (a harness's install dir); never Cotal's state",
+    },
+    net: {
+      type: "string",
+      value: "mode",
+      description: "relay (default: its own network, the broker only) or host (shares the " +
+        "host's network: an explicit opt-out, shown in ps)",
+    },
+    limit: {
+      type: "string",
+      multiple: true,
+      value: "name=value",
+      description: `a resource limit (${LIMIT_NAMES.join(", ")}), e.g. memory=2G`,
+    },
   },
   positionals: [{
     name: "command",
@@ -117,6 +173,10 @@ export const spawnCommand = defineCommand({
         : {}),
       ...(window !== undefined ? { windowMs: window * 1000 } : {}),
       readinessMs: readiness * 1000,
+      ...(values.workdir ? { workdir: absolutePath(values.workdir) } : {}),
+      ...(values.expose?.length ? { expose: values.expose.map(absolutePath) } : {}),
+      ...(values.net ? { net: netMode(values.net) } : {}),
+      ...(values.limit?.length ? { limits: limitsFrom(values.limit) } : {}),
     };
     await using ctl = await client(values);
     const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 });
@@ -147,7 +207,7 @@ export const psCommand = defineCommand({
           ? [
             `${"NAME".padEnd(20)} ${"AGENT".padEnd(12)} ${"ROLE".padEnd(12)} ${
               "STATUS".padEnd(10)
-            } PRESENCE PID`,
+            } PRESENCE PID     SANDBOX`,
           ]
             .concat(v.agents.map(rowLine)).join("\n")
           : "no agents; start one with 'cotal spawn'",

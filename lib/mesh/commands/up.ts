@@ -12,6 +12,8 @@ import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
 import { parsePort, resolveRoot, ROOT_FLAG } from "./common.ts";
 import { doctorAuth } from "../../workspace/doctor.ts";
 import { credRows } from "./doctor.ts";
+import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
+import { DEFAULT_AGENT_IDS, parseIdRange } from "../../manager/sandbox/ids.ts";
 
 function userAuthFrom(on: boolean, idp?: string, audience?: string): UserAuthConfig | undefined {
   if (!on) {
@@ -28,6 +30,16 @@ function userAuthFrom(on: boolean, idp?: string, audience?: string): UserAuthCon
   }
   parseIdpUrl(idp);
   return { idp, ...(audience !== undefined ? { audience } : {}) };
+}
+
+/** Validates a flag's text with `parse` (a usage error on refusal) and keeps the text. */
+function checked(parse: () => unknown, text: string): string {
+  try {
+    parse();
+  } catch (err) {
+    throw new CotalError("usage", (err as Error).message);
+  }
+  return text;
 }
 
 function isolationFrom(v: string | undefined): "bwrap" | "deno-only" | undefined {
@@ -51,6 +63,18 @@ export const upCommand = defineCommand({
       type: "string",
       value: "mode",
       description: "how agents are isolated: bwrap (default) or deno-only (explicit opt-in)",
+    },
+    "agent-limits": {
+      type: "string",
+      value: "name=value,...",
+      description: `every agent's limits in these spaces (${LIMIT_NAMES.join(", ")}), ` +
+        "within frozen bounds, e.g. memory=2G,processes=512",
+    },
+    "agent-ids": {
+      type: "string",
+      value: "first-last",
+      description: "uids a root supervisor gives agents (first is their group; default " +
+        `${DEFAULT_AGENT_IDS.first}-${DEFAULT_AGENT_IDS.first + DEFAULT_AGENT_IDS.count - 1})`,
     },
     "user-auth": {
       type: "boolean",
@@ -79,6 +103,17 @@ export const upCommand = defineCommand({
         detach: values.detach === true,
         rotateSys: values["rotate-sys"] === true,
         isolation: isolationFrom(values.isolation),
+        ...(values["agent-limits"] !== undefined
+          ? {
+            agentLimits: checked(
+              () => parseLimitsFlag(values["agent-limits"]!),
+              values["agent-limits"],
+            ),
+          }
+          : {}),
+        ...(values["agent-ids"] !== undefined
+          ? { agentIds: checked(() => parseIdRange(values["agent-ids"]!), values["agent-ids"]) }
+          : {}),
         userAuth: userAuthFrom(values["user-auth"] === true, values.idp, values.audience),
         // With --json, progress goes to stderr so stdout is one JSON document.
         say: (l) => json ? console.error(l) : console.log(l),

@@ -1,0 +1,109 @@
+/**
+ * The supervisor's two lines into a sandbox: the broker relay (a unix socket relayed to the
+ * broker, bounded per agent) and the control channel (a stop, and the runner's end when the
+ * supervisor goes), over real sockets.
+ */
+import assert from "node:assert/strict";
+import { ControlChannel, followControl } from "../../lib/manager/sandbox/control_channel.ts";
+import {
+  BrokerRelay,
+  forwardToRelay,
+  MAX_RELAY_CONNECTIONS,
+} from "../../lib/manager/sandbox/relay.ts";
+import { tempDir, waitFor } from "../_harness/broker.ts";
+
+/** A stand-in broker: greets every connection, echoes what it gets. */
+function echoServer(): { port: number; close(): void; accepted(): number } {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let n = 0;
+  (async () => {
+    for await (const c of l) {
+      n++;
+      (async () => {
+        await c.write(new TextEncoder().encode("INFO {}\r\n"));
+        await c.readable.pipeTo(c.writable).catch(() => {});
+      })().catch(() => {});
+    }
+  })().catch(() => {});
+  return { port: (l.addr as Deno.NetAddr).port, close: () => l.close(), accepted: () => n };
+}
+
+async function readSome(c: Deno.Conn): Promise<string> {
+  const buf = new Uint8Array(256);
+  const n = await c.read(buf);
+  return new TextDecoder().decode(buf.subarray(0, n ?? 0));
+}
+
+Deno.test("channels - the relay carries bytes both ways, and at most 16 connections per agent", async () => {
+  const dir = await tempDir("cotal-relay-");
+  const broker = echoServer();
+  const relay = await BrokerRelay.listen(`${dir}/0.broker`, [
+    "nats://127.0.0.1:1", // refused: the relay moves on to the next server
+    `nats://127.0.0.1:${broker.port}`,
+  ]);
+  const conns: Deno.UnixConn[] = [];
+  try {
+    const c = await Deno.connect({ transport: "unix", path: relay.path });
+    conns.push(c);
+    assert.equal(await readSome(c), "INFO {}\r\n");
+    await c.write(new TextEncoder().encode("PING\r\n"));
+    assert.equal(await readSome(c), "PING\r\n");
+    assert.equal((await Deno.stat(relay.path)).mode! & 0o777, 0o600);
+    for (let i = 0; i < MAX_RELAY_CONNECTIONS + 8; i++) {
+      conns.push(await Deno.connect({ transport: "unix", path: relay.path }));
+    }
+    await waitFor(() => relay.connections === MAX_RELAY_CONNECTIONS, { what: "the cap" });
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(broker.accepted(), MAX_RELAY_CONNECTIONS);
+  } finally {
+    for (const c of conns) c.close();
+    await relay.close();
+    broker.close();
+  }
+  await assert.rejects(Deno.stat(`${dir}/0.broker`), Deno.errors.NotFound);
+});
+
+Deno.test("channels - the runner's loopback forward reaches the broker through the relay", async () => {
+  const dir = await tempDir("cotal-relay-");
+  const broker = echoServer();
+  const relay = await BrokerRelay.listen(`${dir}/0.broker`, [`127.0.0.1:${broker.port}`]);
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  const stop = forwardToRelay(relay.path, port);
+  try {
+    const c = await Deno.connect({ hostname: "127.0.0.1", port });
+    assert.equal(await readSome(c), "INFO {}\r\n");
+    c.close();
+  } finally {
+    stop();
+    await relay.close();
+    broker.close();
+  }
+});
+
+Deno.test("channels - a stop reaches the runner; a runner also stops when the line drops", async () => {
+  const dir = await tempDir("cotal-ctl-");
+  const ctl = await ControlChannel.listen(`${dir}/0.control`);
+  let stopped = 0;
+  const unfollow = await followControl(ctl.path, () => stopped++);
+  assert.ok(await ctl.connected(2_000));
+  // Junk from the agent's side is read and dropped; the channel keeps working.
+  const junk = await Deno.connect({ transport: "unix", path: ctl.path });
+  await junk.write(new Uint8Array(100_000)).catch(() => {});
+  ctl.requestStop();
+  await waitFor(() => stopped === 1, { what: "the stop" });
+  unfollow();
+  junk.close();
+  // A second runner (a restart) that dials after the stop hears it at once.
+  let late = 0;
+  await followControl(ctl.path, () => late++);
+  await waitFor(() => late === 1, { what: "the stop, for a late runner" });
+  await ctl.close();
+  // The supervisor gone: a following runner is told.
+  const ctl2 = await ControlChannel.listen(`${dir}/1.control`);
+  let dropped = 0;
+  await followControl(ctl2.path, () => dropped++);
+  await ctl2.close();
+  await waitFor(() => dropped === 1, { what: "the drop" });
+});

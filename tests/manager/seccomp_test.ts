@@ -1,0 +1,95 @@
+/**
+ * The seccomp filter, run through a classic-BPF interpreter (the kernel's semantics for the
+ * opcodes it uses) on both architectures, and then for real in a sandbox.
+ */
+import assert from "node:assert/strict";
+import { isCotalError } from "../../lib/errors.ts";
+import {
+  ALLOWED_SOCKET_FAMILIES,
+  CLONE_NAMESPACE_FLAGS,
+  seccompFilter,
+  TIOCSTI,
+} from "../../lib/manager/sandbox/seccomp.ts";
+
+const AUDIT = { x86_64: 0xc000003e, aarch64: 0xc00000b7 } as const;
+const ALLOW = 0x7fff0000;
+const errno = (e: number) => 0x00050000 | e;
+
+/** Runs the filter on one syscall; returns the action word. */
+function verdict(arch: keyof typeof AUDIT, nr: number, args: number[] = [], auditArch?: number) {
+  const prog = new DataView(seccompFilter(arch).buffer);
+  const data = new DataView(new ArrayBuffer(64));
+  data.setUint32(0, nr, true);
+  data.setUint32(4, auditArch ?? AUDIT[arch], true);
+  args.forEach((a, i) => data.setUint32(16 + i * 8, a >>> 0, true));
+  let pc = 0;
+  let acc = 0;
+  for (let steps = 0; steps < 4096; steps++) {
+    const code = prog.getUint16(pc * 8, true);
+    const jt = prog.getUint8(pc * 8 + 2);
+    const jf = prog.getUint8(pc * 8 + 3);
+    const k = prog.getUint32(pc * 8 + 4, true);
+    if (code === 0x20) {
+      acc = data.getUint32(k, true);
+      pc++;
+    } else if (code === 0x15) pc += 1 + (acc === k ? jt : jf);
+    else if (code === 0x35) pc += 1 + (acc >= k ? jt : jf);
+    else if (code === 0x45) pc += 1 + ((acc & k) !== 0 ? jt : jf);
+    else if (code === 0x06) return k;
+    else throw new Error(`unknown opcode ${code}`);
+  }
+  throw new Error("the filter did not return");
+}
+
+Deno.test("seccomp - x86_64: namespaces, mounts, kernel surface refused; ordinary calls allowed", () => {
+  for (
+    const [nr, name] of [[0, "read"], [1, "write"], [257, "openat"], [59, "execve"], [
+      101,
+      "ptrace",
+    ]]
+  ) {
+    assert.equal(verdict("x86_64", nr as number), ALLOW, name as string);
+  }
+  for (const nr of [272, 308, 165, 166, 155, 246, 175, 313, 169, 321, 298, 323, 250, 304]) {
+    assert.equal(verdict("x86_64", nr), errno(1), String(nr));
+  }
+  // clone: a thread or a fork is fine, any namespace flag is not; clone3's flags are unreadable.
+  assert.equal(verdict("x86_64", 56, [0x3d0f00]), ALLOW);
+  for (const flag of [0x10000000, 0x20000000, 0x40000000, 0x00020000, 0x80]) {
+    assert.equal(verdict("x86_64", 56, [0x11 | flag]), errno(1), flag.toString(16));
+    assert.ok((CLONE_NAMESPACE_FLAGS & flag) !== 0);
+  }
+  assert.equal(verdict("x86_64", 435), errno(38));
+  assert.equal(verdict("x86_64", 425), errno(38));
+  // ioctl: TIOCSTI and TIOCLINUX only, whatever the high word says (the kernel reads 32 bits).
+  assert.equal(verdict("x86_64", 16, [0, TIOCSTI]), errno(1));
+  assert.equal(verdict("x86_64", 16, [0, 0x541c]), errno(1));
+  assert.equal(verdict("x86_64", 16, [0, 0x5413]), ALLOW);
+  // socket families: unix, inet, inet6, netlink.
+  for (const family of ALLOWED_SOCKET_FAMILIES) {
+    assert.equal(verdict("x86_64", 41, [family]), ALLOW);
+  }
+  for (const family of [17, 38, 40, 44]) assert.equal(verdict("x86_64", 41, [family]), errno(97));
+  // x32 numbers and foreign architectures (32-bit entry points).
+  assert.equal(verdict("x86_64", 0x40000000 + 272), errno(1));
+  assert.equal(verdict("x86_64", 0x40000000), errno(1));
+  assert.equal(verdict("x86_64", 0, [], 0x40000003), errno(1));
+});
+
+Deno.test("seccomp - aarch64 has its own numbers", () => {
+  assert.equal(verdict("aarch64", 63), ALLOW); // read
+  assert.equal(verdict("aarch64", 97), errno(1)); // unshare
+  assert.equal(verdict("aarch64", 220, [0x10000011]), errno(1)); // clone(CLONE_NEWUSER)
+  assert.equal(verdict("aarch64", 29, [0, TIOCSTI]), errno(1)); // ioctl
+  assert.equal(verdict("aarch64", 198, [17]), errno(97)); // socket(AF_PACKET)
+  // The x86_64 table is not applied on aarch64 (272 is an ordinary number there).
+  assert.equal(verdict("aarch64", 272), ALLOW);
+  assert.equal(verdict("aarch64", 63, [], AUDIT.x86_64), errno(1));
+});
+
+Deno.test("seccomp - an architecture without a table is refused with a sentence", () => {
+  assert.throws(
+    () => seccompFilter("riscv64"),
+    (e) => isCotalError(e, "seccomp_unsupported") && /riscv64/.test(e.message),
+  );
+});
