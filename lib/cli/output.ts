@@ -6,6 +6,7 @@
  */
 
 import type { CotalError } from "../errors.ts";
+import { safeText } from "./terminal.ts";
 
 /** The two output streams a command writes to, and whether stderr is a terminal. */
 export interface CliIo {
@@ -78,8 +79,14 @@ export function printResult<T>(
     io.stdout(`${JSON.stringify(value, null, 2)}\n`);
     return;
   }
+  // Human output may quote agent or message text: its control characters are shown, not run.
   io.stdout(
-    line(human ? human(value) : typeof value === "string" ? value : JSON.stringify(value, null, 2)),
+    line(
+      safeText(
+        human ? human(value) : typeof value === "string" ? value : JSON.stringify(value, null, 2),
+        { lines: true },
+      ),
+    ),
   );
 }
 
@@ -97,5 +104,5 @@ export function printError(
     io.stdout(`${JSON.stringify({ error: { code: err.code, message: err.message } }, null, 2)}\n`);
     return;
   }
-  io.stderr(line(`${program}: ${err.message}`));
+  io.stderr(line(`${program}: ${safeText(err.message)}`));
 }

@@ -9,7 +9,9 @@
  * @module
  */
 
-import type { JetStreamClient, JetStreamManager, KV, NatsConnection, Subscription } from "nats";
+import type { JetStreamClient, JetStreamManager, NatsConnection, Subscription } from "nats";
+import type { WatchFactory } from "./presence.ts";
+import { subjectMatches } from "../wire/subjects.ts";
 import { CotalError } from "../errors.ts";
 import { assertValidChannel, hasWildcard, type Principal } from "../wire/names.ts";
 import { chathistDurableName, streamNames } from "../wire/resources.ts";
@@ -68,6 +70,7 @@ export class ChannelSet {
   readonly #registry: ChannelRegistry = { defaults: {}, channels: {} };
   #historyChain: Promise<unknown> = Promise.resolve();
   #watchStop?: () => void;
+  #watchGen = 0;
 
   constructor(host: ChannelHost) {
     this.#host = host;
@@ -102,31 +105,35 @@ export class ChannelSet {
     };
   }
 
-  /** Watch the channel registry; resolves once the initial rows are in (or the bucket is absent). */
-  async watchRegistry(kv: KV | undefined): Promise<void> {
+  /**
+   * Watch the channel registry (a consumer-less bucket watch); resolves once the initial rows
+   * are in, the bucket is absent (`watch` undefined), or 2 s have passed.
+   */
+  async watchRegistry(watch: WatchFactory | undefined): Promise<void> {
     this.#watchStop?.();
-    if (!kv) return;
-    let ready!: () => void;
-    const initialized = new Promise<void>((r) => (ready = r));
-    const iter = await kv.watch({ initializedFn: () => ready() });
-    this.#watchStop = () => iter.stop();
-    (async () => {
-      for await (const e of iter) {
-        const isDefaults = e.key === DEFAULTS_KEY;
-        const row = e.operation === "PUT" ? parseConfig(e.value, isDefaults) : undefined;
-        if (isDefaults) this.#registry.defaults = row ?? {};
-        else if (row) this.#registry.channels[e.key] = row;
-        else delete this.#registry.channels[e.key];
-      }
-    })().catch(() => {});
+    this.#watchStop = undefined;
+    const gen = ++this.#watchGen;
+    if (!watch) return;
+    const started = watch((e) => {
+      const isDefaults = e.key === DEFAULTS_KEY;
+      const row = e.operation === "PUT" ? parseConfig(e.value, isDefaults) : undefined;
+      if (isDefaults) this.#registry.defaults = row ?? {};
+      else if (row) this.#registry.channels[e.key] = row;
+      else delete this.#registry.channels[e.key];
+    }).then((w) => {
+      // A watch that came up after an unbind or a newer bind is stopped at once.
+      if (gen !== this.#watchGen) w.stop();
+      else this.#watchStop = () => w.stop();
+    }, () => {});
     // A registry that never finishes its replay must not hold the connect hostage.
     let t: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([initialized, new Promise((r) => (t = setTimeout(r, 2_000)))]);
+    await Promise.race([started, new Promise((r) => (t = setTimeout(r, 2_000)))]);
     clearTimeout(t);
   }
 
   /** Stop the registry watch and drop the subscriptions (the joined set is kept). */
   unbind(): void {
+    this.#watchGen++;
     this.#watchStop?.();
     this.#watchStop = undefined;
     for (const j of this.#joined.values()) j.sub = undefined;
@@ -281,6 +288,9 @@ export class ChannelSet {
           }
           return;
         }
+        // A JetStream delivery (a consumer someone aimed at this subject: the broker does not
+        // check deliver subjects) or anything outside the filter is not a live post.
+        if (m.reply?.startsWith("$JS.ACK.") || !subjectMatches(filter, m.subject)) return;
         this.#host.surface(m.subject, m.data, "live");
       },
     });

@@ -21,6 +21,8 @@ import { openBucket } from "./buckets.ts";
 import { buildCard, checkCard } from "./card.ts";
 import { ChannelSet } from "./channels.ts";
 import { Consumers } from "./consumers.ts";
+import { watchBucket } from "./bucket_watch.ts";
+import type { WatchFactory } from "./presence.ts";
 import { CredentialHolder, errorText, type HeldCredential, loadIdentity } from "./credentials.ts";
 import { SeenIds } from "./dedupe.ts";
 import { dial } from "./dial.ts";
@@ -379,9 +381,11 @@ export class CotalEndpoint extends EndpointEvents {
     this.#conn = conn;
     this.#watch(nc);
     const names = bucketNames(this.space);
-    await this.#channels.watchRegistry(
-      await openBucket(conn.js, conn.jsm, names.channels, (e) => this.#warn(e)),
-    );
+    // Buckets are watched without a consumer (bucket_watch.ts): no credential needs a
+    // consumer-create grant on them.
+    const watcher = (bucket: string): WatchFactory => (onEntry) => watchBucket(nc, bucket, onEntry);
+    const registry = await openBucket(conn.js, conn.jsm, names.channels, (e) => this.#warn(e));
+    await this.#channels.watchRegistry(registry ? watcher(names.channels) : undefined);
     // Consumers before presence: a wrong lifecycle uid fails here, with no roster ghost.
     if (this.#opts.consume !== false) {
       await this.#consumers.bind(conn.js, {
@@ -396,7 +400,9 @@ export class CotalEndpoint extends EndpointEvents {
     const register = this.#opts.registerPresence !== false;
     if (watch || register) {
       const kv = await openBucket(conn.js, conn.jsm, names.presence, (e) => this.#warn(e));
-      if (kv) await this.#presence.bind(kv, { watch, register });
+      if (kv) {
+        await this.#presence.bind(kv, { watch: watch && watcher(names.presence), register });
+      }
     }
     this.dispatchEvent(new ConnectionEvent(true));
   }

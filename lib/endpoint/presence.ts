@@ -8,7 +8,8 @@
  * @module
  */
 
-import type { KV, KvEntry } from "nats";
+import type { KV } from "nats";
+import type { BucketWatch, WatchedEntry } from "./bucket_watch.ts";
 import { CotalError } from "../errors.ts";
 import { type OfflineReason, PresenceEvent, RosterEvent } from "./events.ts";
 import { errorText } from "./credentials.ts";
@@ -38,6 +39,11 @@ export interface PresenceHost {
   warn(err: CotalError): void;
 }
 
+/** Starts a watch of the presence bucket that reports each row to `onEntry`. */
+export type WatchFactory = (
+  onEntry: (e: WatchedEntry, live: boolean) => void,
+) => Promise<BucketWatch>;
+
 /** Heartbeat writer plus roster watcher. */
 export class PresenceTracker {
   readonly #host: PresenceHost;
@@ -63,11 +69,14 @@ export class PresenceTracker {
     }
   }
 
-  /** Bind to a (new) bucket handle: start watching and/or heartbeating. */
-  async bind(kv: KV, opts: { watch: boolean; register: boolean }): Promise<void> {
+  /**
+   * Bind to a (new) bucket handle: start watching (through `watch`, a consumer-less bucket
+   * watch) and/or heartbeating.
+   */
+  async bind(kv: KV, opts: { watch: false | WatchFactory; register: boolean }): Promise<void> {
     this.unbind();
     this.#kv = kv;
-    if (opts.watch) await this.#watch(kv);
+    if (opts.watch) await this.#watch(opts.watch);
     if (opts.register) {
       await this.beat();
       this.#heartbeat = setInterval(() => void this.beat(), this.#heartbeatMs);
@@ -92,7 +101,17 @@ export class PresenceTracker {
     const kv = this.#kv;
     if (!kv) return;
     try {
-      await kv.put(this.#host.selfKey(), JSON.stringify(this.#host.record()));
+      const row = JSON.stringify(this.#host.record());
+      await kv.put(this.#host.selfKey(), row);
+      // The connection does not echo its own writes to its watch: apply our row here.
+      if (this.#watchStop) {
+        this.#apply({
+          key: this.#host.selfKey(),
+          value: new TextEncoder().encode(row),
+          operation: "PUT",
+          created: new Date(),
+        }, true);
+      }
       this.#failingSince = undefined;
       this.#stuckReported = false;
     } catch (err) {
@@ -151,23 +170,21 @@ export class PresenceTracker {
     if (changed) this.#host.dispatch(new RosterEvent(this.roster()));
   }
 
-  async #watch(kv: KV): Promise<void> {
-    let initialized = false;
-    const iter = await kv.watch({ initializedFn: () => (initialized = true) });
-    this.#watchStop = () => iter.stop();
-    (async () => {
-      for await (const e of iter) this.#apply(e, initialized);
-    })().catch((err) => {
+  async #watch(watch: WatchFactory): Promise<void> {
+    try {
+      const w = await watch((e, live) => this.#apply(e, live));
+      this.#watchStop = () => w.stop();
+    } catch (err) {
       this.#host.warn(
         new CotalError(
           "presence_watch_failed",
-          `The presence watch ended (${errorText(err)}); it is rebound on the next reconnect.`,
+          `The presence watch failed (${errorText(err)}); it is rebound on the next reconnect.`,
         ),
       );
-    });
+    }
   }
 
-  #apply(e: KvEntry, live: boolean): void {
+  #apply(e: WatchedEntry, live: boolean): void {
     const key = e.key;
     const known = this.#peers.get(key);
     if (e.operation !== "PUT") {

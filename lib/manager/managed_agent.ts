@@ -6,12 +6,13 @@
  * @module
  */
 import type { RuntimeExit, RuntimeHandle } from "../registry.ts";
+import { safeText } from "../cli/terminal.ts";
 import type { Identity } from "../trust/types.ts";
 import type { Principal } from "../wire/names.ts";
 import type { AgentSpec } from "./launch.ts";
 import type { AgentSandbox, SandboxFacts } from "./sandbox/agent_sandbox.ts";
 import type { Isolation } from "./sandbox/isolation.ts";
-import { signalProcess } from "./sandbox/libc.ts";
+import { signalGroup, signalProcess } from "./sandbox/libc.ts";
 import type { AgentLimits } from "./sandbox/limits.ts";
 import type { NetMode } from "./sandbox/plan.ts";
 
@@ -153,11 +154,17 @@ export class ManagedAgent {
     return out;
   }
 
-  /** The last lines of output as text (for failure messages), control sequences stripped. */
+  /**
+   * The last lines of output as one line of text (for failure messages): CSI sequences (colour,
+   * cursor) dropped, every other control character shown as `\xNN`, so no escape sequence the
+   * agent printed reaches the operator's terminal through a refusal.
+   */
   lastLines(n = 5): string {
     // deno-lint-ignore no-control-regex
-    const text = new TextDecoder().decode(this.backlog()).replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
-    return text.split(/\r?\n/).map((l) => l.trim()).filter(Boolean).slice(-n).join(" | ");
+    const text = new TextDecoder().decode(this.backlog()).replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "");
+    return text.split(/\r?\n/).map((l) => safeText(l.trim())).filter(Boolean).slice(-n).join(
+      " | ",
+    );
   }
 
   /** Resolves when the current runner exits. */
@@ -185,6 +192,8 @@ export class ManagedAgent {
     const ended = await wait(graceMs);
     if (ended) return ended;
     signalProcess(h.pid, "SIGKILL");
+    // Under deno-only there is no PID namespace to end with it: its whole group goes too.
+    signalGroup(h.pid, "SIGKILL");
     return await wait(graceMs);
   }
 

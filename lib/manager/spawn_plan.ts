@@ -21,7 +21,7 @@ import {
   protectedPaths,
   resolveIsolation,
 } from "./sandbox/isolation.ts";
-import type { SpawnRequest } from "./spawn_request.ts";
+import { isReservedAgentName, type SpawnRequest } from "./spawn_request.ts";
 import { type AgentLimits, resolveLimits } from "./sandbox/limits.ts";
 import { assertExposable } from "./sandbox/plan.ts";
 
@@ -81,7 +81,9 @@ export function allocateName(
     }
     return req.name;
   }
-  const base = (req.role ?? req.agent).replace(/[^A-Za-z0-9_]/g, "_").slice(0, 56);
+  let base = (req.role ?? req.agent).replace(/[^A-Za-z0-9_]/g, "_").slice(0, 56);
+  // A role may be "operator"; the agent serving it still may not be named like the mesh's own.
+  if (isReservedAgentName(base)) base = `agent_${base}`.slice(0, 56);
   for (let n = 1; n < 10_000; n++) {
     const name = `${base}_${n}`;
     if (!taken(name)) return name;

@@ -24,6 +24,43 @@ export const DEFAULT_RESTART_POLICY: RestartPolicy = Object.freeze({
 /** Readiness window: the agent's presence must appear within this (reference: 30 s). */
 export const READINESS_TIMEOUT_MS = 30_000;
 
+/**
+ * Agent names the mesh's own principals use or an operator would trust on sight: refused as a
+ * name (and as the start of one), so no agent can pass for the supervisor, the delivery daemon,
+ * the auth service or the operator in presence or in a sender field.
+ */
+export const RESERVED_AGENT_NAMES: readonly string[] = Object.freeze([
+  "operator",
+  "manager",
+  "supervisor",
+  "delivery",
+  "auth",
+  "system",
+  "admin",
+  "observer",
+  "cotal",
+  "root",
+]);
+
+/** Whether `name` is reserved: one of the names above, or one of them and `_...`. */
+export function isReservedAgentName(name: string): boolean {
+  const n = name.toLowerCase();
+  return RESERVED_AGENT_NAMES.some((r) => n === r || n.startsWith(`${r}_`));
+}
+
+function assertGrantPattern(channel: string, what: string): void {
+  // A grant that starts with a wildcard reaches every channel of the space, today's and any
+  // made later (private ones included): name the channels, or a prefix such as team.>.
+  const first = channel.split(".")[0];
+  if (first === "*" || first === ">") {
+    bad(
+      `${what} ${
+        JSON.stringify(channel)
+      } would grant every channel of the space; name the channels, or a prefix such as team.>.`,
+    );
+  }
+}
+
 /** A validated spawn request. */
 export interface SpawnRequest {
   /** The connector (agent type); default `task-runner`. */
@@ -139,6 +176,14 @@ export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnReques
       } must be 1-64 characters of [A-Za-z0-9_] (it is the agent's actor).`,
     );
   }
+  if (name !== undefined && isReservedAgentName(name)) {
+    throw new CotalError(
+      "name_reserved",
+      `The name ${JSON.stringify(name)} is reserved for the mesh itself (${
+        RESERVED_AGENT_NAMES.join(", ")
+      }); pick another.`,
+    );
+  }
   const role = str(args.role, "role", 64);
   if (role !== undefined) wrapName(() => assertValidRole(role));
   const subscribe = list(args.subscribe, "subscribe");
@@ -148,6 +193,8 @@ export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnReques
     for (const c of [...(subscribe ?? []), ...(allowSubscribe ?? [])]) assertValidChannel(c);
     for (const c of allowPublish) assertConcreteChannel(c);
   });
+  for (const c of subscribe ?? []) assertGrantPattern(c, "subscribe");
+  for (const c of allowSubscribe ?? []) assertGrantPattern(c, "allowSubscribe");
   const config = args.config ?? {};
   if (typeof config !== "object" || config === null || Array.isArray(config)) {
     bad("config must be an object.");

@@ -4,6 +4,7 @@
  * are posted to the current channel; `/`-commands do the rest.
  */
 import { CotalEndpoint, type CotalMessageEvent } from "../endpoint/mod.ts";
+import { safeText } from "../cli/terminal.ts";
 import { CotalError } from "../errors.ts";
 import { mintCreds, newIdentity, newLifecycleUid } from "../trust/mod.ts";
 import { deprovisionAgent, provisionAgent } from "../wire/mod.ts";
@@ -41,7 +42,8 @@ function describe(ev: CotalMessageEvent): string {
     : m.toService !== undefined
     ? `@${m.toService}`
     : "(dm)";
-  return `${ev.meta.historical ? "[history] " : ""}${where} ${m.from.id}: ${text}`;
+  // One line per message whatever it holds: a newline or escape in it is shown, not acted on.
+  return safeText(`${ev.meta.historical ? "[history] " : ""}${where} ${m.from.id}: ${text}`);
 }
 
 /** Runs one interactive session; resolves with the number of lines posted. */

@@ -1,8 +1,10 @@
 import { CotalError } from "../errors.ts";
 import {
+  adoptSpaceAccount,
   type BrokerAuth,
   createBrokerAuth,
   createSpaceAccountAuth,
+  hasSpaceLimits,
   parseBrokerAuth,
   parseSpaceAccountAuth,
   serializeBrokerAuth,
@@ -87,7 +89,14 @@ export async function ensureSpaceAccount(
   space: string,
 ): Promise<{ account: SpaceAccountAuth; created: boolean }> {
   const existing = await loadSpaceAccount(store, space);
-  if (existing) return { account: existing, created: false };
+  if (existing) {
+    if (hasSpaceLimits(existing.account.jwt)) return { account: existing, created: false };
+    // An account signed before this build's storage limits: re-stated with the same keys (its
+    // creds keep working), so the broker enforces the limits from the next config render.
+    const restated = await adoptSpaceAccount(broker, existing);
+    await store.put(spaceAccountKey(space), serializeSpaceAccountAuth(restated));
+    return { account: restated, created: false };
+  }
   const account = await createSpaceAccountAuth(broker, space);
   if (await store.create(spaceAccountKey(space), serializeSpaceAccountAuth(account))) {
     return { account, created: true };

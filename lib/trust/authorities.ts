@@ -12,6 +12,7 @@ import {
   decodeJwt,
   encodeJwt,
   isPublicKey,
+  type JetStreamLimits,
   type OperatorLimits,
   publicKeyFromSeed,
   seedSigner,
@@ -34,9 +35,29 @@ const SYS_LIMITS: Readonly<OperatorLimits> = Object.freeze({
   disk_storage: 0,
 });
 
+const MIB = 1024 * 1024;
+
 /**
- * A data account: unlimited, JetStream on. Without explicit limits a JWT account defaults to
- * zero connections and no JetStream.
+ * What one space may store on the broker, signed into its account JWT (frozen: nothing an
+ * agent or a request sends reaches them). One agent can then fill at most its own space's
+ * share, never the broker's disk: the space's streams total about 4 GiB of caps, the KV
+ * buckets a few MiB (docs/SPEC.md, "Limits").
+ */
+export const SPACE_JETSTREAM_LIMITS: Readonly<JetStreamLimits> = Object.freeze({
+  mem_storage: 256 * MIB,
+  disk_storage: 8 * 1024 * MIB,
+  streams: 32,
+  // Per stream: every agent's DM/DLV durables and history consumers fit with room to spare.
+  consumer: 1024,
+  max_ack_pending: -1,
+  mem_max_stream_bytes: 64 * MIB,
+  disk_max_stream_bytes: 2 * 1024 * MIB,
+});
+
+/**
+ * A data account: connections and subjects unlimited, JetStream on within
+ * {@linkcode SPACE_JETSTREAM_LIMITS}. Without explicit limits a JWT account defaults to zero
+ * connections and no JetStream.
  */
 const DATA_LIMITS: Readonly<OperatorLimits> = Object.freeze({
   subs: -1,
@@ -47,14 +68,15 @@ const DATA_LIMITS: Readonly<OperatorLimits> = Object.freeze({
   wildcards: true,
   conn: -1,
   leaf: -1,
-  mem_storage: -1,
-  disk_storage: -1,
-  streams: -1,
-  consumer: -1,
-  max_ack_pending: -1,
-  mem_max_stream_bytes: -1,
-  disk_max_stream_bytes: -1,
+  ...SPACE_JETSTREAM_LIMITS,
 });
+
+/** Whether an account JWT already carries this build's data-account limits. */
+export function hasSpaceLimits(accountJwt: string): boolean {
+  const limits = (decodeJwtUnverified(accountJwt).nats as { limits?: Record<string, unknown> })
+    .limits ?? {};
+  return Object.entries(DATA_LIMITS).every(([k, v]) => limits[k] === v);
+}
 
 /** The operator JWT name for a broker label. */
 export function operatorName(label: string): string {

@@ -108,6 +108,19 @@ export function kvRead(bucket: string): string[] {
   ];
 }
 
+/**
+ * A consumer-less watch of a bucket (lib/endpoint/bucket_watch.ts): bind, Direct Get to walk
+ * its rows, and a subscription to its writes. No consumer create: a credential that may create
+ * one may aim its deliveries at any subject (the broker does not check a deliver subject).
+ */
+export function kvWatch(bucket: string): { pub: string[]; sub: string[] } {
+  const st = kvStream(bucket);
+  return {
+    pub: [js.streamInfo(st), js.msgGet(st), ...js.directGet(st)],
+    sub: [`$KV.${bucket}.>`],
+  };
+}
+
 /** A point read of a KV bucket (bind and get) without a watch. */
 export function kvGet(bucket: string): string[] {
   const st = kvStream(bucket);

@@ -10,10 +10,12 @@ export {
   createBrokerAuth,
   createSpaceAccountAuth,
   createSpaceAuth,
+  hasSpaceLimits,
   isStrippedSpaceAuth,
   operatorName,
   rotateDataAccountSigningKey,
   rotateSystemAccount,
+  SPACE_JETSTREAM_LIMITS,
   stripSpaceAuth,
 } from "./authorities.ts";
 export { credsAuthenticatorFast, type CredsSource } from "./connect_auth.ts";

@@ -6,6 +6,7 @@
  */
 import { js, JS_INFO, kvGet, kvKey, kvRead, kvStream, lifecycleKey } from "./grant_names.ts";
 import type { GrantContext, GrantSet } from "./profile_context.ts";
+import { watchBuckets } from "./profiles_members.ts";
 
 /** The manager: its lease and renewal keys, its presence key, and the delivery-admin rail. */
 export function supervisorGrants(ctx: GrantContext, g: GrantSet): void {
@@ -13,10 +14,10 @@ export function supervisorGrants(ctx: GrantContext, g: GrantSet): void {
   const P = n.root;
   const mgr = n.buckets.manager;
   g.pub(JS_INFO, ...kvGet(mgr), kvKey(mgr, "lease.*"), kvKey(mgr, "renewal"));
-  g.pub(...kvRead(n.buckets.presence), kvKey(n.buckets.presence, `${o}.${a}`));
-  // Its CotalEndpoint (presence, the roster that tells it an agent is ready) binds the channel
-  // registry at every bind; the registry holds no secret.
-  g.pub(...kvRead(n.buckets.channels));
+  g.pub(kvKey(n.buckets.presence, `${o}.${a}`));
+  // Its CotalEndpoint (presence, the roster that tells it an agent is ready) watches the
+  // channel registry too; the registry holds no secret.
+  watchBuckets(g, n.buckets.presence, n.buckets.channels);
   g.pub(`${P}.ctl.delivery-admin.${o}.${a}`);
   // Liveness responder: queue-subscribes the probe rail, replies only under it.
   g.pub(`${P}.live.manager.*.*.reply.>`);
@@ -62,12 +63,10 @@ export function provisionerGrants(ctx: GrantContext, g: GrantSet): void {
   const { names: n } = ctx;
   const b = n.buckets;
   g.pub(JS_INFO);
+  // Create, and bring an older space's caps and TTLs in line (a create never updates). An
+  // update cannot delete or purge; the broker refuses a change of subjects or storage.
   for (const st of [...allStreams(ctx), ...allBucketStreams(ctx)]) {
-    g.pub(js.streamInfo(st), js.streamCreate(st));
-  }
-  // Only the TTL'd buckets are reconciled in place (kv create never updates a bucket).
-  for (const bucket of [b.presence, b.delivery, b.manager]) {
-    g.pub(js.streamUpdate(kvStream(bucket)));
+    g.pub(js.streamInfo(st), js.streamCreate(st), js.streamUpdate(st));
   }
   for (const st of [n.streams.dm, n.streams.dlv, n.streams.task]) {
     g.pub(...js.consumerCreate(st), js.durableCreate(st), js.consumerInfo(st));

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { js, JS_INFO, kvGet, kvKey, kvRead, lifecycleKey } from "./grant_names.ts";
+import { js, JS_INFO, kvGet, kvKey, kvRead, kvWatch, lifecycleKey } from "./grant_names.ts";
 import type { GrantContext, GrantSet } from "./profile_context.ts";
 
 /**
@@ -34,9 +34,9 @@ export function agentGrants(ctx: GrantContext, g: GrantSet): void {
   for (const [st, durable] of [[n.streams.dm, `dm_${key}`], [n.streams.dlv, `dlv_${key}`]]) {
     g.pub(js.consumerInfo(st, durable), js.msgNext(st, durable), js.ack(st, durable));
   }
-  // Presence: watch everyone, write only the own key.
-  g.pub(...kvRead(n.buckets.presence), kvKey(n.buckets.presence, `${o}.${a}`));
-  g.pub(...kvRead(n.buckets.channels));
+  // Presence: watch everyone (no consumer: see kvWatch), write only the own key.
+  watchBuckets(g, n.buckets.presence, n.buckets.channels);
+  g.pub(kvKey(n.buckets.presence, `${o}.${a}`));
   g.pub(...kvGet(n.buckets.delivery));
   if (ctx.role) {
     const durable = `svc_${ctx.role}`;
@@ -53,6 +53,15 @@ export function agentGrants(ctx: GrantContext, g: GrantSet): void {
   for (const ch of ctx.allowSubscribe) g.sub(`${P}.chat.*.*.${ch}`);
 }
 
+/** Consumer-less watches of `buckets` (what a CotalEndpoint needs for presence and channels). */
+export function watchBuckets(g: GrantSet, ...buckets: string[]): void {
+  for (const b of buckets) {
+    const w = kvWatch(b);
+    g.pub(...w.pub);
+    g.sub(...w.sub);
+  }
+}
+
 /** Channel-history read verbs over the whole CHAT stream (observer and admin). */
 function chatHistoryRead(ctx: GrantContext, g: GrantSet): void {
   const chat = ctx.names.streams.chat;
@@ -65,7 +74,7 @@ export function observerGrants(ctx: GrantContext, g: GrantSet): void {
   const n = ctx.names;
   g.pub(JS_INFO);
   chatHistoryRead(ctx, g);
-  g.pub(...kvRead(n.buckets.presence), ...kvRead(n.buckets.channels));
+  watchBuckets(g, n.buckets.presence, n.buckets.channels);
   g.pub(...kvRead(n.buckets.membership));
   g.sub(`${n.root}.chat.>`);
 }
@@ -88,7 +97,7 @@ export function operatorGrants(ctx: GrantContext, g: GrantSet): void {
   g.pub(`${P}.chat.${o}.${a}.>`, `${P}.inst.*.*.${o}.${a}`, `${P}.svc.*.${o}.${a}`);
   g.pub(`${P}.live.*.${o}.${a}`);
   g.pub(JS_INFO, kvKey(n.buckets.presence, `${o}.${a}`));
-  g.pub(...kvRead(n.buckets.presence), ...kvRead(n.buckets.channels));
+  watchBuckets(g, n.buckets.presence, n.buckets.channels);
   g.sub(`${P}.inst.${o}.${a}.*.*`);
 }
 

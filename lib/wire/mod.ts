@@ -90,11 +90,13 @@ export {
   MAX_MSGS_PER_SUBJECT,
   MEMBERSHIP_FEED_MAX_BYTES,
   PLANE3_DUPLICATE_WINDOW_MS,
+  PRESENCE_MAX_ROW_BYTES,
   PRESENCE_TTL_MS,
   setupSpaceStreams,
   setupSpaceStreamsOn,
   spaceBucketConfigs,
   spaceStreamConfigs,
+  STREAM_LIMITS,
 } from "./streams.ts";
 export type {
   CanonicalStream,

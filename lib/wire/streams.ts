@@ -36,6 +36,35 @@ export const PLANE3_DUPLICATE_WINDOW_MS = 2 * 60 * 60_000;
 /** Size cap of the display-only membership feed bucket. */
 export const MEMBERSHIP_FEED_MAX_BYTES = 64 * 1024 * 1024;
 
+const MIB = 1024 * 1024;
+const DAY_MS = 24 * 60 * 60_000;
+
+/**
+ * What each stream may hold, by its purpose (frozen: an agent cannot change them, and a space's
+ * account JWT caps their sum, `SPACE_JETSTREAM_LIMITS`). The oldest message goes first when a
+ * cap is reached; per-subject caps keep one sender (CHAT, DM) or one member (INBOX, DLV) from
+ * holding more than its share; a DM to a principal that does not exist ages out like any other.
+ */
+export const STREAM_LIMITS: Readonly<
+  Record<
+    "chat" | "dm" | "task" | "inbox" | "dlv",
+    Readonly<{ maxBytes: number; maxAgeMs: number; maxMsgsPerSubject: number }>
+  >
+> = Object.freeze({
+  // Channel history: the newest 1000 posts per sender and channel, for 30 days.
+  chat: Object.freeze({ maxBytes: 1024 * MIB, maxAgeMs: 30 * DAY_MS, maxMsgsPerSubject: 1000 }),
+  // DMs wait for their recipient two weeks, 1000 per sender-recipient pair.
+  dm: Object.freeze({ maxBytes: 512 * MIB, maxAgeMs: 14 * DAY_MS, maxMsgsPerSubject: 1000 }),
+  // Tasks wait a week for a worker of their role.
+  task: Object.freeze({ maxBytes: 256 * MIB, maxAgeMs: 7 * DAY_MS, maxMsgsPerSubject: 1000 }),
+  // The durable backstop: a member's newest 1000 copies, for 30 days.
+  inbox: Object.freeze({ maxBytes: 1024 * MIB, maxAgeMs: 30 * DAY_MS, maxMsgsPerSubject: 1000 }),
+  dlv: Object.freeze({ maxBytes: 1024 * MIB, maxAgeMs: 30 * DAY_MS, maxMsgsPerSubject: 1000 }),
+});
+
+/** The largest row an agent can write to the presence bucket (its whole card fits in 4 KiB). */
+export const PRESENCE_MAX_ROW_BYTES = 64 * 1024;
+
 /** Options shared by the space-setup calls. */
 export interface SpaceSetupOptions {
   /** 1 (default) or 3 for a clustered broker. CAS publishes need R1 on CHAT. */
@@ -80,27 +109,38 @@ export function spaceStreamConfigs(space: string, opts: SpaceSetupOptions = {}):
   const r = opts.replicas ?? 1;
   const n = streamNames(space);
   const P = subjectRoot(space);
-  const plane3 = {
-    max_msgs_per_subject: MAX_MSGS_PER_SUBJECT,
-    duplicate_window: nanos(PLANE3_DUPLICATE_WINDOW_MS),
-  };
+  const limits = (l: (typeof STREAM_LIMITS)["chat"]) => ({
+    max_bytes: l.maxBytes,
+    max_age: nanos(l.maxAgeMs),
+    max_msgs_per_subject: l.maxMsgsPerSubject,
+  });
+  const plane3 = { duplicate_window: nanos(PLANE3_DUPLICATE_WINDOW_MS) };
   return [
     // Direct Get stays off on DM and TASK: it would read past the per-agent consumer filters.
     messageStream(n.chat, [`${P}.chat.>`], r, {
-      max_msgs_per_subject: MAX_MSGS_PER_SUBJECT,
+      ...limits(STREAM_LIMITS.chat),
       allow_direct: true,
     }),
-    messageStream(n.dm, [`${P}.inst.>`], r),
-    messageStream(n.task, [`${P}.svc.>`], r, { retention: RetentionPolicy.Workqueue }),
-    messageStream(n.inbox, [`${P}.dinbox.>`], r, plane3),
-    messageStream(n.dlv, [`${P}.dlv.>`], r, plane3),
+    messageStream(n.dm, [`${P}.inst.>`], r, limits(STREAM_LIMITS.dm)),
+    messageStream(n.task, [`${P}.svc.>`], r, {
+      ...limits(STREAM_LIMITS.task),
+      retention: RetentionPolicy.Workqueue,
+    }),
+    messageStream(n.inbox, [`${P}.dinbox.>`], r, { ...limits(STREAM_LIMITS.inbox), ...plane3 }),
+    messageStream(n.dlv, [`${P}.dlv.>`], r, { ...limits(STREAM_LIMITS.dlv), ...plane3 }),
   ];
 }
 
 function kvBucket(
   bucket: string,
   replicas: number,
-  opts: { ttlMs?: number; storage?: StorageType; maxBytes?: number } = {},
+  opts: {
+    ttlMs?: number;
+    storage?: StorageType;
+    maxBytes?: number;
+    maxRowBytes?: number;
+    rollups?: boolean;
+  } = {},
 ): CanonicalStream {
   const ttl = opts.ttlMs ?? 0;
   return {
@@ -113,15 +153,15 @@ function kvBucket(
       num_replicas: replicas,
       max_msgs_per_subject: 1,
       max_msgs: -1,
-      max_bytes: opts.maxBytes ?? -1,
-      max_msg_size: -1,
+      max_bytes: opts.maxBytes ?? 64 * MIB,
+      max_msg_size: opts.maxRowBytes ?? -1,
       max_age: nanos(ttl),
       // The broker refuses a duplicate window longer than max_age.
       duplicate_window: nanos(
         ttl > 0 ? Math.min(ttl, DEFAULT_DUPLICATE_WINDOW_MS) : DEFAULT_DUPLICATE_WINDOW_MS,
       ),
       discard: DiscardPolicy.New,
-      allow_rollup_hdrs: true,
+      allow_rollup_hdrs: opts.rollups ?? true,
       deny_delete: true,
       deny_purge: false,
       allow_direct: true,
@@ -137,13 +177,21 @@ export function spaceBucketConfigs(space: string, opts: SpaceSetupOptions = {}):
   return [
     // Memory storage: a file-backed presence store can latch a permanent write error, and
     // every live agent republishes its row within a heartbeat after a broker restart.
-    kvBucket(b.presence, r, { ttlMs: PRESENCE_TTL_MS, storage: StorageType.Memory }),
-    kvBucket(b.channels, r),
+    // Agents write their own presence key: a rollup header on it would erase every row, and
+    // the broker cannot tell a key's rollup from the bucket's, so none is accepted.
+    kvBucket(b.presence, r, {
+      ttlMs: PRESENCE_TTL_MS,
+      storage: StorageType.Memory,
+      maxBytes: 16 * MIB,
+      maxRowBytes: PRESENCE_MAX_ROW_BYTES,
+      rollups: false,
+    }),
+    kvBucket(b.channels, r, { maxBytes: 16 * MIB }),
     kvBucket(b.members, r),
     kvBucket(b.acl, r),
     kvBucket(b.membership, r, { maxBytes: MEMBERSHIP_FEED_MAX_BYTES }),
-    kvBucket(b.delivery, r, { ttlMs: DELIVERY_LEASE_TTL_MS }),
-    kvBucket(b.manager, r, { ttlMs: MANAGER_LEASE_TTL_MS }),
+    kvBucket(b.delivery, r, { ttlMs: DELIVERY_LEASE_TTL_MS, maxBytes: MIB }),
+    kvBucket(b.manager, r, { ttlMs: MANAGER_LEASE_TTL_MS, maxBytes: MIB }),
   ];
 }
 
@@ -155,6 +203,8 @@ export interface SpaceSetupResult {
   existing: string[];
   /** TTL'd buckets whose `max_age` was corrected. */
   reconciled: { stream: string; fromMs: number; toMs: number }[];
+  /** Existing streams whose caps or rollup refusal were brought in line. */
+  limited: string[];
 }
 
 /** Options of {@linkcode setupSpaceStreams}. */
@@ -182,7 +232,7 @@ export async function setupSpaceStreamsOn(
   opts: SpaceSetupOptions = {},
 ): Promise<SpaceSetupResult> {
   const jsm = await nc.jetstreamManager();
-  const result: SpaceSetupResult = { created: [], existing: [], reconciled: [] };
+  const result: SpaceSetupResult = { created: [], existing: [], reconciled: [], limited: [] };
   for (const c of [...spaceStreamConfigs(space, opts), ...spaceBucketConfigs(space, opts)]) {
     const info = await streamInfo(jsm, c.config.name);
     if (!info) {
@@ -192,6 +242,16 @@ export async function setupSpaceStreamsOn(
     }
     checkCompatible(c, info);
     result.existing.push(c.config.name);
+    // A space set up before these limits (or before rollups were refused on its agent-written
+    // bucket) is brought in line: the caps and the rollup refusal are applied in place.
+    const drift = limitDrift(c, info);
+    if (Object.keys(drift).length) {
+      await jsmCall(
+        `apply the limits of ${c.config.name}`,
+        () => jsm.streams.update(c.config.name, drift),
+      );
+      result.limited.push(c.config.name);
+    }
     if (c.ttlMs !== undefined && info.config.max_age !== nanos(c.ttlMs)) {
       const dup = Math.min(info.config.duplicate_window, nanos(c.ttlMs));
       await jsmCall(
@@ -220,6 +280,21 @@ export async function streamInfo(
     if (isNotFound(err)) return undefined;
     throw wrapJs(`read stream ${name}`, err);
   }
+}
+
+/** The caps and flags of `c` an existing stream lacks (never a TTL: that is reconciled apart). */
+function limitDrift(c: CanonicalStream, info: StreamInfo): Partial<StreamConfig> {
+  const want = c.config;
+  const have = info.config;
+  const drift: Partial<StreamConfig> = {};
+  for (const k of ["max_bytes", "max_msg_size", "max_msgs_per_subject"] as const) {
+    if (want[k] !== undefined && want[k] !== -1 && have[k] !== want[k]) drift[k] = want[k];
+  }
+  if (c.ttlMs === undefined && want.max_age && have.max_age !== want.max_age) {
+    drift.max_age = want.max_age;
+  }
+  if (want.allow_rollup_hdrs === false && have.allow_rollup_hdrs) drift.allow_rollup_hdrs = false;
+  return drift;
 }
 
 function checkCompatible(c: CanonicalStream, info: StreamInfo): void {

@@ -8,7 +8,7 @@ import { AckPolicy, connect, type NatsConnection } from "nats";
 import { waitFor } from "../_harness/broker.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { credsAuthenticatorFast } from "../../lib/trust/mod.ts";
-import { dlvDurableName, dmDurableName } from "../../lib/wire/resources.ts";
+import { chathistDurableName, dlvDurableName, dmDurableName } from "../../lib/wire/resources.ts";
 import type { CotalMessageEvent } from "../../lib/endpoint/mod.ts";
 import { collect, startMesh, type TestAgent, type TestMesh } from "./_mesh.ts";
 
@@ -211,4 +211,63 @@ Deno.test("endpoint - a channel outside allowSubscribe or allowPublish is refuse
   }
   // What the broker refused never surfaced as an error of a healthy endpoint elsewhere.
   assert.ok(errors.every((e) => e.error.code !== "message_dropped"));
+});
+
+Deno.test("endpoint - a history consumer aimed at the presence watch does not forge a row", async () => {
+  await using mesh = await startMesh();
+  // Mallory may read "general"; carol watches presence like every endpoint.
+  const mallory = await mesh.agent("mallory", {
+    subscribe: ["general"],
+    allowPublish: ["general"],
+  });
+  const carol = await mesh.agent("carol", policy);
+  const poster = await mesh.agent("poster", { allowPublish: ["general"] });
+  const c = carol.endpoint();
+  await c.start();
+  const p = poster.endpoint();
+  await p.start();
+  const raw = await rawAs(mesh, mallory);
+  try {
+    const name = chathistDurableName(mallory.principal, mallory.lifecycleUid);
+    const jsm = await raw.nc.jetstreamManager();
+    // Its own post, shaped as a presence row (the broker does not look inside a payload).
+    const ghost = { card: { id: "local.ghost", name: "ghost" }, status: "online", ts: Date.now() };
+    await raw.nc.jetstream().publish(
+      `cotal.${mesh.space}.chat.local.mallory.general`,
+      JSON.stringify(ghost),
+    );
+    // A stream cannot deliver into subjects it captures (the broker calls it a cycle), so a
+    // CHAT consumer cannot be aimed at a live channel or a DM...
+    await assert.rejects(
+      jsm.consumers.add(`CHAT_${mesh.space}`, {
+        name,
+        filter_subject: `cotal.${mesh.space}.chat.*.*.general`,
+        deliver_subject: `cotal.${mesh.space}.chat.local.carol.general`,
+        ack_policy: AckPolicy.None,
+      }),
+      /cycle/,
+    );
+    // ...but it can be aimed at a presence key, which every endpoint's watch subscribes to.
+    await jsm.consumers.add(`CHAT_${mesh.space}`, {
+      name,
+      filter_subject: `cotal.${mesh.space}.chat.*.*.general`,
+      deliver_subject: `$KV.cotal_presence_${mesh.space}.local.ghost`,
+      ack_policy: AckPolicy.None,
+    });
+    await new Promise((r) => setTimeout(r, 700));
+    // A delivery keeps its stream subject (a chat subject, not a presence key), and the watch
+    // also drops anything with a JetStream ack reply: no ghost appears.
+    assert.ok(!c.getRoster().some((r) => r.card.id === "local.ghost"));
+    // Its one permitted name is all it gets: another name is refused outright.
+    await refusedRequest("another name", () =>
+      jsm.consumers.add(`CHAT_${mesh.space}`, {
+        name: "aimed",
+        filter_subject: `cotal.${mesh.space}.chat.*.*.general`,
+        ack_policy: AckPolicy.None,
+      }));
+  } finally {
+    await raw.nc.close();
+    await p.stop();
+    await c.stop();
+  }
 });

@@ -240,6 +240,29 @@ Deno.test("manager - cotal spawn --workdir, --limit, --net, --expose: what ps re
     assert.equal(err.code, "sandbox_path_refused", `${flag} ${path}`);
     assert.match(err.message, why);
   }
+  // An agent that prints escape sequences and dies before it is online: its last output
+  // reaches the operator's terminal in the refusal, shown as text, never run (OSC 52 would
+  // write the operator's clipboard).
+  const loudModule = `${work}/loud.js`;
+  await Deno.writeTextFile(
+    loudModule,
+    "export function run() { console.log('\\x1b]52;c;Zm9v\\x07\\x1b[2J\\x1b]0;title\\x07boom'); return 3; }",
+  );
+  const loud = await cotal(
+    mesh,
+    "spawn",
+    "--agent",
+    "module",
+    "--module",
+    loudModule,
+    "--name",
+    "loud",
+  );
+  assert.notEqual(loud.code, 0);
+  assert.match(loud.stderr, /exited \(exit code 3\) before it appeared in presence/);
+  assert.ok(loud.stderr.includes(String.raw`\x1b]52;c;Zm9v\x07`), loud.stderr);
+  // deno-lint-ignore no-control-regex
+  assert.doesNotMatch(loud.stderr, /[\x07\x1b]/);
   const rows = JSON.parse((await cotal(mesh, "ps", "--json")).stdout).agents as AgentRow[];
   assert.deepEqual(rows.map((a) => a.name).sort(), ["onhost", "worker"]);
 });

@@ -2,9 +2,10 @@
  * Creates a space's streams, buckets and one agent's bind-only durables through a
  * provisioner credential (so the setup itself exercises the provisioner's grants).
  */
-import { AckPolicy, RetentionPolicy } from "nats";
+import { AckPolicy } from "nats";
 import { mintCreds, newIdentity, type SpaceAuth, token } from "../../lib/trust/mod.ts";
 import { connectCreds } from "./_helpers.ts";
+import { setupSpaceStreamsOn } from "../../lib/wire/streams.ts";
 
 /** The names a test needs for a space. */
 export function names(space: string) {
@@ -45,27 +46,8 @@ export async function provisionSpace(
   const nc = await connectCreds(url, await mintCreds(auth, newIdentity(), "provisioner"));
   try {
     const jsm = await nc.jetstreamManager();
-    await jsm.streams.add({
-      name: n.CHAT,
-      subjects: [`${n.P}.chat.>`],
-      max_msgs_per_subject: 1000,
-    });
-    await jsm.streams.add({ name: n.DM, subjects: [`${n.P}.inst.>`] });
-    await jsm.streams.add({
-      name: n.TASK,
-      subjects: [`${n.P}.svc.>`],
-      retention: RetentionPolicy.Workqueue,
-    });
-    await jsm.streams.add({ name: n.INBOX, subjects: [`${n.P}.dinbox.>`] });
-    await jsm.streams.add({ name: n.DLV, subjects: [`${n.P}.dlv.>`] });
-    const js = nc.jetstream();
-    await js.views.kv(n.presence, { ttl: 6000 });
-    await js.views.kv(n.channels, { history: 1 });
-    await js.views.kv(n.members);
-    await js.views.kv(n.acl);
-    await js.views.kv(n.membership, { history: 1 });
-    await js.views.kv(n.delivery, { ttl: 30_000 });
-    await js.views.kv(n.manager, { ttl: 10_000 });
+    // The space's canonical streams and buckets, exactly as `cotal up` makes them.
+    await setupSpaceStreamsOn(nc, auth.space);
     for (const a of agents) {
       const key = `${a.owner}-${a.actor}-${a.uid}`;
       await jsm.consumers.add(n.DM, {

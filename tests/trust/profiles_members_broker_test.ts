@@ -3,7 +3,8 @@
  * allowed action works and each forbidden one is refused by the broker itself.
  */
 import assert from "node:assert/strict";
-import { AckPolicy } from "nats";
+import { AckPolicy, headers } from "nats";
+import { watchBucket } from "../../lib/endpoint/bucket_watch.ts";
 import { uniqueSpace } from "../_harness/broker.ts";
 import { createSpaceAuth, mintCreds, newIdentity, newLifecycleUid } from "../../lib/trust/mod.ts";
 import {
@@ -134,6 +135,28 @@ Deno.test("trust - member profiles are enforced by the broker", async (t) => {
       const bobKv = await bob.jetstream().views.kv(n.presence);
       assert.equal((await bobKv.get("local.alice"))?.string(), "{}");
       assert.ok(await requestDenied(alice, `$JS.API.STREAM.INFO.KV_${n.manager}`), "manager lease");
+      // No consumer of its own on any bucket: a push consumer's deliver subject is unchecked
+      // by the broker, so one would let it aim the bucket at any subscription.
+      const jsm = await alice.jetstreamManager();
+      for (const bucket of [n.presence, n.channels]) {
+        assert.ok(
+          await deniedBy(jsm.consumers.add(`KV_${bucket}`, {
+            name: "aimed",
+            deliver_subject: `${n.P}.inst.local.bob.local.alice`,
+            ack_policy: AckPolicy.None,
+          })),
+          bucket,
+        );
+        assert.ok(await requestDenied(alice, `$JS.API.CONSUMER.CREATE.KV_${bucket}`), bucket);
+      }
+      // Its own key, rolled up over the whole bucket: refused by the bucket, row by row intact.
+      const rollup = headers();
+      rollup.set("Nats-Rollup", "all");
+      await assert.rejects(
+        alice.jetstream().publish(`$KV.${n.presence}.local.alice`, "{}", { headers: rollup }),
+        /rollup/i,
+      );
+      assert.equal((await bobKv.get("local.alice"))?.string(), "{}");
       assert.ok(await requestDenied(alice, `$JS.API.STREAM.INFO.${n.INBOX}`), "INBOX");
     });
 
@@ -146,14 +169,13 @@ Deno.test("trust - member profiles are enforced by the broker", async (t) => {
       const kv = await observer.jetstream().views.kv(n.presence);
       assert.equal((await kv.get("local.alice"))?.string(), "{}");
       assert.ok(await deniedBy(kv.put("local.observer", "{}")));
-      // A watch (ordered push consumer) works and can be torn down.
-      const w = await kv.watch();
-      for await (const e of w) {
-        assert.equal(e.key, "local.alice");
-        break;
-      }
+      // The consumer-less watch works; a consumer-creating one (npm:nats's kv.watch) is refused.
+      const rows: string[] = [];
+      const w = await watchBucket(observer, n.presence, (e) => rows.push(e.key));
       w.stop();
+      assert.deepEqual(rows, ["local.alice"]);
       assert.ok(!seen.some((v) => /CONSUMER|\$JS\.FC/.test(v.subject)), JSON.stringify(seen));
+      assert.ok(await deniedBy(kv.watch().then((i) => i.stop())), "a push-consumer watch");
     });
 
     await t.step("admin: also sees DMs and anycast, still writes nothing", async () => {

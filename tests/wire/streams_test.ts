@@ -9,6 +9,8 @@ import {
   seedChannelRegistry,
   setupSpaceStreams,
   spaceBucketConfigs,
+  spaceStreamConfigs,
+  STREAM_LIMITS,
   streamNames,
 } from "../../lib/wire/mod.ts";
 import { connectBroker } from "../../lib/wire/connect.ts";
@@ -37,8 +39,15 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
     assert.equal(chat.num_replicas, 1);
     assert.equal(chat.max_msgs_per_subject, 1000);
     assert.equal(chat.allow_direct, true);
-    assert.equal(chat.max_age, 0);
     assert.equal(chat.duplicate_window, 120 * S);
+    // Every stream is capped by purpose (docs/SPEC.md, "Limits").
+    for (const [kind, name] of Object.entries(s) as [keyof typeof STREAM_LIMITS, string][]) {
+      const c = (await jsm.streams.info(name)).config;
+      assert.equal(c.max_bytes, STREAM_LIMITS[kind].maxBytes, name);
+      assert.equal(c.max_age, STREAM_LIMITS[kind].maxAgeMs * 1e6, name);
+      assert.equal(c.max_msgs_per_subject, STREAM_LIMITS[kind].maxMsgsPerSubject, name);
+      assert.equal(c.discard, "old", name);
+    }
     const dm = (await jsm.streams.info(s.dm)).config;
     assert.deepEqual(dm.subjects, [`${P}.inst.>`]);
     assert.equal(dm.allow_direct, false, "DM must never enable Direct Get");
@@ -54,6 +63,10 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
     const presence = (await jsm.streams.info(`KV_${b.presence}`)).config;
     assert.equal(presence.max_age, 6 * S);
     assert.equal(presence.storage, StorageType.Memory);
+    // Agents write it: no rollup (one would erase every row), small rows, a small cap.
+    assert.equal(presence.allow_rollup_hdrs, false);
+    assert.equal(presence.max_msg_size, 64 * 1024);
+    assert.equal(presence.max_bytes, 16 * 1024 * 1024);
     assert.equal((await jsm.streams.info(`KV_${b.delivery}`)).config.max_age, 30 * S);
     assert.equal((await jsm.streams.info(`KV_${b.manager}`)).config.max_age, 10 * S);
     const channels = (await jsm.streams.info(`KV_${b.channels}`)).config;
@@ -243,6 +256,36 @@ Deno.test("wire - setupSpaceStreams works on an open broker without creds", asyn
   try {
     const names = await (await nc.jetstreamManager()).streams.names().next();
     assert.ok(names.includes(streamNames(space).chat));
+  } finally {
+    await nc.close();
+  }
+});
+
+Deno.test("wire - setupSpaceStreams caps a space set up before the limits, in place", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const s = streamNames(sb.space);
+  const b = bucketNames(sb.space);
+  const nc = await connectBroker({ servers: sb.url, creds });
+  try {
+    const jsm = await nc.jetstreamManager();
+    // An older setup: DM unbounded, presence accepting rollups.
+    const dm = spaceStreamConfigs(sb.space).find((c) => c.config.name === s.dm)!;
+    await jsm.streams.add({ ...dm.config, max_bytes: -1, max_age: 0, max_msgs_per_subject: -1 });
+    const pres = spaceBucketConfigs(sb.space).find((c) => c.config.name === `KV_${b.presence}`)!;
+    await jsm.streams.add({ ...pres.config, allow_rollup_hdrs: true, max_msg_size: -1 });
+    const r = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+    assert.deepEqual(r.limited.sort(), [s.dm, `KV_${b.presence}`].sort());
+    const dmNow = (await jsm.streams.info(s.dm)).config;
+    assert.equal(dmNow.max_bytes, STREAM_LIMITS.dm.maxBytes);
+    assert.equal(dmNow.max_msgs_per_subject, 1000);
+    const presNow = (await jsm.streams.info(`KV_${b.presence}`)).config;
+    assert.equal(presNow.allow_rollup_hdrs, false);
+    assert.equal(presNow.max_msg_size, 64 * 1024);
+    assert.deepEqual(
+      (await setupSpaceStreams({ servers: sb.url, space: sb.space, creds })).limited,
+      [],
+    );
   } finally {
     await nc.close();
   }

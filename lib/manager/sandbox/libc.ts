@@ -241,3 +241,13 @@ export function signalProcess(pid: number, signal: "SIGKILL" | "SIGTERM" | "SIGC
   if (!Number.isInteger(pid) || pid <= 1) return false;
   return libc().kill(pid, num) === 0;
 }
+
+/**
+ * Signals the process group `pgid` leads (a pty child is a session and group leader): the
+ * children a deno-only runner started go with it. False when there is no such group.
+ */
+export function signalGroup(pgid: number, signal: "SIGKILL" | "SIGTERM"): boolean {
+  const num = { SIGKILL: 9, SIGTERM: 15 }[signal];
+  if (!Number.isInteger(pgid) || pgid <= 1) return false;
+  return libc().kill(-pgid, num) === 0;
+}

@@ -10,6 +10,7 @@ import { CotalError } from "../../errors.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
 import type { AgentRow } from "../../manager/managed_agent.ts";
 import { registry } from "../../registry.ts";
+import { safeText } from "../../cli/terminal.ts";
 import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
@@ -277,7 +278,7 @@ export const attachCommand = defineCommand({
     }
     reader.releaseLock();
     await session.close();
-    console.error(`\r\n[cotal attach: ${why}]`);
+    console.error(`\r\n[cotal attach: ${safeText(why)}]`);
   },
 });
 

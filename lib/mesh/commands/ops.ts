@@ -1,3 +1,4 @@
+import { safeText } from "../../cli/terminal.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
@@ -120,7 +121,13 @@ export const tailCommand = defineCommand({
     try {
       await tail(root, space, (l) => {
         if (values.json) console.log(JSON.stringify(l));
-        else console.log(`${new Date(l.ts).toISOString()} #${l.channel} ${l.from}: ${l.text}`);
+        else {
+          console.log(
+            `${new Date(l.ts).toISOString()} #${safeText(l.channel)} ${safeText(l.from)}: ${
+              safeText(l.text)
+            }`,
+          );
+        }
       }, { signal: ac.signal, max, ready: () => console.error(`tailing space '${space}'`) });
     } finally {
       Deno.removeSignalListener("SIGINT", stop);
@@ -169,7 +176,8 @@ export const joinCommand = defineCommand({
       actor: values.as ?? userName(),
       channels: [...values.channel],
       lines,
-      print: console.log,
+      // Every line a peer's text reaches: control characters shown, never run.
+      print: (l: string) => console.log(safeText(l, { lines: true })),
     });
   },
 });
