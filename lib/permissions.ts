@@ -241,6 +241,9 @@ export function permissionsFor(
       // The pty runtime is a Node-API addon; descriptor hygiene, uid locks, cgroups and
       // signals go through libc (lib/manager/sandbox/libc.ts).
       p.ffi = true;
+      // A 1 MB young generation: each agent's relay and control streams churn small buffers,
+      // which otherwise grow the heap (and the RSS) with every agent (docs/BENCHMARKS.md).
+      p.v8 = ["--max-semi-space-size=1"];
       p.sys = ["osRelease", "uid", "gid"];
       break;
     case "cotal-agent": {

@@ -105,10 +105,15 @@ export async function awaitChildPid(
         await new Promise((r) => setTimeout(r, 2));
         continue;
       }
+      // Read to the end: bwrap writes its report in pieces and closes the pipe after the last;
+      // closing our end early would kill it with SIGPIPE on its next write.
+      if (chunk.length === 0) {
+        const m = /"child-pid"\s*:\s*(\d+)/.exec(text);
+        if (m) return Number(m[1]);
+        break;
+      }
       text += new TextDecoder().decode(chunk);
-      const m = /"child-pid"\s*:\s*(\d+)/.exec(text);
-      if (m) return Number(m[1]);
-      if (chunk.length === 0 || text.length > 65536) break;
+      if (text.length > 65536) break;
     }
   } finally {
     closeFd(infoRead);
