@@ -63,6 +63,21 @@ async function checkedPath(
   if (what === "workdir" && !st.isDirectory) {
     throw new CotalError("sandbox_path_refused", `The workdir ${path} is not a directory.`);
   }
+  // A link (one an agent planted in its own workdir, say) would bind whatever it points at.
+  const given = path.replace(/\/+$/, "") || "/";
+  if (real !== given) {
+    throw new CotalError(
+      "sandbox_path_refused",
+      `The ${what} ${given} goes through a symlink to ${real}; pass the real path if that is what you mean.`,
+    );
+  }
+  // Any Cotal state dir, of this root or another (a root's .cotal, a machine home).
+  if (real.split("/").includes(".cotal")) {
+    throw new CotalError(
+      "sandbox_path_refused",
+      `The ${what} ${real} is inside a Cotal state dir (.cotal), which agents must never see.`,
+    );
+  }
   assertExposable(real, forbidden, what);
   return real;
 }

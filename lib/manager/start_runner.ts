@@ -82,6 +82,21 @@ export function denoDir(): string {
   return `${cache}/deno`;
 }
 
+/**
+ * The parts of Deno's module cache a runner needs: the public npm registry's packages (Deno
+ * checks the lockfile's whole npm snapshot at start) and the runner's own transpiled code.
+ * Never the whole cache: it holds the transpiled source of every script the operator ever ran,
+ * other meshes' agent modules, and code caches naming their files.
+ */
+export function runnerCacheView(config: string, cacheDir: string): string[] {
+  const checkout = dirOf(config);
+  return [
+    `${cacheDir}/npm/registry.npmjs.org`,
+    `${cacheDir}/gen/file${checkout}/cmd`,
+    `${cacheDir}/gen/file${checkout}/lib`,
+  ].filter(exists);
+}
+
 function dirOf(path: string): string {
   return path.replace(/\/+$/, "").replace(/\/[^/]*$/, "") || "/";
 }
@@ -181,7 +196,7 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
   const checkout = dirOf(config);
   const code = [
     deno,
-    env.DENO_DIR,
+    ...runnerCacheView(config, env.DENO_DIR),
     config,
     `${checkout}/deno.lock`,
     `${checkout}/lib`,

@@ -56,7 +56,8 @@ export async function waitLogLine(
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const data = await Deno.readFile(logFile).catch(() => new Uint8Array());
-    const text = new TextDecoder().decode(data.subarray(from));
+    // A log shorter than `from` was rotated since: its new lines start at 0.
+    const text = new TextDecoder().decode(data.subarray(data.length < from ? 0 : from));
     const line = text.split("\n").find((l) => re.test(l));
     if (line) return line;
     await new Promise((r) => setTimeout(r, 20));

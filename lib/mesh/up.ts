@@ -21,6 +21,7 @@ import {
 import {
   brokerBinary,
   brokerComponent,
+  componentFiles,
   ensureComponent,
   listComponents,
   type MeshRecord,
@@ -75,7 +76,13 @@ export async function renderBrokerConfig(
   const config = serverConfig(
     broker,
     accounts.map((a) => ({ space: a.space, account: { pub: a.account.pub, jwt: a.account.jwt } })),
-    { storeDir: p.jetstream, host: opts.host, port: opts.port, extraAccounts },
+    {
+      storeDir: p.jetstream,
+      host: opts.host,
+      port: opts.port,
+      extraAccounts,
+      logFile: componentFiles(root, "nats-server").logFile,
+    },
   );
   const tmp = `${p.brokerConfig}.tmp`;
   await Deno.writeTextFile(tmp, config, { mode: 0o600 });

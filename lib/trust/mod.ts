@@ -45,6 +45,8 @@ export {
   validateSpaceAuth,
 } from "./records.ts";
 export {
+  BROKER_LOG_FILES,
+  BROKER_LOG_ROTATE_BYTES,
   type ClusterConfig,
   type PreloadAccount,
   serverConfig,

@@ -51,7 +51,18 @@ export interface ServerConfigOpts {
   host?: string;
   cluster?: ClusterConfig;
   tls?: TlsConfig;
+  /**
+   * The broker writes its own log here, rotated at {@linkcode BROKER_LOG_ROTATE_BYTES} and
+   * pruned to {@linkcode BROKER_LOG_FILES} files: every refused publish is a log line, and an
+   * agent can make millions of them.
+   */
+  logFile?: string;
 }
+
+/** The size at which the broker rotates its log (frozen). */
+export const BROKER_LOG_ROTATE_BYTES = 10 * 1024 * 1024;
+/** How many log files the broker keeps, the current one included (frozen). */
+export const BROKER_LOG_FILES = 5;
 
 function refuse(code: string, message: string): never {
   throw new CotalError(code, message);
@@ -165,6 +176,13 @@ export function serverConfig(
   // Agent JWTs carry their whole grant list in CONNECT, past the 4 KiB default; the line is
   // parsed before auth, so the cap stays modest.
   lines.push(`max_control_line: ${MAX_CONTROL_LINE}`);
+  if (opts.logFile) {
+    lines.push(
+      `log_file: ${q(opts.logFile)}`,
+      `logfile_size_limit: ${BROKER_LOG_ROTATE_BYTES}`,
+      `logfile_max_num: ${BROKER_LOG_FILES}`,
+    );
+  }
   if (opts.tls) lines.push(...tlsBlock("", opts.tls, "client"));
   lines.push(`jetstream {`, `  store_dir: ${q(opts.storeDir)}`, `}`);
   if (opts.cluster) lines.push(...clusterBlock(opts.cluster, opts.tls !== undefined));

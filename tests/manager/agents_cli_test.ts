@@ -192,6 +192,9 @@ Deno.test("manager - cotal spawn --workdir, --limit, --net, --expose: what ps re
   assert.match((await cotal(mesh, "ps")).stdout, /^onhost\s.*net:HOST/m);
 
   // Refusals: a sentence, a code, a non-zero exit, nothing spawned.
+  await Deno.symlink("/etc/hostname", `${work}/planted`);
+  const other = await agentWorkdir("cotal-other-root-");
+  await Deno.mkdir(`${other}/.cotal/logs`, { recursive: true });
   const tooBig = await cotal(
     mesh,
     "spawn",
@@ -218,10 +221,14 @@ Deno.test("manager - cotal spawn --workdir, --limit, --net, --expose: what ps re
   assert.match(badNet.stderr, /--net must be relay or host/);
   for (
     const [flag, path, why] of [
-      ["--workdir", mesh.root, /overlaps/],
+      ["--workdir", mesh.root, /Cotal state dir/],
       ["--workdir", "/etc", /not allowed/],
-      ["--expose", `${mesh.root}/secrets`, /overlaps/],
+      ["--expose", `${mesh.root}/secrets`, /Cotal state dir/],
       ["--workdir", `${work}/absent`, /does not exist/],
+      // An agent's own link in its workdir, later handed to another agent (red-team finding).
+      ["--expose", `${work}/planted`, /goes through a symlink/],
+      // Another root's state dir, not this mesh's.
+      ["--expose", `${other}/.cotal/logs`, /inside a Cotal state dir/],
     ] as const
   ) {
     const r = await cotal(

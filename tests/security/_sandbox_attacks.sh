@@ -53,6 +53,7 @@ attempt "the operator's home" sh -c 'ls -la /root 2>&1; cat /root/.bash_history 
 attempt "search everything" sh -c 'grep -r -a -o -h "COTALMARK[A-Za-z0-9]*" / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr 2>/dev/null | head -5; echo searched'
 attempt "poison the runner's code" sh -c 'for f in $(find / -name agent.ts -path "*cmd*" 2>/dev/null | head -1); do echo "// x" >> $f && echo WROTE $f; done; echo tried'
 attempt "poison the module cache" sh -c 'touch "$DENO_DIR/poison" && echo WROTE; echo tried'
+attempt "the operator's module cache" sh -c 'ls -a "$DENO_DIR"; find "$DENO_DIR" -name "*.js" -path "*/gen/*" | grep -v -e "/gen/file.*/cmd/" -e "/gen/file.*/lib/" | head -5; find "$DENO_DIR" -name "*_v2*" | head -3; echo listed'
 attempt "rewrite its own launch file" sh -c 'echo "{}" > "$COTAL_LAUNCH" && echo WROTE; ls -l "$COTAL_LAUNCH"'
 attempt "write outside its dirs" sh -c 'touch /x /usr/x /etc/x /run/cotal/x 2>&1; echo tried'
 

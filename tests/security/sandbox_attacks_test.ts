@@ -202,6 +202,16 @@ Deno.test("security - a hostile program agent reaches nothing outside its sandbo
     assert.doesNotMatch(got(name), /WROTE/, name);
   }
   assert.match(got("write outside its dirs"), /Read-only file system/);
+  // Of Deno's cache, only the npm registry's packages and the runner's own transpiled code: no
+  // transpiled script of the operator's, no code cache naming their files (red-team finding).
+  const cache = got("the operator's module cache");
+  assert.match(cache, /^listed$/m);
+  assert.deepEqual(
+    cache.slice(0, cache.indexOf("listed")).trim().split("\n").filter((l) =>
+      l !== "." && l !== ".."
+    ),
+    ["gen", "npm"],
+  );
 
   // Siblings and the supervisor: no inherited descriptor, no visible process, no terminal.
   const fds = [...got("inherited descriptors").matchAll(/ (\d+) -> (.*)/g)];

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
+import { uniqueSpace } from "../_harness/broker.ts";
 import {
+  BROKER_LOG_FILES,
+  BROKER_LOG_ROTATE_BYTES,
   createBrokerAuth,
   createSpaceAccountAuth,
   createSpaceAuth,
@@ -132,4 +135,16 @@ Deno.test("trust - serverConfig renders a cluster block with a server name", () 
       }),
     code("invalid_cluster"),
   );
+});
+
+Deno.test("trust - the broker rotates its own log: an agent's refused publishes cannot fill the disk", async () => {
+  const auth = await createSpaceAuth(uniqueSpace("log"));
+  const text = serverConfig(auth, [auth], {
+    storeDir: "/var/lib/cotal/js",
+    logFile: "/var/log/n.log",
+  });
+  assert.match(text, /^log_file: "\/var\/log\/n\.log"$/m);
+  assert.match(text, new RegExp(`^logfile_size_limit: ${BROKER_LOG_ROTATE_BYTES}$`, "m"));
+  assert.match(text, new RegExp(`^logfile_max_num: ${BROKER_LOG_FILES}$`, "m"));
+  assert.doesNotMatch(serverConfig(auth, [auth], { storeDir: "/s" }), /log_file/);
 });
