@@ -103,6 +103,15 @@ function list(l: { allow: string[]; deny: string[] }) {
 }
 
 /**
+ * Per-connection limits signed into the credentials of untrusted profiles (frozen): an agent's
+ * endpoint holds a few dozen subscriptions (its inbox, its channels, two bucket watches), and
+ * each one costs the broker memory, so millions on one connection are refused.
+ */
+export const CONNECTION_LIMITS: Readonly<{ agent: Readonly<{ subs: number }> }> = Object.freeze({
+  agent: Object.freeze({ subs: 1000 }),
+});
+
+/**
  * Mints a `profile` credential for `identity` in `auth`'s space and returns the creds file
  * text. The expiry is always bounded: the profile's default, or `expiresInSeconds` /
  * `expiresAt` up to the profile's maximum. Refuses an unknown profile, both expiry options,
@@ -152,6 +161,7 @@ export async function mintCreds(
         sub: list(perms.sub),
         issuer_account: auth.account.pub,
         tags: principalTags(principal),
+        ...(profile in CONNECTION_LIMITS ? CONNECTION_LIMITS[profile as "agent"] : {}),
       },
     },
     signer,

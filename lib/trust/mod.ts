@@ -31,6 +31,7 @@ export {
 export {
   accountSigner,
   assertExplicitPermissions,
+  CONNECTION_LIMITS,
   MAX_CONTROL_LINE,
   MAX_USER_JWT_BYTES,
   mintCreds,

@@ -61,6 +61,8 @@ Deno.test("seccomp - x86_64: namespaces, mounts, kernel surface refused; ordinar
   }
   assert.equal(verdict("x86_64", 435), errno(38));
   assert.equal(verdict("x86_64", 425), errno(38));
+  // Kernel AIO contexts come from a host-wide pool (fs.aio-max-nr): none for agents.
+  assert.equal(verdict("x86_64", 206), errno(38));
   // ioctl: TIOCSTI and TIOCLINUX only, whatever the high word says (the kernel reads 32 bits).
   assert.equal(verdict("x86_64", 16, [0, TIOCSTI]), errno(1));
   assert.equal(verdict("x86_64", 16, [0, 0x541c]), errno(1));
@@ -79,6 +81,7 @@ Deno.test("seccomp - x86_64: namespaces, mounts, kernel surface refused; ordinar
 Deno.test("seccomp - aarch64 has its own numbers", () => {
   assert.equal(verdict("aarch64", 63), ALLOW); // read
   assert.equal(verdict("aarch64", 97), errno(1)); // unshare
+  assert.equal(verdict("aarch64", 0), errno(38)); // io_setup
   assert.equal(verdict("aarch64", 220, [0x10000011]), errno(1)); // clone(CLONE_NEWUSER)
   assert.equal(verdict("aarch64", 29, [0, TIOCSTI]), errno(1)); // ioctl
   assert.equal(verdict("aarch64", 198, [17]), errno(97)); // socket(AF_PACKET)

@@ -38,6 +38,7 @@ attempt "kernel keyring" perl -e "$SC" 250 0 0 0
 attempt "bpf" perl -e "$SC" 321 0 0 0
 attempt "perf events" perl -e "$SC" 298 0 0 -1 -1 0
 attempt "io_uring" perl -e "$SC" 425 8 0
+attempt "kernel AIO contexts" perl -e "$SC" 206 128 0
 attempt "raw packet socket" perl -e "$SC" 41 17 3 0
 attempt "mknod a disk" sh -c 'mknod $HOME/sda b 8 0 && echo MADE; ls -l $HOME/sda'
 attempt "devices" sh -c 'ls /dev; head -c 16 /dev/mem; head -c 16 /dev/kmsg; ls /dev/sd* /dev/vd* 2>&1'

@@ -171,6 +171,7 @@ Deno.test("security - a hostile program agent reaches nothing outside its sandbo
     assert.match(got(name), /rc=-1 errno=Operation not permitted/, name);
   }
   assert.match(got("io_uring"), /rc=-1 errno=Function not implemented/);
+  assert.match(got("kernel AIO contexts"), /rc=-1 errno=Function not implemented/);
   assert.match(got("raw packet socket"), /rc=-1 errno=Address family not supported/);
   assert.doesNotMatch(got("mknod a disk"), /MADE/);
   assert.doesNotMatch(got("devices"), /^(sda|vda|nvme\S*|mem|kmem|kmsg|port)$/m);

@@ -5,8 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { AckPolicy } from "nats";
-import { uniqueSpace } from "../_harness/broker.ts";
+import { uniqueSpace, waitFor } from "../_harness/broker.ts";
 import {
+  CONNECTION_LIMITS,
   createBrokerAuth,
   createSpaceAuth,
   hasSpaceLimits,
@@ -93,4 +94,40 @@ Deno.test("trust - an account signed before the limits is re-stated with the sam
   assert.equal(now.account.pub, account.account.pub);
   assert.equal(now.account.signingPub, account.account.signingPub);
   assert.ok(hasSpaceLimits((await loadSpaceAccount(store, space))!.account.jwt));
+});
+
+Deno.test("trust - an agent's connection holds at most 1000 subscriptions", async () => {
+  assert.ok(Object.isFrozen(CONNECTION_LIMITS) && Object.isFrozen(CONNECTION_LIMITS.agent));
+  const space = uniqueSpace("subs");
+  const auth = await createSpaceAuth(space);
+  await using broker = await startAuthBroker(auth, [auth]);
+  const uid = newLifecycleUid();
+  await provisionSpace(broker.url, auth, [{ owner: "local", actor: "alice", uid }]);
+  const creds = await mintCreds(auth, newIdentity(), "agent", {
+    principal: { owner: "local", actor: "alice" },
+    lifecycleUid: uid,
+    allowSubscribe: ["general"],
+  });
+  const alice = await connectCreds(broker.url, creds);
+  const errors: string[] = [];
+  (async () => {
+    for await (const s of alice.status()) {
+      if (s.type === "error") {
+        errors.push((s.data as { message?: string })?.message ?? String(s.data));
+      }
+    }
+  })().catch(() => {});
+  try {
+    const n = names(space);
+    // 1000 subscriptions are fine; each of the next 100 is refused by the broker.
+    for (let i = 0; i < 1_000; i++) alice.subscribe(`${n.P}.chat.*.*.general`);
+    await alice.flush();
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(errors, []);
+    for (let i = 0; i < 100; i++) alice.subscribe(`${n.P}.chat.*.*.general`);
+    await alice.flush().catch(() => {});
+    await waitFor(() => errors.length === 100, { what: "the broker's refusals" });
+  } finally {
+    await alice.close().catch(() => {});
+  }
 });

@@ -46,13 +46,21 @@ export class ControlChannel {
         this.#conns.add(conn);
         this.#connected.resolve();
         if (this.#stopping) this.#send(conn);
-        // Whatever the other side writes is read and dropped, so it can never block us.
-        conn.readable.pipeTo(new WritableStream()).catch(() => {}).finally(() => {
-          this.#conns.delete(conn);
-        });
+        // The runner never writes; what an agent writes is drained slowly (a few KiB/s), so a
+        // flood costs the supervisor nothing and blocks only the agent. Its end is still seen.
+        this.#drain(conn).finally(() => this.#conns.delete(conn));
       }
     } catch {
       // Listener closed.
+    }
+  }
+
+  async #drain(conn: Deno.Conn): Promise<void> {
+    const buf = new Uint8Array(256);
+    try {
+      while ((await conn.read(buf)) !== null) await new Promise((r) => setTimeout(r, 100));
+    } catch {
+      // Closed.
     }
   }
 

@@ -8,7 +8,8 @@
  * Docker's filters, this one names what is refused: new namespaces of any kind (`unshare`,
  * `setns`, namespace flags on `clone`, and `clone3`, whose flags a filter cannot read), every
  * mount call, kernel modules, kexec, reboot, swap, accounting, the kernel log, raw I/O ports,
- * BPF, perf events, userfaultfd, io_uring, the kernel keyring, file handles, `TIOCSTI` and
+ * BPF, perf events, userfaultfd, io_uring, kernel AIO contexts (a host-wide pool an agent could
+ * drain), the kernel keyring, file handles, `TIOCSTI` and
  * `TIOCLINUX` (typing into a terminal), socket families other than unix, IPv4, IPv6 and
  * netlink, every foreign architecture (32-bit entry points) and x32 syscall numbers.
  *
@@ -103,6 +104,7 @@ const X86_64: ArchTable = {
     io_uring_setup: 425,
     io_uring_enter: 426,
     io_uring_register: 427,
+    io_setup: 206,
   },
 };
 
@@ -153,11 +155,12 @@ const AARCH64: ArchTable = {
     io_uring_setup: 425,
     io_uring_enter: 426,
     io_uring_register: 427,
+    io_setup: 0,
   },
 };
 
 /** Refused with ENOSYS rather than EPERM: callers fall back (glibc retries `clone3` as `clone`). */
-const NOT_IMPLEMENTED = new Set(["clone3", "io_uring_setup"]);
+const NOT_IMPLEMENTED = new Set(["clone3", "io_uring_setup", "io_setup"]);
 /** Checked by argument rather than refused whole. */
 const BY_ARGUMENT = new Set(["clone", "ioctl", "socket"]);
 
