@@ -8,7 +8,8 @@
  * @module
  */
 
-import { connect, Events, type NatsConnection } from "nats";
+import { Events, type NatsConnection } from "nats";
+import { connect } from "../nats/connect.ts";
 import type { CommandSpec, ParsedArgs } from "../cli/types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";

@@ -8,7 +8,8 @@
  * @module
  */
 
-import { connect, type NatsConnection } from "nats";
+import { type NatsConnection } from "nats";
+import { connect } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { decodeJwt, parseCreds, type UserClaims } from "../nats/mod.ts";
 import { credsAuthenticatorFast } from "../trust/mod.ts";

@@ -10,7 +10,8 @@
  * @module
  */
 
-import { connect, type NatsConnection } from "nats";
+import { type NatsConnection } from "nats";
+import { connect } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import {
   credsAuthenticatorFast,

@@ -11,7 +11,8 @@
  * @module
  */
 
-import { connect, type NatsConnection, type Subscription } from "nats";
+import { type NatsConnection, type Subscription } from "nats";
+import { connect } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import type { ParsedArgs } from "../cli/mod.ts";
 import {

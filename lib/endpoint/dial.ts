@@ -5,7 +5,8 @@
  * @module
  */
 
-import { type Authenticator, connect, type NatsConnection } from "nats";
+import { type Authenticator, type NatsConnection } from "nats";
+import { connect } from "../nats/connect.ts";
 import { CotalError } from "../errors.ts";
 import { errorText } from "./credentials.ts";
 

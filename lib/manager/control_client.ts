@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { connect, type NatsConnection, type Subscription } from "nats";
+import { type NatsConnection, type Subscription } from "nats";
+import { connect } from "../nats/connect.ts";
 import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";

@@ -13,7 +13,8 @@
  *
  * @module
  */
-import { connect, type Msg, type NatsConnection, type Subscription } from "nats";
+import { type Msg, type NatsConnection, type Subscription } from "nats";
+import { connect } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { CotalEndpoint } from "../endpoint/endpoint.ts";
 import type { Presence } from "../endpoint/types.ts";

@@ -6,7 +6,8 @@
  * @module
  */
 
-import { connect, type NatsConnection } from "nats";
+import { type NatsConnection } from "nats";
+import { connect } from "../nats/connect.ts";
 import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";
