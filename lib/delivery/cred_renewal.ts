@@ -8,7 +8,7 @@
  * @module
  */
 
-import { type NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import { connect } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { decodeJwt, parseCreds, type UserClaims } from "../nats/mod.ts";

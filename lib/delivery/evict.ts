@@ -10,7 +10,7 @@
  * @module
  */
 
-import { type NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import { connect } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import {

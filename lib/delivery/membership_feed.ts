@@ -11,7 +11,7 @@
  * @module
  */
 
-import { type KV, type NatsConnection, type Subscription } from "nats";
+import type { KV, NatsConnection, Subscription } from "nats";
 import { connect } from "../nats/connect.ts";
 import { isCotalError } from "../errors.ts";
 import { credsAuthenticatorFast, MEMBERSHIP_INBOX_PREFIX } from "../trust/mod.ts";

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { type NatsConnection, type Subscription } from "nats";
+import type { NatsConnection, Subscription } from "nats";
 import { connect } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import type { ParsedArgs } from "../cli/mod.ts";

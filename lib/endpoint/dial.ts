@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type Authenticator, type NatsConnection } from "nats";
+import type { Authenticator, NatsConnection } from "nats";
 import { connect } from "../nats/connect.ts";
 import { CotalError } from "../errors.ts";
 import { errorText } from "./credentials.ts";

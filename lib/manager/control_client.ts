@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type NatsConnection, type Subscription } from "nats";
+import type { NatsConnection, Subscription } from "nats";
 import { connect } from "../nats/connect.ts";
 import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { type NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import { connect } from "../nats/connect.ts";
 import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
