@@ -27,7 +27,7 @@ for (let i = 0; i < Number(n); i++) {
     const nc = await connect({
       servers: `127.0.0.1:${resetPort}`,
       maxReconnectAttempts: 0,
-      timeout: 2_000,
+      timeout: 300,
     });
     await nc.close();
   } catch {
