@@ -41,11 +41,12 @@ const MIB = 1024 * 1024;
  * What one space may store on the broker, signed into its account JWT (frozen: nothing an
  * agent or a request sends reaches them). One agent can then fill at most its own space's
  * share, never the broker's disk: the space's streams total about 4 GiB of caps, the KV
- * buckets a few MiB (docs/SPEC.md, "Limits").
+ * buckets a few hundred MiB (docs/SPEC.md, "Limits").
  */
 export const SPACE_JETSTREAM_LIMITS: Readonly<JetStreamLimits> = Object.freeze({
   mem_storage: 256 * MIB,
-  disk_storage: 8 * 1024 * MIB,
+  // The streams' own caps total about 4 GiB (docs/SPEC.md §4-5), with room for the buckets.
+  disk_storage: 4608 * MIB,
   streams: 32,
   // Per stream: every agent's DM/DLV durables and history consumers fit with room to spare.
   consumer: 1024,

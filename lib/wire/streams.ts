@@ -41,9 +41,11 @@ const DAY_MS = 24 * 60 * 60_000;
 
 /**
  * What each stream may hold, by its purpose (frozen: an agent cannot change them, and a space's
- * account JWT caps their sum, `SPACE_JETSTREAM_LIMITS`). The oldest message goes first when a
- * cap is reached; per-subject caps keep one sender (CHAT, DM) or one member (INBOX, DLV) from
- * holding more than its share; a DM to a principal that does not exist ages out like any other.
+ * account JWT caps their sum, `SPACE_JETSTREAM_LIMITS`). Per-subject caps keep one sender (CHAT,
+ * DM) or one member (INBOX, DLV) from holding more than its share; a DM to a principal that does
+ * not exist ages out like any other. At a byte cap, CHAT (a history window) drops its oldest
+ * posts; DM and TASK refuse the new message instead, so a flood is told "no" at publish and no
+ * acknowledged DM or task is ever dropped to make room for it.
  */
 export const STREAM_LIMITS: Readonly<
   Record<
@@ -121,10 +123,14 @@ export function spaceStreamConfigs(space: string, opts: SpaceSetupOptions = {}):
       ...limits(STREAM_LIMITS.chat),
       allow_direct: true,
     }),
-    messageStream(n.dm, [`${P}.inst.>`], r, limits(STREAM_LIMITS.dm)),
+    messageStream(n.dm, [`${P}.inst.>`], r, {
+      ...limits(STREAM_LIMITS.dm),
+      discard: DiscardPolicy.New,
+    }),
     messageStream(n.task, [`${P}.svc.>`], r, {
       ...limits(STREAM_LIMITS.task),
       retention: RetentionPolicy.Workqueue,
+      discard: DiscardPolicy.New,
     }),
     messageStream(n.inbox, [`${P}.dinbox.>`], r, { ...limits(STREAM_LIMITS.inbox), ...plane3 }),
     messageStream(n.dlv, [`${P}.dlv.>`], r, { ...limits(STREAM_LIMITS.dlv), ...plane3 }),
@@ -294,6 +300,7 @@ function limitDrift(c: CanonicalStream, info: StreamInfo): Partial<StreamConfig>
     drift.max_age = want.max_age;
   }
   if (want.allow_rollup_hdrs === false && have.allow_rollup_hdrs) drift.allow_rollup_hdrs = false;
+  if (want.discard !== undefined && have.discard !== want.discard) drift.discard = want.discard;
   return drift;
 }
 

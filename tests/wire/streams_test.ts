@@ -46,7 +46,8 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
       assert.equal(c.max_bytes, STREAM_LIMITS[kind].maxBytes, name);
       assert.equal(c.max_age, STREAM_LIMITS[kind].maxAgeMs * 1e6, name);
       assert.equal(c.max_msgs_per_subject, STREAM_LIMITS[kind].maxMsgsPerSubject, name);
-      assert.equal(c.discard, "old", name);
+      // A history window drops its oldest; DMs and tasks refuse the newest instead.
+      assert.equal(c.discard, kind === "dm" || kind === "task" ? "new" : "old", name);
     }
     const dm = (await jsm.streams.info(s.dm)).config;
     assert.deepEqual(dm.subjects, [`${P}.inst.>`]);
@@ -286,6 +287,56 @@ Deno.test("wire - setupSpaceStreams caps a space set up before the limits, in pl
       (await setupSpaceStreams({ servers: sb.url, space: sb.space, creds })).limited,
       [],
     );
+  } finally {
+    await nc.close();
+  }
+});
+
+Deno.test("wire - a DM flood is refused at the byte cap; a DM stored before it is kept", async () => {
+  // The DM stream exactly as Cotal configures it, with only the byte cap shrunk to 2 MiB so the
+  // test fills it in a moment (the policy under test is the discard, not the size).
+  await using sb = await startSpaceBroker();
+  const nc = await connectBroker({ servers: sb.url, creds: await sb.mint("provisioner") });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const s = streamNames(sb.space);
+    const dm = spaceStreamConfigs(sb.space).find((c) => c.config.name === s.dm)!;
+    await jsm.streams.add({ ...dm.config, max_bytes: 2 * 1024 * 1024 });
+    // Each sender through its own agent cred, on the subjects its grants allow.
+    const as = async (actor: string) =>
+      await connectBroker({
+        servers: sb.url,
+        creds: await sb.mint("agent", {
+          principal: { owner: "local", actor },
+          lifecycleUid: newLifecycleUid(),
+        }),
+      });
+    const alice = await as("alice");
+    const mallory = await as("mallory");
+    const P = `cotal.${sb.space}.inst`;
+    let kept = 0;
+    let refused: unknown;
+    try {
+      kept = (await alice.jetstream().publish(
+        `${P}.local.bob.local.alice`,
+        new TextEncoder().encode("hi bob"),
+      )).seq;
+      // A flood to principals that do not exist, one subject each (no per-subject cap helps).
+      const chunk = new Uint8Array(256 * 1024);
+      const js = mallory.jetstream();
+      for (let i = 0; i < 64 && !refused; i++) {
+        await js.publish(`${P}.local.nobody${i}.local.mallory`, chunk).catch((e) => refused = e);
+      }
+    } finally {
+      await alice.close();
+      await mallory.close();
+    }
+    // JetStream's own refusal: 10077 "maximum bytes exceeded", told to the flooder at publish.
+    const api = (refused as { api_error?: { err_code: number; description: string } })?.api_error;
+    assert.equal(api?.err_code, 10077, String(refused));
+    assert.match(api!.description, /maximum bytes exceeded/);
+    // Nothing was dropped to make room: the stream still begins at bob's DM.
+    assert.equal((await jsm.streams.info(s.dm)).state.first_seq, kept);
   } finally {
     await nc.close();
   }
