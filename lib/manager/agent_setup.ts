@@ -148,6 +148,7 @@ export function runnerSandbox(agent: ManagedAgent): RunnerSandbox {
     ...(p.workdir ? { workdir: p.workdir } : {}),
     expose: p.expose,
     ...(sb.cgroup ? { cgroup: sb.cgroup } : {}),
+    ...(sb.ptsDir ? { ptsDir: sb.ptsDir } : {}),
   };
 }
 

@@ -43,6 +43,8 @@ export interface RunnerSandbox {
   /** Read-only extras the operator exposed. */
   readonly expose: readonly string[];
   readonly cgroup?: AgentCgroup;
+  /** Its own capped devpts instance (see `AgentSandbox`). */
+  readonly ptsDir?: string;
 }
 
 /** Everything needed to render one runner's command line. */
@@ -216,6 +218,7 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
     code,
     limits: sb.limits,
     cgroupMemory: !!sb.cgroup,
+    ...(sb.ptsDir ? { ptsDir: sb.ptsDir } : {}),
     uid: sb.uid,
     gid: sb.gid,
     switchUser: sb.switchUser,
@@ -261,7 +264,12 @@ export async function startRunner(
   const bwrap = opts.isolation.mode === "bwrap";
   const cgroup = bwrap ? opts.sandbox.cgroup : undefined;
   const { result, sync } = await spawnWithFds(
-    { ...(bwrap ? { seccomp: seccompFilter() } : {}), sync: !!cgroup },
+    {
+      ...(bwrap
+        ? { seccomp: seccompFilter(Deno.build.arch, { streamOnly: opts.sandbox.net === "relay" }) }
+        : {}),
+      sync: !!cgroup,
+    },
     async (fds) => {
       const spec = runnerLaunchSpec(o, fds);
       const handle = await runtime.spawn(spec, { cols: opts.cols, rows: opts.rows });

@@ -205,6 +205,7 @@ export async function sandboxedAgent(
       ...(opts.workdir ? { workdir: opts.workdir } : {}),
       expose: [...(opts.expose ?? [])],
       ...(sandbox.cgroup ? { cgroup: sandbox.cgroup } : {}),
+      ...(sandbox.ptsDir ? { ptsDir: sandbox.ptsDir } : {}),
     },
   };
   return {

@@ -11,6 +11,7 @@ import {
   joinAgentCgroup,
   probeCgroups,
   removeAgentCgroup,
+  TCP_BUFFER_CAP,
 } from "../../lib/manager/sandbox/cgroup.ts";
 import { DEFAULT_AGENT_LIMITS } from "../../lib/manager/sandbox/limits.ts";
 import { tempDir } from "../_harness/broker.ts";
@@ -36,6 +37,8 @@ Deno.test({
       const read = (f: string) => Deno.readTextFileSync(`${memory}/${f}`).trim();
       if (host!.version === 1) {
         assert.equal(read("memory.limit_in_bytes"), String(limits.memory));
+        // Its TCP buffers are charged to it, not to the host-wide pool (red-team finding).
+        assert.equal(read("memory.kmem.tcp.limit_in_bytes"), String(TCP_BUFFER_CAP));
         const pids = cg.dirs.find((d) => d.includes("/pids/"))!;
         assert.equal(Deno.readTextFileSync(`${pids}/pids.max`).trim(), "33");
       } else {

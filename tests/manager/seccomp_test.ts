@@ -16,8 +16,14 @@ const ALLOW = 0x7fff0000;
 const errno = (e: number) => 0x00050000 | e;
 
 /** Runs the filter on one syscall; returns the action word. */
-function verdict(arch: keyof typeof AUDIT, nr: number, args: number[] = [], auditArch?: number) {
-  const prog = new DataView(seccompFilter(arch).buffer);
+function verdict(
+  arch: keyof typeof AUDIT,
+  nr: number,
+  args: number[] = [],
+  auditArch?: number,
+  opts: { streamOnly?: boolean } = {},
+) {
+  const prog = new DataView(seccompFilter(arch, opts).buffer);
   const data = new DataView(new ArrayBuffer(64));
   data.setUint32(0, nr, true);
   data.setUint32(4, auditArch ?? AUDIT[arch], true);
@@ -35,7 +41,10 @@ function verdict(arch: keyof typeof AUDIT, nr: number, args: number[] = [], audi
     } else if (code === 0x15) pc += 1 + (acc === k ? jt : jf);
     else if (code === 0x35) pc += 1 + (acc >= k ? jt : jf);
     else if (code === 0x45) pc += 1 + ((acc & k) !== 0 ? jt : jf);
-    else if (code === 0x06) return k;
+    else if (code === 0x54) {
+      acc = (acc & k) >>> 0;
+      pc++;
+    } else if (code === 0x06) return k;
     else throw new Error(`unknown opcode ${code}`);
   }
   throw new Error("the filter did not return");
@@ -69,9 +78,23 @@ Deno.test("seccomp - x86_64: namespaces, mounts, kernel surface refused; ordinar
   assert.equal(verdict("x86_64", 16, [0, 0x5413]), ALLOW);
   // socket families: unix, inet, inet6, netlink.
   for (const family of ALLOWED_SOCKET_FAMILIES) {
-    assert.equal(verdict("x86_64", 41, [family]), ALLOW);
+    assert.equal(verdict("x86_64", 41, [family, 1]), ALLOW);
   }
   for (const family of [17, 38, 40, 44]) assert.equal(verdict("x86_64", 41, [family]), errno(97));
+  // In its own network namespace an agent gets TCP only: UDP buffers are a host-wide pool.
+  const SOCK_DGRAM = 2;
+  const FLAGS = 0x800 | 0x80000; // SOCK_NONBLOCK | SOCK_CLOEXEC
+  for (const family of [2, 10]) {
+    assert.equal(verdict("x86_64", 41, [family, 1 | FLAGS]), ALLOW);
+    assert.equal(verdict("x86_64", 41, [family, SOCK_DGRAM]), errno(1));
+    assert.equal(verdict("x86_64", 41, [family, SOCK_DGRAM | FLAGS]), errno(1));
+    // With --net host it may resolve names over UDP like any host program.
+    assert.equal(
+      verdict("x86_64", 41, [family, SOCK_DGRAM], undefined, { streamOnly: false }),
+      ALLOW,
+    );
+  }
+  assert.equal(verdict("x86_64", 41, [1, SOCK_DGRAM]), ALLOW); // unix datagrams stay
   // x32 numbers and foreign architectures (32-bit entry points).
   assert.equal(verdict("x86_64", 0x40000000 + 272), errno(1));
   assert.equal(verdict("x86_64", 0x40000000), errno(1));

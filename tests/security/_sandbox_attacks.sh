@@ -42,6 +42,7 @@ attempt "kernel AIO contexts" perl -e "$SC" 206 128 0
 attempt "raw packet socket" perl -e "$SC" 41 17 3 0
 attempt "mknod a disk" sh -c 'mknod $HOME/sda b 8 0 && echo MADE; ls -l $HOME/sda'
 attempt "devices" sh -c 'ls /dev; head -c 16 /dev/mem; head -c 16 /dev/kmsg; ls /dev/sd* /dev/vd* 2>&1'
+attempt "every pty of the host" perl -e 'my @p; while (@p < 4000 && open(my $f, "+<", "/dev/ptmx")) { push @p, $f } print "ptys: ", scalar(@p), "\n"'
 attempt "core dump" sh -c 'ulimit -c unlimited 2>&1; ulimit -c; sh -c "kill -SEGV \$\$"; ls core* 2>&1'
 
 # -- The filesystem: only what an agent needs is there -------------------------------------
@@ -71,6 +72,7 @@ attempt "hold the relay open" perl -MIO::Socket::UNIX -MIO::Select -e 'my @s; fo
 attempt "a host loopback service" bash -c "echo hello > /dev/tcp/127.0.0.1/$HOST_PORT && echo CONNECTED"
 attempt "the broker's host port" bash -c "echo > /dev/tcp/127.0.0.1/$BROKER_PORT && echo CONNECTED"
 attempt "the host's addresses" bash -c "for ip in $HOST_IPS; do timeout 3 bash -c \"echo > /dev/tcp/\$ip/$HOST_PORT\" && echo CONNECTED \$ip; done; echo tried"
+attempt "a UDP socket" perl -MSocket -e 'socket(my $s, PF_INET, SOCK_DGRAM, 0) ? print "OPENED\n" : print "refused: $!\n"'
 attempt "its interfaces" sh -c 'cat /proc/net/dev | tail -n +3 | cut -d: -f1'
 attempt "the broker through its relay" bash -c 'exec 3<>/dev/tcp/127.0.0.1/4222 && head -c 4 <&3 && echo'
 

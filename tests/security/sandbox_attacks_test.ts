@@ -177,6 +177,10 @@ Deno.test("security - a hostile program agent reaches nothing outside its sandbo
   assert.doesNotMatch(got("devices"), /^(sda|vda|nvme\S*|mem|kmem|kmsg|port)$/m);
   assert.match(got("devices"), /cannot open .\/dev\/mem.*No such file/);
   assert.doesNotMatch(got("core dump"), /^core/m);
+  // Its own devpts instance holds 16 (the host-wide pool is 4096, shared by every sandbox).
+  if (attacker.sandbox?.uid !== Deno.uid()) {
+    assert.match(got("every pty of the host"), /^ptys: 16$/m);
+  }
 
   // The filesystem: none of the state root, no other root or project, no host secrets.
   assert.match(got("the state root"), /No such file or directory/);
@@ -245,6 +249,8 @@ Deno.test("security - a hostile program agent reaches nothing outside its sandbo
   assert.match(got("the broker's host port"), /Connection refused/);
   assert.doesNotMatch(got("the host's addresses"), /CONNECTED/);
   assert.deepEqual(got("its interfaces").trim().split(/\s+/), ["lo"]);
+  // UDP buffers are a host-wide pool no cgroup charges: no UDP in its own namespace.
+  assert.match(got("a UDP socket"), /refused: Operation not permitted/);
   assert.match(got("the broker through its relay"), /^INFO/m);
 
   // Limits: each hit inside the agent, nothing outside it.

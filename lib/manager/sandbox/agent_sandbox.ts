@@ -11,6 +11,7 @@ import { agentSocketPath } from "../../permissions.ts";
 import { type AgentCgroup, cgroupName, createAgentCgroup, removeAgentCgroup } from "./cgroup.ts";
 import type { CgroupHost } from "./cgroup.ts";
 import { ControlChannel } from "./control_channel.ts";
+import { mountDevpts, unmount } from "./libc.ts";
 import type { AgentIds } from "./ids.ts";
 import { type AgentLimits, describeLimits } from "./limits.ts";
 import { etcContents, type NetMode } from "./plan.ts";
@@ -54,6 +55,20 @@ export interface AgentSandboxOptions {
   readonly seccomp: boolean;
 }
 
+/** Where an agent's own devpts instance is mounted on the host (beside its sockets). */
+export function ptsDirPath(socketDir: string, slot: number): string {
+  return `${socketDir}/${slot}.pts`;
+}
+
+function releasePts(dir: string): void {
+  unmount(dir);
+  try {
+    Deno.removeSync(dir);
+  } catch {
+    // Still busy, or gone: the next start of this supervisor sweeps it.
+  }
+}
+
 /** The longest unix socket path Linux takes (`sun_path` is 108 bytes with its NUL). */
 export const MAX_SOCKET_PATH = 107;
 
@@ -63,6 +78,8 @@ export class AgentSandbox {
   readonly control: ControlChannel;
   readonly relay?: BrokerRelay;
   readonly cgroup?: AgentCgroup;
+  /** Its own capped devpts instance (a root supervisor's agents). */
+  readonly ptsDir?: string;
   /** `/etc` name → generated host file. */
   readonly etcFiles: Readonly<Record<string, string>>;
   #closed = false;
@@ -73,12 +90,14 @@ export class AgentSandbox {
     relay: BrokerRelay | undefined,
     cgroup: AgentCgroup | undefined,
     etcFiles: Record<string, string>,
+    ptsDir: string | undefined,
   ) {
     this.opts = opts;
     this.control = control;
     this.relay = relay;
     this.cgroup = cgroup;
     this.etcFiles = etcFiles;
+    this.ptsDir = ptsDir;
   }
 
   /** Makes everything the runner's sandbox binds in; undoes it all if a step fails. */
@@ -94,6 +113,7 @@ export class AgentSandbox {
     let control: ControlChannel | undefined;
     let relay: BrokerRelay | undefined;
     let cgroup: AgentCgroup | undefined;
+    let ptsDir: string | undefined;
     try {
       const etcFiles: Record<string, string> = {};
       if (opts.mode === "bwrap") {
@@ -117,11 +137,19 @@ export class AgentSandbox {
           opts.limits,
         );
       }
-      return new AgentSandbox(opts, control, relay, cgroup, etcFiles);
+      if (opts.mode === "bwrap" && opts.switchUser) {
+        const dir = ptsDirPath(opts.socketDir, opts.slot);
+        unmount(dir);
+        await Deno.mkdir(dir, { recursive: true, mode: 0o755 });
+        mountDevpts(dir, opts.limits.ptys);
+        ptsDir = dir;
+      }
+      return new AgentSandbox(opts, control, relay, cgroup, etcFiles, ptsDir);
     } catch (err) {
       await control?.close();
       await relay?.close();
       if (cgroup) await removeAgentCgroup(cgroup);
+      if (ptsDir) releasePts(ptsDir);
       throw err;
     }
   }
@@ -180,6 +208,7 @@ export class AgentSandbox {
     await this.control.close();
     await this.relay?.close();
     if (this.cgroup) await removeAgentCgroup(this.cgroup);
+    if (this.ptsDir) releasePts(this.ptsDir);
     this.opts.ids.release();
   }
 }

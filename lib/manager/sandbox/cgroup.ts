@@ -132,6 +132,9 @@ function v1Host(lines: { ctl: string; path: string }[], ms: Mount[]): CgroupHost
   return { version: 1, parents };
 }
 
+/** The most TCP buffer memory one agent's sockets may hold under cgroup v1. */
+export const TCP_BUFFER_CAP = 64 * 1024 * 1024;
+
 /** A group name: `cotal-<name>-<unique>` (a cgroup name may not contain `/`). */
 export function cgroupName(agent: string, unique: string): string {
   return `cotal-${agent.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64)}-${unique}`;
@@ -166,6 +169,12 @@ export function createAgentCgroup(
       if (ctl === "memory") {
         writeControlFile(`${dir}/memory.limit_in_bytes`, String(limits.memory));
         tryWrite(`${dir}/memory.memsw.limit_in_bytes`, String(limits.memory));
+        // v1 charges TCP buffers to a group only with this set (v2 always does): without it an
+        // agent's loopback sockets drain the host-wide tcp_mem and the host's own TCP fails.
+        tryWrite(
+          `${dir}/memory.kmem.tcp.limit_in_bytes`,
+          String(Math.min(limits.memory, TCP_BUFFER_CAP)),
+        );
       } else if (ctl === "pids") {
         writeControlFile(`${dir}/pids.max`, String(limits.processes));
       } else if (ctl === "cpu") {

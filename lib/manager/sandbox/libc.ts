@@ -40,6 +40,8 @@ const SYMBOLS = {
   flock: { parameters: ["i32", "i32"], result: "i32" },
   kill: { parameters: ["i32", "i32"], result: "i32" },
   mkdir: { parameters: ["buffer", "u32"], result: "i32" },
+  mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
+  umount2: { parameters: ["buffer", "i32"], result: "i32" },
   rmdir: { parameters: ["buffer"], result: "i32" },
   close_range: { parameters: ["u32", "u32", "i32"], result: "i32", optional: true },
   __errno_location: { parameters: [], result: "pointer" },
@@ -204,6 +206,36 @@ export function makeDir(path: string, mode = 0o755): boolean {
 /** Removes an empty directory through libc (cgroup trees); false when the kernel refuses. */
 export function removeDir(path: string): boolean {
   return libc().rmdir(cstr(path)) === 0 || errno() === ENOENT;
+}
+
+const MS_NOSUID = 2n;
+const MS_NOEXEC = 8n;
+const MNT_DETACH = 2;
+
+/**
+ * Mounts a fresh devpts instance at `target` that hands out at most `max` ptys (needs root).
+ * Every instance counts against the host-wide `kernel.pty.max`: an agent's own, capped one
+ * keeps it from taking the pool the host's and other agents' terminals come from.
+ */
+export function mountDevpts(target: string, max: number): void {
+  const data = `newinstance,ptmxmode=0666,mode=620,max=${max}`;
+  if (
+    libc().mount(
+      cstr("devpts"),
+      cstr(target),
+      cstr("devpts"),
+      MS_NOSUID | MS_NOEXEC,
+      cstr(data),
+    ) !==
+      0
+  ) {
+    fail(`mount devpts at ${target}`);
+  }
+}
+
+/** Detaches whatever is mounted at `target`; false when nothing was (or the kernel refused). */
+export function unmount(target: string): boolean {
+  return libc().umount2(cstr(target), MNT_DETACH) === 0;
 }
 
 /**

@@ -23,6 +23,8 @@ export interface AgentLimits {
   readonly tmp: number;
   /** Open descriptors per process (RLIMIT_NOFILE). */
   readonly openFiles: number;
+  /** Terminals it may open (its own devpts instance's `max`; a root supervisor's agents). */
+  readonly ptys: number;
 }
 
 const KIB = 1024;
@@ -38,6 +40,7 @@ export const DEFAULT_AGENT_LIMITS: AgentLimits = Object.freeze({
   home: 256 * MIB,
   tmp: 64 * MIB,
   openFiles: 4096,
+  ptys: 16,
 });
 
 /**
@@ -54,6 +57,7 @@ export const AGENT_LIMIT_BOUNDS: Readonly<Record<keyof AgentLimits, readonly [nu
     home: Object.freeze([1 * MIB, 16 * GIB] as const),
     tmp: Object.freeze([1 * MIB, 16 * GIB] as const),
     openFiles: Object.freeze([256, 65536] as const),
+    ptys: Object.freeze([1, 256] as const),
   });
 
 /** The limit names, as the CLI and the rail spell them. */

@@ -97,6 +97,8 @@ export interface SandboxPlan {
   readonly switchUser: boolean;
   /** The whole environment inside. */
   readonly env: Readonly<Record<string, string>>;
+  /** Its own capped devpts instance on the host, bound over `/dev/pts`. */
+  readonly ptsDir?: string;
   /** Inherited descriptors bwrap reads: the seccomp program, its info and block pipes. */
   readonly seccompFd?: number;
   readonly infoFd?: number;
@@ -183,6 +185,8 @@ export function bwrapArgs(plan: SandboxPlan): string[] {
   }
   a.push("--proc", "/proc", "--dev", "/dev");
   made.add("/proc").add("/dev");
+  // Its own devpts instance with a `max`, instead of bwrap's uncapped one.
+  if (plan.ptsDir) a.push("--dev-bind", plan.ptsDir, "/dev/pts");
   const tmpfs = (dest: string, bytes: number, perms: string) => {
     mkdirs(dest);
     a.push("--perms", perms, "--size", String(bytes), "--tmpfs", dest);

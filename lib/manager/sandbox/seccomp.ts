@@ -29,6 +29,7 @@ const LD_W_ABS = 0x20;
 const JEQ_K = 0x15;
 const JGE_K = 0x35;
 const JSET_K = 0x45;
+const AND_K = 0x54;
 const RET_K = 0x06;
 
 // struct seccomp_data: nr @0, arch @4, instruction_pointer @8, args[6] @16 (u64, little-endian).
@@ -44,6 +45,9 @@ export const TIOCSTI = 0x5412;
 const TIOCLINUX = 0x541c;
 /** Socket families an agent may open: unix, IPv4, IPv6, netlink (glibc's resolver uses it). */
 export const ALLOWED_SOCKET_FAMILIES: readonly number[] = Object.freeze([1, 2, 10, 16]);
+const AF_INET = 2;
+const AF_INET6 = 10;
+const SOCK_STREAM = 1;
 
 /** Syscall numbers of one architecture; absent names do not exist there. */
 interface ArchTable {
@@ -169,17 +173,30 @@ export function seccompSupported(arch: string = Deno.build.arch): boolean {
   return arch === "x86_64" || arch === "aarch64";
 }
 
-type Label = "allow" | "eperm" | "enosys" | "eafnosupport" | "clone" | "ioctl" | "socket";
+type Label = "allow" | "eperm" | "enosys" | "eafnosupport" | "clone" | "ioctl" | "socket" | "inet";
 type Insn =
   | { code: number; k: number; jt?: Label | 0; jf?: Label | 0 }
   | { label: Label };
+
+/** Options of {@linkcode seccompFilter}. */
+export interface SeccompOptions {
+  /**
+   * Only stream IP sockets (TCP). An agent in its own network namespace has nothing to reach
+   * over UDP, and UDP buffers are charged to no cgroup: a host-wide pool (`udp_mem`) it could
+   * drain. Default true; false for `--net host`.
+   */
+  readonly streamOnly?: boolean;
+}
 
 /**
  * The filter for `arch` (default this machine's) as bytes of `struct sock_filter` (8 bytes per
  * instruction, host order), ready for bwrap's `--seccomp`. Throws `seccomp_unsupported` on an
  * architecture without a table.
  */
-export function seccompFilter(arch: string = Deno.build.arch): Uint8Array {
+export function seccompFilter(
+  arch: string = Deno.build.arch,
+  opts: SeccompOptions = {},
+): Uint8Array {
   const table = arch === "x86_64" ? X86_64 : arch === "aarch64" ? AARCH64 : undefined;
   if (!table) {
     throw new CotalError(
@@ -214,11 +231,20 @@ export function seccompFilter(arch: string = Deno.build.arch): Uint8Array {
     { label: "socket" },
     { code: LD_W_ABS, k: OFF_ARG0 },
   );
+  const streamOnly = opts.streamOnly ?? true;
   for (const family of ALLOWED_SOCKET_FAMILIES) {
-    p.push({ code: JEQ_K, k: family, jt: "allow", jf: 0 });
+    const inet = family === AF_INET || family === AF_INET6;
+    p.push({ code: JEQ_K, k: family, jt: inet && streamOnly ? "inet" : "allow", jf: 0 });
   }
+  p.push({ code: RET_K, k: RET_ERRNO | EAFNOSUPPORT });
+  // The socket type's low nibble (SOCK_NONBLOCK and SOCK_CLOEXEC sit above it).
   p.push(
-    { code: RET_K, k: RET_ERRNO | EAFNOSUPPORT },
+    { label: "inet" },
+    { code: LD_W_ABS, k: OFF_ARG1 },
+    { code: AND_K, k: 0xf },
+    { code: JEQ_K, k: SOCK_STREAM, jt: "allow", jf: "eperm" },
+  );
+  p.push(
     { label: "allow" },
     { code: RET_K, k: RET_ALLOW },
     { label: "eperm" },
