@@ -20,6 +20,8 @@ import { AgentSandbox, MAX_SOCKET_PATH } from "./sandbox/agent_sandbox.ts";
 import { type AgentIdPool, type AgentIds, ownIds } from "./sandbox/ids.ts";
 import { BROKER_SOCKET_INSIDE, CONTROL_SOCKET_INSIDE, HOME_INSIDE } from "./sandbox/plan.ts";
 import { RELAY_PORT } from "./sandbox/relay.ts";
+import { type CgroupHost, cgroupName, removeAgentCgroup } from "./sandbox/cgroup.ts";
+import { unmount } from "./sandbox/libc.ts";
 import type { RunnerSandbox } from "./start_runner.ts";
 import type { LaunchSandbox } from "./launch.ts";
 
@@ -99,6 +101,42 @@ async function checkWorkdirWritable(dir: string, ids: AgentIds): Promise<void> {
   }
 }
 
+/** The group name an agent lifecycle's cgroup was given (see `AgentSandbox.create`). */
+export function cgroupUnique(lifecycleUid: string): string {
+  return lifecycleUid.replace(/[^A-Za-z0-9]/g, "").slice(0, 16);
+}
+
+/** Removes a crashed predecessor's cgroup for one agent lifecycle (its processes are gone). */
+export async function removeStaleCgroup(
+  host: CgroupHost,
+  name: string,
+  lifecycleUid: string,
+): Promise<void> {
+  const group = cgroupName(name, cgroupUnique(lifecycleUid));
+  await removeAgentCgroup({
+    version: host.version,
+    dirs: Object.values(host.parents).map((p) => `${p}/${group}`),
+  }, 500);
+}
+
+/**
+ * Empties this manager's socket dir at start (its lease says no other manager uses it): sockets
+ * and devpts mounts a crashed predecessor left.
+ */
+export async function clearSocketDir(dir: string): Promise<void> {
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync(dir)];
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    const path = `${dir}/${e.name}`;
+    if (e.name.endsWith(".pts")) unmount(path);
+    await Deno.remove(path, { recursive: true }).catch(() => {});
+  }
+}
+
 /** The runner's view of its place: broker addresses, channels, dirs. */
 export function launchPlace(agent: ManagedAgent, servers: readonly string[]): {
   servers: string[];
@@ -171,7 +209,7 @@ export async function prepareAgent(
     await freshAgentDir(p.agentDir, ctx.root, { home: !bwrap });
     agent.sandbox = await AgentSandbox.create({
       name: p.name,
-      unique: p.lifecycleUid.replace(/[^A-Za-z0-9]/g, "").slice(0, 16),
+      unique: cgroupUnique(p.lifecycleUid),
       slot: opts.slot,
       agentDir: p.agentDir,
       socketDir: opts.socketDir,

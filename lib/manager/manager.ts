@@ -13,7 +13,7 @@
  *
  * @module
  */
-import { type Msg, type NatsConnection, type Subscription } from "nats";
+import type { Msg, NatsConnection, Subscription } from "nats";
 import { connect } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { CotalEndpoint } from "../endpoint/endpoint.ts";
@@ -51,7 +51,14 @@ import {
   probeIsolation,
 } from "./sandbox/isolation.ts";
 import { AgentIdPool } from "./sandbox/ids.ts";
-import { prepareAgent, runnerSandbox, socketDirFor, writeLaunch } from "./agent_setup.ts";
+import {
+  clearSocketDir,
+  prepareAgent,
+  removeStaleCgroup,
+  runnerSandbox,
+  socketDirFor,
+  writeLaunch,
+} from "./agent_setup.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { parseSpawnRequest } from "./spawn_request.ts";
 import { startRunner } from "./start_runner.ts";
@@ -61,6 +68,7 @@ import { remintAndLog } from "./daemon_remint.ts";
 import {
   AGENT_REMINT_FRACTION,
   DAEMON_REMINT_INTERVAL_MS,
+  DEFAULT_AGENT_CREDS_TTL_SECONDS,
   managerInstanceId,
   type ManagerOptions,
   type ManagerStatus,
@@ -112,6 +120,7 @@ export class Manager {
   #startedAt = 0;
   #inflight = new Set<Promise<unknown>>();
   #host?: HostIsolation;
+  readonly #stopping = new AbortController();
   #idPool?: AgentIdPool;
   #socketDir = "";
   /** Lifecycles this manager ended: a stale presence row of theirs does not hold a name. */
@@ -333,8 +342,11 @@ export class Manager {
   async #sweep(): Promise<void> {
     const left = await readIndex(this.#ctx, this.instanceId);
     // A crashed predecessor's sandboxes died with it (bwrap's --die-with-parent), and a
-    // deno-only runner ends when its control channel drops: only the footprint is left.
+    // deno-only runner ends when its control channel drops: its sockets, devpts mounts and
+    // cgroups, and each agent's footprint, are what is left.
+    await clearSocketDir(this.#socketDir);
     for (const a of left) {
+      if (this.#host?.cgroup) await removeStaleCgroup(this.#host.cgroup, a.name, a.lifecycleUid);
       await teardownFootprint(this.#ctx, a);
       this.#log(`manager: swept ${a.name} (left by a previous manager)`);
     }
@@ -480,7 +492,7 @@ export class Manager {
     this.#agents.set(plan.name, agent);
     // Taken before any await, so two spawns in flight never share a socket slot.
     agent.slot = this.#freeSlot(agent);
-    const ttl = this.#opts.agentCredsTtlSeconds;
+    const ttl = this.#opts.agentCredsTtlSeconds ?? DEFAULT_AGENT_CREDS_TTL_SECONDS;
     try {
       await prepareAgent(this.#ctx, agent, {
         servers: this.#servers,
@@ -496,7 +508,7 @@ export class Manager {
       await this.#startRunner(agent);
       await this.#saveIndex();
       const present = () => this.#present(agent.id, agent.plan.lifecycleUid);
-      await awaitPresence(agent, this.#endpoint!, present, req.readinessMs);
+      await awaitPresence(agent, this.#endpoint!, present, req.readinessMs, this.#stopping.signal);
       this.#scheduleAgentRenewal(agent, ttl);
       this.#log(`manager: spawned ${plan.name} (${plan.connector}, pid ${agent.handle?.pid})`);
       return agent.row(true);
@@ -618,6 +630,7 @@ export class Manager {
   async stop(): Promise<void> {
     if (this.#state === "stopped" || this.#state === "stopping") return;
     this.#state = "stopping";
+    this.#stopping.abort();
     await this.#shutdown();
     this.#state = "stopped";
     this.#log("manager stopped");

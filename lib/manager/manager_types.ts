@@ -19,6 +19,12 @@ export const RENEW_FRACTION = 0.75;
  * re-read always finds the fresh one (an unchanged cred at 75 % would be a failed renewal).
  */
 export const AGENT_REMINT_FRACTION = 0.5;
+/**
+ * An agent's cred lifetime unless the manager is told otherwise: short, because despawn cannot
+ * revoke a cred an agent copied out (it is re-minted into the launch file at half life).
+ */
+export const DEFAULT_AGENT_CREDS_TTL_SECONDS = 3600;
+
 /** Agents one manager runs at most (one socket slot each). */
 export const MAX_AGENTS: number = AGENT_SLOTS;
 
@@ -52,7 +58,7 @@ export interface ManagerOptions {
   readonly runtime?: string;
   /** Layout overrides (store, signer and machine home paths; agent env pass-through). */
   readonly layout?: Partial<Omit<DeploymentLayout, "root" | "broker">>;
-  /** Agent cred lifetime in seconds (at most the agent profile's maximum). */
+  /** Agent cred lifetime in seconds (default `DEFAULT_AGENT_CREDS_TTL_SECONDS`; at most the agent profile's maximum). */
   readonly agentCredsTtlSeconds?: number;
   /** This space's limits for its agents, over the frozen defaults and within their bounds. */
   readonly agentLimits?: Partial<AgentLimits>;

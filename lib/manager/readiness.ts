@@ -41,8 +41,17 @@ export function awaitPresence(
   ep: CotalEndpoint,
   present: () => boolean,
   timeoutMs: number,
+  stopping?: AbortSignal,
 ): Promise<void> {
   const { promise, resolve, reject } = Promise.withResolvers<void>();
+  // A manager that stops does not wait out a readiness window (an agent can hold itself in
+  // "starting"): the spawn fails at once and is undone like any other failed spawn.
+  const onStop = () =>
+    reject(
+      new CotalError("unavailable", `The manager is stopping; ${agent.plan.name} was not started.`),
+    );
+  if (stopping?.aborted) onStop();
+  stopping?.addEventListener("abort", onStop, { once: true });
   const check = () => {
     if (agent.status !== "starting" || !present()) return;
     // Synchronously: an exit from here on is a crash for the restart policy, not a failed spawn.
@@ -74,5 +83,6 @@ export function awaitPresence(
   return promise.finally(() => {
     clearTimeout(timer);
     ep.removeEventListener("presence", check);
+    stopping?.removeEventListener("abort", onStop);
   });
 }

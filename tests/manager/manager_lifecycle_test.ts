@@ -5,6 +5,10 @@
  */
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
+import { agentSocketDir } from "../../lib/manager/agent_setup.ts";
+import { DEFAULT_AGENT_CREDS_TTL_SECONDS } from "../../lib/manager/manager_types.ts";
+import { parseCreds } from "../../lib/nats/creds.ts";
+import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { dlvDurableName, dmDurableName, streamNames } from "../../lib/wire/resources.ts";
 import { connectBroker } from "../../lib/wire/connect.ts";
@@ -48,6 +52,15 @@ Deno.test("manager - spawn, presence, a task answered, despawn leaves nothing be
   assert.equal(row.present, true);
   assert.equal(row.id, "local.upper");
   assert.match(row.isolation, /bwrap/);
+
+  // The agent's cred lives an hour (despawn cannot revoke a copy the agent kept; its launch
+  // file gets a fresh one at half life).
+  const creds = await mesh.store.get(
+    `space.${spaceKeyHex(mesh.space)}/agent.upper.${row.lifecycleUid}.creds`,
+  );
+  const claims = decodeJwtUnverified((await parseCreds(creds!)).jwt);
+  assert.equal(claims.exp! - claims.iat, DEFAULT_AGENT_CREDS_TTL_SECONDS);
+  assert.equal(DEFAULT_AGENT_CREDS_TTL_SECONDS, 3600);
 
   const { ep, dms } = await mesh.client("asker");
   const task = await ep.anycast("shout", "hello from the test");
@@ -110,4 +123,44 @@ Deno.test("manager - a read asked right after a broker reload is answered (re-se
   const ctl = await mesh.control();
   const st = await ctl.request<{ instanceId: string }>("status", {}, { timeoutMs: 5_000 });
   assert.equal(st.instanceId, manager.instanceId);
+});
+
+Deno.test("manager - a stop while an agent holds itself in starting ends the spawn and cleans up", async () => {
+  await using mesh = await startManagerMesh("stuck");
+  const manager = await mesh.manager();
+  const ctl = await mesh.control();
+  const agentDir = `${mesh.root}/agents/stuck`;
+  // The program stops its own runner before the runner publishes presence: the spawn waits
+  // out its readiness window (here 300 s, the most a request may ask) unless the stop ends it.
+  const spawned = ctl.request("spawn", {
+    agent: "program",
+    name: "stuck",
+    command: "/bin/sh",
+    args: ["-c", "kill -STOP $PPID; exec sleep 1000"],
+    readinessMs: 300_000,
+  }, { timeoutMs: 310_000 }).then(() => "spawned", (e) => e);
+  await waitFor(async () => {
+    const ps = await ctl.request<{ agents: AgentRow[] }>("ps");
+    return ps.agents.some((a) => a.name === "stuck" && a.status === "starting") &&
+      processesMentioning(agentDir).length > 0;
+  }, { timeoutMs: 40_000, what: "the agent's sandbox running, the agent in starting" });
+
+  // The stop has a deadline well inside the readiness window; it used to wait the window out.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stopped = await Promise.race([
+    manager.stop().then(() => "stopped"),
+    new Promise<string>((r) => timer = setTimeout(() => r("deadline"), 60_000)),
+  ]).finally(() => clearTimeout(timer));
+  assert.equal(stopped, "stopped");
+  assert.deepEqual(processesMentioning(agentDir), []);
+  await assert.rejects(Deno.stat(agentDir), Deno.errors.NotFound);
+  const layout = { root: mesh.root, broker: [mesh.url.replace("nats://", "")] };
+  const socketDir = agentSocketDir(layout, manager.instanceId);
+  const left = await Array.fromAsync(Deno.readDir(socketDir)).catch(() => []);
+  assert.deepEqual(left.map((e) => e.name), [], "no socket or devpts mount left");
+  const outcome = await spawned;
+  assert.ok(
+    isCotalError(outcome, "unavailable") && /manager is stopping/.test(outcome.message),
+    `the spawn ended with ${outcome}`,
+  );
 });

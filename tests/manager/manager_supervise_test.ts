@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { denoRunFlags } from "../../lib/permissions.ts";
-import { agentSocketDir } from "../../lib/manager/agent_setup.ts";
+import { agentSocketDir, cgroupUnique } from "../../lib/manager/agent_setup.ts";
+import { cgroupName, probeCgroups } from "../../lib/manager/sandbox/cgroup.ts";
 import { managerInstanceId } from "../../lib/manager/manager_types.ts";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { parseCreds } from "../../lib/nats/creds.ts";
@@ -149,6 +150,17 @@ Deno.test("manager - cotal-supervise under its row: re-signs daemon creds, repor
   await waitFor(() => processesMentioning(dir).length === 0, { what: "the runner died with it" });
   assert.ok(await dmExists(mesh, row.lifecycleUid, "worker"), "durables left by the crash");
   assert.ok(await mesh.store.get(credsKey(row.lifecycleUid)), "creds left by the crash");
+  // The crash also leaves the agent's sockets (and its devpts mount, as root) and its cgroups.
+  const layout = { root: mesh.root, broker: [mesh.url.replace("nats://", "")] };
+  const sockets = agentSocketDir(layout, managerInstanceId(mesh.root, mesh.space));
+  assert.ok([...Deno.readDirSync(sockets)].length > 0, "sockets left by the crash");
+  const host = probeCgroups();
+  const groups = host
+    ? Object.values(host.parents).map((p) =>
+      `${p}/${cgroupName("worker", cgroupUnique(row.lifecycleUid))}`
+    )
+    : [];
+  for (const g of groups) assert.ok(Deno.statSync(g).isDirectory, `${g} left by the crash`);
 
   sup = await supervise(mesh);
   await waitFor(
@@ -159,6 +171,8 @@ Deno.test("manager - cotal-supervise under its row: re-signs daemon creds, repor
   assert.equal(await dmExists(mesh, row.lifecycleUid, "worker"), false);
   assert.equal(await mesh.store.get(credsKey(row.lifecycleUid)), undefined);
   await assert.rejects(Deno.stat(dir), Deno.errors.NotFound);
+  assert.deepEqual([...Deno.readDirSync(sockets)].map((e) => e.name), [], "sockets swept");
+  for (const g of groups) assert.throws(() => Deno.statSync(g), Deno.errors.NotFound);
   sup.kill("SIGTERM");
   const last = await stderrOf(sup);
   assert.match(last, /swept worker \(left by a previous manager\)/);
