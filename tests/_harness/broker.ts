@@ -152,3 +152,26 @@ export async function waitFor(
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 25));
   }
 }
+
+/**
+ * One `reader.read()` that fails after `timeoutMs` (the reader is cancelled, so nothing is left
+ * pending): every read of a child's output or a socket in the suite has a deadline.
+ */
+export async function readWithin<T>(
+  reader: ReadableStreamDefaultReader<T>,
+  timeoutMs: number,
+  what: string,
+): Promise<ReadableStreamReadResult<T>> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reader.cancel().catch(() => {});
+      reject(new Error(`timed out after ${timeoutMs} ms reading ${what}`));
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([reader.read(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -6,6 +6,7 @@ import {
   freePort,
   natsServerPath,
   plainConfig,
+  readWithin,
   removeTempDir,
   startTestBroker,
   tempDir,
@@ -95,7 +96,7 @@ await new Promise(() => {});
       const reader = parent.stdout.pipeThrough(new TextDecoderStream()).getReader();
       let text = "";
       while (!text.includes("\n")) {
-        const { value, done } = await reader.read();
+        const { value, done } = await readWithin(reader, 30_000, "the broker's pid");
         if (done) break;
         text += value;
       }

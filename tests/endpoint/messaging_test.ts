@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { waitFor } from "../_harness/broker.ts";
+import { readWithin, waitFor } from "../_harness/broker.ts";
 import type { CotalMessageEvent } from "../../lib/endpoint/mod.ts";
 import { collect, startMesh } from "./_mesh.ts";
 
@@ -163,7 +163,7 @@ async function spawnAgent(opts: Record<string, unknown>): Promise<Deno.ChildProc
   const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let out = "";
   while (!out.includes("ready")) {
-    const { value, done } = await reader.read();
+    const { value, done } = await readWithin(reader, 30_000, "the agent process's ready line");
     if (done) throw new Error(`the agent process exited before it was ready: ${out}`);
     out += value;
   }

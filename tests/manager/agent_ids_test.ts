@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import { AgentIdPool, parseIdRange } from "../../lib/manager/sandbox/ids.ts";
-import { tempDir } from "../_harness/broker.ts";
+import { readWithin, tempDir } from "../_harness/broker.ts";
 
 Deno.test("agent ids - each agent its own uid, the range's first id their group, never shared", async () => {
   const lockDir = `${await tempDir("cotal-ids-")}/locks`;
@@ -45,7 +45,9 @@ Deno.test("agent ids - a uid held by another process is never handed out; its de
     stderr: "inherit",
   }).spawn();
   const reader = holder.stdout.getReader();
-  const first = new TextDecoder().decode((await reader.read()).value);
+  const first = new TextDecoder().decode(
+    (await readWithin(reader, 30_000, "the holder's uid")).value,
+  );
   assert.equal(Number(first.trim()), 2_000_000_101);
   const pool = new AgentIdPool(range, lockDir);
   await assert.rejects(pool.acquire(), (e) => isCotalError(e, "agent_ids_exhausted"));

@@ -30,7 +30,13 @@ function echoServer(): { port: number; close(): void; accepted(): number } {
 
 async function readSome(c: Deno.Conn): Promise<string> {
   const buf = new Uint8Array(256);
-  const n = await c.read(buf);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const n = await Promise.race([
+    c.read(buf),
+    new Promise<never>((_, reject) =>
+      timer = setTimeout(() => reject(new Error("timed out reading the relay")), 10_000)
+    ),
+  ]).finally(() => clearTimeout(timer));
   return new TextDecoder().decode(buf.subarray(0, n ?? 0));
 }
 

@@ -3,7 +3,7 @@
  * creds connect, and permission checks observed from the broker's own -ERR replies.
  */
 import { connect, type NatsConnection } from "nats";
-import { startTestBroker, type TestBroker } from "../_harness/broker.ts";
+import { readWithin, startTestBroker, type TestBroker } from "../_harness/broker.ts";
 import {
   credsAuthenticatorFast,
   serverConfig,
@@ -59,8 +59,9 @@ export async function rawConnect(url: string, creds: string): Promise<string> {
     while (!buf.includes("\r\n")) {
       let chunk: ReadableStreamReadResult<Uint8Array>;
       try {
-        chunk = await reader.read();
+        chunk = await readWithin(reader, 10_000, "the broker's next line");
       } catch (err) {
+        if (/timed out/.test((err as Error).message)) throw err;
         return `RESET ${(err as Error).name}`;
       }
       const { value, done } = chunk;
