@@ -60,6 +60,7 @@ import {
   writeLaunch,
 } from "./agent_setup.ts";
 import { planSpawn } from "./spawn_plan.ts";
+import { healSpace } from "./space_heal.ts";
 import { parseSpawnRequest } from "./spawn_request.ts";
 import { startRunner } from "./start_runner.ts";
 import { dispatchControl, handleControlMessage } from "./control_server.ts";
@@ -209,6 +210,7 @@ export class Manager {
       }, { waitMs: this.#opts.leaseWaitMs ?? MANAGER_LEASE_TTL_MS + 2_000 });
       this.#lease.keepAlive((why) => this.#log(`manager: ${why}; stop this manager`));
       await this.#sweep();
+      await this.#healSpace();
       await Deno.mkdir(agentsRootOf(this.#layout()), { recursive: true, mode: 0o700 });
       this.#endpoint = new CotalEndpoint({
         space: this.space,
@@ -286,9 +288,25 @@ export class Manager {
     (async () => {
       for await (const st of nc.status()) {
         if (st.type === "disconnect") this.#log("manager: broker connection lost; reconnecting");
-        else if (st.type === "reconnect") this.#log("manager: broker connection back");
+        else if (st.type === "reconnect") {
+          this.#log("manager: broker connection back");
+          // A restarted broker lost the memory-backed presence bucket: put it back.
+          void this.#track(
+            this.#healSpace().catch((err) => this.#log(`manager: ${errorText(err)}`)),
+          );
+        }
       }
     })().catch(() => {});
+  }
+
+  #healSpace(): Promise<boolean> {
+    return healSpace({
+      auth: this.#auth!,
+      servers: this.#servers,
+      space: this.space,
+      log: this.#log,
+      signal: this.#stopping.signal,
+    });
   }
 
   #later(ms: number, fn: () => void): void {

@@ -31,6 +31,8 @@ export interface ManagerMesh {
   readonly auth: SpaceAuth;
   readonly store: FsSecretStore;
   readonly broker: TestBroker;
+  /** kill -9 of the broker, then a new one on the same port and JetStream store. */
+  restartBroker(): Promise<void>;
   /** Layout overrides every manager in these tests uses (the machine home inside the root). */
   readonly layout: { machineHome: string };
   /** A started manager for this mesh (stopped by the mesh's dispose). */
@@ -52,13 +54,13 @@ export async function startManagerMesh(prefix = "mgr"): Promise<ManagerMesh> {
   const { broker } = await ensureBrokerAuth(store, "test");
   const { account } = await ensureSpaceAccount(store, broker, space);
   const auth = composeSpaceAuth(broker, account);
-  const b = await startTestBroker({
-    config: (c) =>
-      serverConfig(broker, [{ space, account: account.account }], {
-        storeDir: c.storeDir,
-        port: c.port,
-      }),
-  });
+  const render = (c: { storeDir: string; port: number }) =>
+    serverConfig(broker, [{ space, account: account.account }], {
+      storeDir: c.storeDir,
+      port: c.port,
+    });
+  let b = await startTestBroker({ config: render });
+  let keptStore: string | undefined;
   await setupSpaceStreams({
     servers: b.url,
     space,
@@ -73,7 +75,16 @@ export async function startManagerMesh(prefix = "mgr"): Promise<ManagerMesh> {
     url: b.url,
     auth,
     store,
-    broker: b,
+    get broker() {
+      return b;
+    },
+    async restartBroker() {
+      const { port, storeDir } = b;
+      keptStore = storeDir;
+      Deno.kill(b.process.pid, "SIGKILL");
+      await b.process.exited;
+      b = await startTestBroker({ config: render, port, storeDir });
+    },
     layout,
     async manager(opts = {}) {
       const m = new Manager({
@@ -129,6 +140,7 @@ export async function startManagerMesh(prefix = "mgr"): Promise<ManagerMesh> {
       for (const c of closers.splice(0)) await c().catch(() => {});
       for (const m of managers.splice(0)) await m.stop().catch(() => {});
       await b.stop();
+      if (keptStore) await Deno.remove(keptStore, { recursive: true }).catch(() => {});
     },
   };
 }
