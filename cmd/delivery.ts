@@ -27,6 +27,12 @@ const command: CommandSpec = {
       description: "a delivery creds file (instead of the store's delivery key)",
       value: "file",
     },
+    "lock-file": {
+      type: "string",
+      description:
+        "a file this daemon holds locked for its life, so a successor can prove it died and take its lease at once",
+      value: "file",
+    },
     "lease-wait": {
       type: "string",
       description: "seconds to keep retrying a lease another daemon holds (default 0)",

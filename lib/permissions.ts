@@ -159,6 +159,11 @@ function empty(): PermissionSet {
   };
 }
 
+/** The delivery daemon's holder lock for one space (`space.<hex>`): `<run>/delivery/`. */
+export function deliveryLockPath(layout: DeploymentLayout, spaceKey: string): string {
+  return `${defaults(layout).runDir}/delivery/${spaceKey}.lock`;
+}
+
 /**
  * Renders one executable's row for a layout. `agent` is required for `cotal-agent`.
  */
@@ -200,6 +205,16 @@ export function permissionsFor(
       p.read = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
       p.denyRead = [d.signer];
       p.write = [d.logDir];
+      // Its holder lock, one exact file: what lets a successor prove it died (a kill -9) and
+      // take its lease over at once.
+      // (A row rendered without a space, the compiled binary's, gets the lock dir.)
+      {
+        const lock = layout.spaceKey
+          ? deliveryLockPath(layout, layout.spaceKey)
+          : `${d.runDir}/delivery`;
+        p.read.push(lock);
+        p.write.push(lock);
+      }
       p.env = ["COTAL_*"];
       // A 1 MB young generation sized for footprint: a burst of copies otherwise grows V8's
       // heap (and the RSS) to ~200 MB; with these ~90 MB at no measured throughput cost

@@ -43,6 +43,3 @@ export const READ_HISTORY_MAX_LIMIT = 200;
 
 /** A renewal re-read happens at this fraction of the cred's life. */
 export const RENEW_AT_FRACTION = 0.75;
-
-/** How long the broker may stay unreachable before the daemon exits (it never outlives it). */
-export const BROKER_GONE_MS = 15_000;

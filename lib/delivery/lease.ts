@@ -19,6 +19,7 @@ import {
   type QueuedIterator,
 } from "nats";
 import { CotalError } from "../errors.ts";
+import type { HolderLock } from "../workspace/holder_lock.ts";
 import { jsonBytes } from "../wire/kv.ts";
 import { LEASE_KEY } from "./constants.ts";
 
@@ -32,6 +33,8 @@ export interface LeaseInfo {
   since: number;
   /** True once the loops and the control responders are bound. */
   ready: boolean;
+  /** The holder's lock-file id on its machine (see `HolderLock`), when it runs with one. */
+  lock?: string;
 }
 
 /** What a read of the key found, relative to this daemon. */
@@ -70,12 +73,20 @@ export class DeliveryLease {
   #revision?: number;
   #info?: LeaseInfo;
   #watch?: QueuedIterator<KvEntry>;
+  #lockId?: string;
 
-  private constructor(kv: KV, bucket: string, holder: string, incarnation: string) {
+  private constructor(
+    kv: KV,
+    bucket: string,
+    holder: string,
+    incarnation: string,
+    lockId?: string,
+  ) {
     this.#kv = kv;
     this.bucket = bucket;
     this.holder = holder;
     this.incarnation = incarnation;
+    this.#lockId = lockId;
   }
 
   /** Binds the (pre-created) lease bucket; the daemon never creates it. */
@@ -84,6 +95,7 @@ export class DeliveryLease {
     bucket: string,
     holder: string,
     incarnation: string,
+    lockId?: string,
   ): Promise<DeliveryLease> {
     let kv: KV;
     try {
@@ -97,7 +109,7 @@ export class DeliveryLease {
         { cause: err },
       );
     }
-    return new DeliveryLease(kv, bucket, holder, incarnation);
+    return new DeliveryLease(kv, bucket, holder, incarnation, lockId);
   }
 
   /** The revision of the row this daemon last wrote, when it holds the lease. */
@@ -105,14 +117,35 @@ export class DeliveryLease {
     return this.#revision;
   }
 
-  /** Create-only acquire. Resolves false when a row already exists; throws on a denial. */
-  async acquire(): Promise<boolean> {
-    const info: LeaseInfo = {
+  #fresh(): LeaseInfo {
+    return {
       holder: this.holder,
       incarnation: this.incarnation,
       since: Date.now(),
       ready: false,
+      ...(this.#lockId ? { lock: this.#lockId } : {}),
     };
+  }
+
+  /**
+   * Replaces a dead holder's row at the revision it was read at (compare-and-set). Resolves
+   * false when the row changed meanwhile.
+   */
+  async takeOver(revision: number): Promise<boolean> {
+    const info = this.#fresh();
+    try {
+      this.#revision = await this.#kv.update(LEASE_KEY, jsonBytes(info), revision);
+      this.#info = info;
+      return true;
+    } catch (err) {
+      if (isWrongSeq(err)) return false;
+      throw err;
+    }
+  }
+
+  /** Create-only acquire. Resolves false when a row already exists; throws on a denial. */
+  async acquire(): Promise<boolean> {
+    const info = this.#fresh();
     try {
       this.#revision = await this.#kv.create(LEASE_KEY, jsonBytes(info));
       this.#info = info;
@@ -208,5 +241,51 @@ export class DeliveryLease {
   /** Stops the watch without touching the row (a lost lease is never released). */
   stopWatch(): void {
     this.#watch?.stop();
+  }
+}
+
+/** Options of {@linkcode acquireLease}. */
+export interface AcquireLeaseOptions {
+  space: string;
+  /** How long a live holder's row is waited out before `lease_held`. */
+  waitMs: number;
+  /** This machine's proof that a previous holder died (taken over at once). */
+  lock?: HolderLock;
+  log: { info(line: string): void };
+}
+
+/**
+ * Takes the lease: at once when it is free or its holder is proven dead on this machine; else
+ * waits up to `waitMs` for a live holder's row to go, then refuses with `lease_held`.
+ */
+export async function acquireLease(lease: DeliveryLease, opts: AcquireLeaseOptions): Promise<void> {
+  const deadline = Date.now() + opts.waitMs;
+  for (;;) {
+    if (await lease.acquire()) return;
+    const view = await lease.read();
+    if (view.state === "gone") continue;
+    if (
+      view.state === "taken" && opts.lock && await opts.lock.tryTake() &&
+      opts.lock.provesDead(view.info.lock)
+    ) {
+      if (await lease.takeOver(view.revision)) {
+        opts.log.info(
+          `took the lease over from ${view.info.holder}, whose process on this machine is gone`,
+        );
+        return;
+      }
+      continue;
+    }
+    if (Date.now() >= deadline) {
+      const who = view.state === "taken"
+        ? ` (held by ${view.info.holder} since ${new Date(view.info.since).toISOString()})`
+        : "";
+      throw new CotalError(
+        "lease_held",
+        `Another delivery daemon serves space ${JSON.stringify(opts.space)}${who}; stop it, or ` +
+          `wait for its lease to age out (30 s after it stopped renewing).`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 1000));
   }
 }

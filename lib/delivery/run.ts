@@ -12,7 +12,7 @@
  */
 
 import type { NatsConnection, Subscription } from "nats";
-import { connect } from "../nats/connect.ts";
+import { connectWhenUp } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import type { ParsedArgs } from "../cli/mod.ts";
 import {
@@ -24,7 +24,7 @@ import {
 import type { AclRecord } from "../wire/acl.ts";
 import type { ChannelConfig } from "../wire/channels.ts";
 import { bucketNames, streamNames, subjectRoot } from "../wire/mod.ts";
-import { BROKER_GONE_MS, LEASE_QUIESCE_AFTER_MS, LEASE_RENEW_MS } from "./constants.ts";
+import { LEASE_QUIESCE_AFTER_MS, LEASE_RENEW_MS } from "./constants.ts";
 import {
   type ChannelMembers,
   type DeliveryContext,
@@ -39,7 +39,8 @@ import { ensureFanoutDurable, ensureReaderDurable } from "./durables.ts";
 import { evictPrincipal } from "./evict.ts";
 import { startFanout } from "./fanout.ts";
 import { KvMirror } from "./kv_mirror.ts";
-import { DeliveryLease } from "./lease.ts";
+import { acquireLease, DeliveryLease } from "./lease.ts";
+import { HolderLock } from "../workspace/holder_lock.ts";
 import { type MembershipRecord, parseMemberKey, parseMemberRecord } from "./members.ts";
 import { type FeedStatus, type MembershipFeed, startMembershipFeed } from "./membership_feed.ts";
 import { PublishGate } from "./publish_gate.ts";
@@ -164,7 +165,8 @@ function decodeJson<T>(_key: string, value: Uint8Array): T | undefined {
  * `nats://127.0.0.1:4222`) and resolves once it holds the lease and is serving. The cred
  * comes from `store` (under `deliveryCredsKey(space, { injected: true })`), or, without one,
  * from `--creds <file>` or the workspace store at `--root`; `--creds` with an injected store is
- * refused. `--lease-wait <s>` keeps retrying a held lease for that long before refusing.
+ * refused. `--lease-wait <s>` keeps retrying a held lease for that long before refusing;
+ * `--lock-file <path>` (see `HolderLock`) lets it take over at once from a holder proven dead.
  *
  * Refuses with `lease_held` when another daemon serves the space, `lease_denied` when the cred
  * may not write the lease, and `missing_delivery_cred` when the source holds no cred (the error
@@ -221,26 +223,30 @@ export async function runDelivery(
   const holder = initial.principal ?? `local.${initial.nkey}`;
   const incarnation = crypto.randomUUID();
 
+  const lockPath = str(args, "lock-file");
+  const lock = lockPath ? await HolderLock.open(lockPath) : undefined;
   log.info(`connecting to ${servers.join(",")} for space ${JSON.stringify(space)}`);
   let nc: NatsConnection;
   try {
-    nc = await connect({
+    nc = await connectWhenUp({
       servers,
       authenticator: cred.authenticator(),
       inboxPrefix: `_INBOX_${initial.connId}`,
       name: "cotal-delivery",
       maxReconnectAttempts: -1,
-      reconnectTimeWait: 500,
+      reconnectTimeWait: 250,
       pingInterval: 2500,
       maxPingOut: 2,
       // Async stack traces cost an Error per request: far too much on the copy path.
       noAsyncTraces: true,
-    });
+    }, { waiting: (why) => log.warn(`the broker is not up (${why}); waiting for it`) });
   } catch (err) {
+    cred.stop();
+    lock?.close();
     throw new CotalError(
       "broker_unreachable",
       `Could not connect to ${servers.join(",")} (${(err as Error)?.message ?? err}); check the ` +
-        `broker is running and the delivery cred belongs to it.`,
+        `delivery cred belongs to this broker.`,
     );
   }
   const fail = async (err: unknown): Promise<never> => {
@@ -307,26 +313,11 @@ export async function runDelivery(
       byChannel,
       counters: newCounters(),
     };
-    lease = await DeliveryLease.bind(nc, buckets.delivery, holder, incarnation);
-    const deadline = Date.now() + leaseWaitS * 1000;
-    for (;;) {
-      if (await lease.acquire()) break;
-      const view = await lease.read();
-      if (view.state === "gone") continue;
-      if (Date.now() >= deadline) {
-        const who = view.state === "taken"
-          ? ` (held by ${view.info.holder} since ${new Date(view.info.since).toISOString()})`
-          : "";
-        throw new CotalError(
-          "lease_held",
-          `Another delivery daemon serves space ${JSON.stringify(space)}${who}; stop it, or wait ` +
-            `for its lease to age out (30 s after it stopped renewing).`,
-        );
-      }
-      await new Promise((r) => setTimeout(r, 1000));
-    }
+    lease = await DeliveryLease.bind(nc, buckets.delivery, holder, incarnation, lock?.id);
+    await acquireLease(lease, { space, waitMs: leaseWaitS * 1000, lock, log });
   } catch (err) {
     for (const m of mirrors) m.stop();
+    lock?.close();
     return await fail(err);
   }
   log.info(`lease ${buckets.delivery}/lease.0 acquired as ${holder}`);
@@ -390,11 +381,11 @@ export async function runDelivery(
   const shutdown = (exit: DeliveryExit, release: boolean) => {
     stopping ??= (async () => {
       clearInterval(renewTimer);
-      clearTimeout(goneTimer);
       cred.stop();
       await disarm();
       if (release) await lease.release().catch(() => false);
       else lease.stopWatch();
+      lock?.close();
       await feed?.stop().catch(() => {});
       ctx.gate.close();
       for (const m of [ctx.members, ctx.channels, ctx.acl]) m.stop();
@@ -455,6 +446,8 @@ export async function runDelivery(
     try {
       if (await lease.write()) {
         lastRenewSent = sent;
+        // Quiet through an outage, and the row is still ours: serve again.
+        if (!ready) await decide("the lease renewed after a quiet spell");
         return;
       }
       await decide("renew refused");
@@ -463,19 +456,15 @@ export async function runDelivery(
     }
   }, LEASE_RENEW_MS);
 
-  let goneTimer: ReturnType<typeof setTimeout> | undefined;
+  // A broker that goes away is waited for, however long: the client reconnects every 250 ms,
+  // the lease logic goes quiet once ownership cannot be proven, and serves again after.
   (async () => {
     for await (const s of nc.status()) {
-      if (s.type === "disconnect" && !goneTimer) {
-        goneTimer = setTimeout(() => {
-          void shutdown({
-            code: 1,
-            reason: `the broker has been unreachable for ${BROKER_GONE_MS / 1000} s; exiting`,
-          }, false);
-        }, BROKER_GONE_MS);
+      if (s.type === "disconnect") {
+        log.warn("broker connection lost; reconnecting until it is back");
       } else if (s.type === "reconnect") {
-        clearTimeout(goneTimer);
-        goneTimer = undefined;
+        log.info("broker connection back");
+        void decide("reconnected");
       } else if (s.type === "error") {
         log.warn(`connection error: ${String(s.data)}`);
       }
@@ -489,6 +478,7 @@ export async function runDelivery(
     clearInterval(renewTimer);
     await disarm();
     await lease.release().catch(() => false);
+    lock?.close();
     ctx.gate.close();
     for (const m of [ctx.members, ctx.channels, ctx.acl]) m.stop();
     return await fail(err);

@@ -2,7 +2,7 @@
  * The per-space daemons `cotal up` runs, each as its own `deno run` process under its row of
  * the permission table (development layout; systemd runs the compiled binaries instead).
  */
-import { denoRunFlags, type DeploymentLayout } from "../permissions.ts";
+import { deliveryLockPath, denoRunFlags, type DeploymentLayout } from "../permissions.ts";
 import { findBwrap } from "../manager/sandbox/bwrap.ts";
 import { agentSocketDir } from "../manager/agent_setup.ts";
 import { managerInstanceId } from "../manager/manager_types.ts";
@@ -117,8 +117,12 @@ export async function deliveryComponent(
       rec.url,
       "--root",
       root,
+      "--lock-file",
+      deliveryLockPath(devLayout(root, rec, space), `space.${spaceKeyHex(space)}`),
+      // A predecessor proven dead by the lock is taken over at once; only a live (or
+      // unprovable) holder is waited out, for its 30 s lease TTL at most.
       "--lease-wait",
-      "10",
+      "40",
     ],
     env: daemonEnv(),
     ready: logReady(root, id, /delivery daemon up for space/, from),

@@ -24,7 +24,17 @@ export function meshPaths(root: string): MeshPaths {
 
 /** Creates the root's directories with mode 0700 (tightening any that exist). */
 export async function ensureMeshDirs(p: MeshPaths): Promise<void> {
-  for (const d of [p.root, p.store, p.brokerDir, p.jetstream, p.runDir, p.logDir]) {
+  for (
+    const d of [
+      p.root,
+      p.store,
+      p.brokerDir,
+      p.jetstream,
+      p.runDir,
+      `${p.runDir}/delivery`,
+      p.logDir,
+    ]
+  ) {
     await Deno.mkdir(d, { recursive: true, mode: 0o700 });
     await Deno.chmod(d, 0o700);
   }

@@ -49,3 +49,52 @@ export function connect(opts: ConnectionOptions): Promise<NatsConnection> {
   guardSockets();
   return natsConnect(opts);
 }
+
+/** Options of {@linkcode connectWhenUp}. */
+export interface WaitOptions {
+  /** Told once when the broker is not up, and every 30 s while it stays down. */
+  waiting?: (why: string) => void;
+  /** First wait between dials (default 250 ms); doubles up to `capMs`. */
+  baseMs?: number;
+  /** Longest wait between dials (default 5 s). */
+  capMs?: number;
+  /** Ends the wait (the last failure is thrown). */
+  signal?: AbortSignal;
+}
+
+/**
+ * `connect`, waiting for a broker that is not up yet however long it takes (a daemon started
+ * before its broker, or while the broker restarts). A refusal of the credential is not waited
+ * out: it is thrown at once, like any error once `signal` ends the wait.
+ */
+export async function connectWhenUp(
+  opts: ConnectionOptions,
+  wait: WaitOptions = {},
+): Promise<NatsConnection> {
+  const base = wait.baseMs ?? 250;
+  const cap = wait.capMs ?? 5_000;
+  let told = 0;
+  for (let failures = 0;; failures++) {
+    try {
+      return await connect(opts);
+    } catch (err) {
+      const text = String((err as Error)?.message ?? err);
+      if (/authori[sz]ation|authentication|permission/i.test(text) || wait.signal?.aborted) {
+        throw err;
+      }
+      if (Date.now() - told >= 30_000) {
+        wait.waiting?.(text);
+        told = Date.now();
+      }
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, Math.min(base * 2 ** failures, cap));
+        wait.signal?.addEventListener("abort", done, { once: true });
+        function done() {
+          clearTimeout(t);
+          wait.signal?.removeEventListener("abort", done);
+          resolve();
+        }
+      });
+    }
+  }
+}

@@ -43,7 +43,7 @@ import {
   streamNames,
 } from "../../lib/wire/mod.ts";
 import { decodeFrame } from "../../lib/delivery/mod.ts";
-import { denoRunFlags } from "../../lib/permissions.ts";
+import { deliveryLockPath, denoRunFlags } from "../../lib/permissions.ts";
 
 /** One provisioned agent. */
 export interface Agent {
@@ -59,6 +59,10 @@ export interface DeliverySpace {
   space: string;
   auth: SpaceAuth;
   broker: TestBroker;
+  /** kill -9 of the broker (its JetStream store is kept). */
+  killBroker(): Promise<void>;
+  /** A new broker on the same port and store. */
+  startBroker(): Promise<void>;
   url: string;
   /** The workspace state directory; its store is `<root>/secrets`. */
   root: string;
@@ -108,9 +112,11 @@ export async function startDeliverySpace(
 ): Promise<DeliverySpace> {
   const space = uniqueSpace(opts.prefix ?? "dlv");
   const auth = await createSpaceAuth(space);
-  const broker = await startTestBroker({
-    config: ({ port, storeDir }) => serverConfig(auth, [auth], { port, storeDir }),
-  });
+  const render = ({ port, storeDir }: { port: number; storeDir: string }) =>
+    serverConfig(auth, [auth], { port, storeDir });
+  let broker = await startTestBroker({ config: render });
+  const { port, storeDir } = broker;
+  let keptStore: string | undefined;
   const url = broker.url;
   const mint = (profile: Profile, o?: MintOpts) => mintCreds(auth, newIdentity(), profile, o);
   await setupSpaceStreams({ servers: url, space, creds: await mint("provisioner") });
@@ -120,7 +126,17 @@ export async function startDeliverySpace(
   return {
     space,
     auth,
-    broker,
+    get broker() {
+      return broker;
+    },
+    async killBroker() {
+      keptStore = storeDir;
+      Deno.kill(broker.process.pid, "SIGKILL");
+      await broker.process.exited;
+    },
+    async startBroker() {
+      broker = await startTestBroker({ config: render, port, storeDir });
+    },
     url,
     root,
     store,
@@ -145,7 +161,10 @@ export async function startDeliverySpace(
       });
       return { name, principal, id: `local.${name}`, uid, creds: p.creds };
     },
-    [Symbol.asyncDispose]: () => broker.stop(),
+    async [Symbol.asyncDispose]() {
+      await broker.stop();
+      if (keptStore) await Deno.remove(keptStore, { recursive: true }).catch(() => {});
+    },
   };
 }
 
@@ -237,11 +256,15 @@ export interface DaemonProcess {
  */
 export function startDaemonProcess(s: DeliverySpace, extra: string[] = []): DaemonProcess {
   const port = new URL(s.url).port;
-  const flags = denoRunFlags("cotal-delivery", {
+  const layout = {
     root: s.root,
     broker: [`127.0.0.1:${port}`],
     spaceKey: `space.${spaceKeyHex(s.space)}`,
-  });
+  };
+  const flags = denoRunFlags("cotal-delivery", layout);
+  // The holder lock `cotal up` gives it, in the dir `up` makes.
+  const lock = deliveryLockPath(layout, layout.spaceKey);
+  Deno.mkdirSync(lock.slice(0, lock.lastIndexOf("/")), { recursive: true, mode: 0o700 });
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -253,6 +276,8 @@ export function startDaemonProcess(s: DeliverySpace, extra: string[] = []): Daem
       s.url,
       "--root",
       s.root,
+      "--lock-file",
+      lock,
       ...extra,
     ],
     stdin: "null",

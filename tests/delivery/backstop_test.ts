@@ -41,7 +41,10 @@ Deno.test("delivery - the backstop as a real process: offline catch-up, leave, A
   // The signer is in the same store, and the daemon's row denies it.
   assert.ok((await Deno.stat(`${s.root}/secrets/auth/broker.json`)).isFile);
   assert.ok(flags.includes(`--deny-read=${s.root}/secrets/auth`));
-  assert.ok(flags.includes(`--allow-read=${s.root}/secrets/space.${spaceKeyHex(s.space)}`));
+  const key = `space.${spaceKeyHex(s.space)}`;
+  assert.ok(
+    flags.includes(`--allow-read=${s.root}/secrets/${key},${s.root}/run/delivery/${key}.lock`),
+  );
 
   const daemon = startDaemonProcess(s);
   const endpoints: CotalEndpoint[] = [];

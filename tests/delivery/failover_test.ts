@@ -1,7 +1,7 @@
 /**
  * Single-flight and crash safety with the daemon as a real process: a second daemon refuses
- * while the first holds the lease, and after `kill -9` mid-stream a successor takes over and
- * nothing is lost.
+ * while the first holds the lease, and after `kill -9` mid-stream a successor proves the first
+ * dead (its holder lock is free), takes the lease over at once, and nothing is lost.
  */
 import assert from "node:assert/strict";
 import { waitFor } from "../_harness/broker.ts";
@@ -82,9 +82,14 @@ Deno.test("delivery - one daemon per space; kill -9 mid-stream and the successor
       assert.ok(atKill < TOTAL / 2, `${atKill} of ${TOTAL / 2} were already delivered at the kill`);
       // The second half lands while no daemon runs at all.
       await publish(TOTAL / 2, TOTAL);
-      // The dead holder's row ages out of the 30 s lease bucket; the successor waits for it.
-      successor = startDaemonProcess(s, ["--lease-wait", "45"]);
+      // The dead holder's row is still in the lease bucket (30 s TTL), but its holder lock is
+      // free: the successor proves it died and takes the lease over without waiting.
+      successor = startDaemonProcess(s);
       await successor.waitForLine(/delivery daemon up/, 60_000);
+      assert.match(
+        successor.stderr(),
+        /took the lease over from .*, whose process on this machine is gone/,
+      );
       await waitFor(() => got.length >= TOTAL, {
         what: `all ${TOTAL} copies (have ${got.length})`,
         timeoutMs: 30_000,

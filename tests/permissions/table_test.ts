@@ -111,7 +111,15 @@ Deno.test("permissions - the supervisor may make exactly its agents' sockets, on
 
 Deno.test("permissions - delivery is scoped to its own space's cred dir when the space is known", () => {
   const flags = denoRunFlags("cotal-delivery", { ...layout("/R"), spaceKey: "space.ab12" });
-  assert.deepEqual(flagValues(flags, "--allow-read"), ["/R/secrets/space.ab12"]);
+  // Its cred dir, and the one lock file that lets a successor prove it died.
+  assert.deepEqual(flagValues(flags, "--allow-read"), [
+    "/R/secrets/space.ab12",
+    "/R/run/delivery/space.ab12.lock",
+  ]);
+  assert.deepEqual(flagValues(flags, "--allow-write"), [
+    "/R/logs",
+    "/R/run/delivery/space.ab12.lock",
+  ]);
   assert.ok(!flags.some((f) => f.startsWith("--allow-run")));
 });
 
