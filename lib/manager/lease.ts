@@ -8,6 +8,7 @@
  */
 import type { KV, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
+import type { HolderLock } from "../workspace/holder_lock.ts";
 import { bindKv, jsonBytes } from "../wire/kv.ts";
 import { bucketNames } from "../wire/resources.ts";
 
@@ -26,6 +27,8 @@ export interface ManagerLeaseInfo {
   readonly runtime: string;
   readonly isolation: string;
   readonly since: number;
+  /** The holder's lock-file id (see `HolderLock`): a successor that proves it dead takes over. */
+  readonly lock?: string;
 }
 
 function isWrongSeq(err: unknown): boolean {
@@ -58,14 +61,15 @@ export class ManagerLease {
   }
 
   /**
-   * Takes the lease, retrying for up to `waitMs` while a predecessor's row lapses. Refuses with
+   * Takes the lease, retrying for up to `waitMs` while a predecessor's row lapses; a row whose
+   * holder `lock` proves dead on this machine is taken over at once. Refuses with
    * `manager_lease_held` naming the holder's pid and root when another live manager has it.
    */
   static async acquire(
     nc: NatsConnection,
     space: string,
     info: ManagerLeaseInfo,
-    opts: { waitMs?: number } = {},
+    opts: { waitMs?: number; lock?: HolderLock; log?: (line: string) => void } = {},
   ): Promise<ManagerLease> {
     const bucket = bucketNames(space).manager;
     const kv = await bindKv(nc, bucket);
@@ -83,6 +87,22 @@ export class ManagerLease {
               (err as Error).message
             }); check the space is provisioned and the supervisor cred is current.`,
           );
+        }
+      }
+      const row = opts.lock ? await kv.get(key).catch(() => null) : null;
+      if (row && row.operation === "PUT" && await opts.lock!.tryTake()) {
+        const held = decode(row.value);
+        if (opts.lock!.provesDead(held.lock)) {
+          try {
+            const rev = await kv.update(key, jsonBytes(info), row.revision);
+            opts.log?.(
+              `manager: took the lease over from pid ${held.pid ?? "?"}, which is gone`,
+            );
+            return new ManagerLease(kv, key, info, rev);
+          } catch (err) {
+            if (!isWrongSeq(err)) throw err;
+          }
+          continue;
         }
       }
       if (Date.now() >= deadline) {

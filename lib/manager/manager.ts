@@ -61,6 +61,7 @@ import {
 } from "./agent_setup.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { healSpace } from "./space_heal.ts";
+import { HolderLock } from "../workspace/holder_lock.ts";
 import { parseSpawnRequest } from "./spawn_request.ts";
 import { startRunner } from "./start_runner.ts";
 import { dispatchControl, handleControlMessage } from "./control_server.ts";
@@ -123,6 +124,7 @@ export class Manager {
   #host?: HostIsolation;
   readonly #stopping = new AbortController();
   #idPool?: AgentIdPool;
+  #holderLock?: HolderLock;
   #socketDir = "";
   /** Lifecycles this manager ended: a stale presence row of theirs does not hold a name. */
   readonly #ended = new Set<string>();
@@ -199,6 +201,7 @@ export class Manager {
       this.#creds = await this.#mintSelf();
       this.#nc = await this.#connect();
       this.#watchConnection(this.#nc);
+      this.#holderLock = await this.#openHolderLock();
       this.#lease = await ManagerLease.acquire(this.#nc, this.space, {
         instanceId: this.instanceId,
         incarnation: this.epoch,
@@ -207,7 +210,12 @@ export class Manager {
         runtime: this.#runtime.name,
         isolation: this.#isolationSummary,
         since: Date.now(),
-      }, { waitMs: this.#opts.leaseWaitMs ?? MANAGER_LEASE_TTL_MS + 2_000 });
+        lock: this.#holderLock.id,
+      }, {
+        waitMs: this.#opts.leaseWaitMs ?? MANAGER_LEASE_TTL_MS + 2_000,
+        lock: this.#holderLock,
+        log: this.#log,
+      });
       this.#lease.keepAlive((why) => this.#log(`manager: ${why}; stop this manager`));
       await this.#sweep();
       await this.#healSpace();
@@ -297,6 +305,13 @@ export class Manager {
         }
       }
     })().catch(() => {});
+  }
+
+  /** This instance's holder lock: what lets its successor prove a crash (see `HolderLock`). */
+  async #openHolderLock(): Promise<HolderLock> {
+    const runDir = this.#opts.layout?.runDir ?? `${this.root}/run`;
+    await Deno.mkdir(runDir, { recursive: true, mode: 0o700 });
+    return await HolderLock.open(`${runDir}/manager.${this.instanceId}.lock`);
   }
 
   #healSpace(): Promise<boolean> {
@@ -661,6 +676,7 @@ export class Manager {
     await Promise.allSettled([...this.#inflight]);
     await Promise.allSettled([...this.#agents.keys()].map((n) => this.despawn(n)));
     await this.#lease?.release();
+    this.#holderLock?.close();
     await this.#endpoint?.stop().catch(() => {});
     await this.#nc?.close().catch(() => {});
     this.#idPool?.releaseAll();

@@ -165,7 +165,7 @@ Deno.test("manager - cotal-supervise under its row: re-signs daemon creds, repor
   sup = await supervise(mesh);
   await waitFor(
     async () => (await ctl.request("status", {}, { timeoutMs: 1_000 }).catch(() => null)) !== null,
-    { timeoutMs: 30_000, what: "the third supervisor (after the crash's lease lapsed)" },
+    { timeoutMs: 30_000, what: "the third supervisor (taking over the crashed one's lease)" },
   );
   assert.deepEqual((await ctl.request<{ agents: AgentRow[] }>("ps")).agents, []);
   assert.equal(await dmExists(mesh, row.lifecycleUid, "worker"), false);
@@ -176,4 +176,7 @@ Deno.test("manager - cotal-supervise under its row: re-signs daemon creds, repor
   sup.kill("SIGTERM");
   const last = await stderrOf(sup);
   assert.match(last, /swept worker \(left by a previous manager\)/);
+  // The crashed one's lease row was still in the bucket (10 s TTL); its holder lock proved it
+  // dead, so the successor did not wait the row out.
+  assert.match(last, /took the lease over from pid \d+, which is gone/);
 });
