@@ -66,6 +66,8 @@ async function main(argv: string[]): Promise<number> {
       workspaceRoot: root.startsWith("/") ? root : `${Deno.cwd()}/${root}`,
       servers: values.server ? String(values.server).split(",") : undefined,
       isolation,
+      // A daemon outlives its broker's restarts, and may start before it.
+      waitForBroker: true,
       runtime: values.runtime ? String(values.runtime) : undefined,
       ...(values["agent-limits"]
         ? { agentLimits: parseLimitsFlag(String(values["agent-limits"])) }

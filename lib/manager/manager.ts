@@ -14,7 +14,7 @@
  * @module
  */
 import type { Msg, NatsConnection, Subscription } from "nats";
-import { connect } from "../nats/connect.ts";
+import { connect, connectWhenUp } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { CotalEndpoint } from "../endpoint/endpoint.ts";
 import type { Presence } from "../endpoint/types.ts";
@@ -273,14 +273,19 @@ export class Manager {
 
   async #connect(): Promise<NatsConnection> {
     try {
-      return await connect({
+      const opts = {
         servers: this.#servers,
         // Read at every (re)connect: a renewal swaps the text and reconnects onto it.
         authenticator: credsAuthenticatorFast(() => this.#creds),
         inboxPrefix: `_INBOX_${this.#identity.id}`,
         name: `cotal-supervise:${this.space}`,
         maxReconnectAttempts: -1,
-        reconnectTimeWait: 1_000,
+        reconnectTimeWait: 250,
+      };
+      if (!this.#opts.waitForBroker) return await connect(opts);
+      return await connectWhenUp(opts, {
+        waiting: (why) => this.#log(`manager: the broker is not up (${why}); waiting for it`),
+        signal: this.#stopping.signal,
       });
     } catch (err) {
       throw new CotalError(

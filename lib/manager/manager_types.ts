@@ -66,6 +66,11 @@ export interface ManagerOptions {
   readonly agentIds?: AgentIdRange;
   /** Where agent uids are locked (default `/run/cotal/agent-ids`, machine-wide). */
   readonly idLockDir?: string;
+  /**
+   * start() waits for a broker that is not up yet, however long (the supervisor daemon does);
+   * default false: an embedder's start() fails at once with `broker_connect_failed`.
+   */
+  readonly waitForBroker?: boolean;
   /** How long start() waits for a crashed predecessor's lease to lapse; default TTL + 2 s. */
   readonly leaseWaitMs?: number;
   /** One line per event; default stderr. */

@@ -33,6 +33,10 @@ export interface ManagerMesh {
   readonly broker: TestBroker;
   /** kill -9 of the broker, then a new one on the same port and JetStream store. */
   restartBroker(): Promise<void>;
+  /** kill -9 of the broker (its store is kept). */
+  killBroker(): Promise<void>;
+  /** A new broker on the same port and store. */
+  startBroker(): Promise<void>;
   /** Layout overrides every manager in these tests uses (the machine home inside the root). */
   readonly layout: { machineHome: string };
   /** A started manager for this mesh (stopped by the mesh's dispose). */
@@ -61,6 +65,14 @@ export async function startManagerMesh(prefix = "mgr"): Promise<ManagerMesh> {
     });
   let b = await startTestBroker({ config: render });
   let keptStore: string | undefined;
+  const killBroker = async () => {
+    keptStore = b.storeDir;
+    Deno.kill(b.process.pid, "SIGKILL");
+    await b.process.exited;
+  };
+  const startBroker = async () => {
+    b = await startTestBroker({ config: render, port: b.port, storeDir: b.storeDir });
+  };
   await setupSpaceStreams({
     servers: b.url,
     space,
@@ -79,12 +91,11 @@ export async function startManagerMesh(prefix = "mgr"): Promise<ManagerMesh> {
       return b;
     },
     async restartBroker() {
-      const { port, storeDir } = b;
-      keptStore = storeDir;
-      Deno.kill(b.process.pid, "SIGKILL");
-      await b.process.exited;
-      b = await startTestBroker({ config: render, port, storeDir });
+      await killBroker();
+      await startBroker();
     },
+    killBroker,
+    startBroker,
     layout,
     async manager(opts = {}) {
       const m = new Manager({

@@ -4,6 +4,7 @@
  * running agents reappear in presence and a new spawn works without anyone's help.
  */
 import assert from "node:assert/strict";
+import { isCotalError } from "../../lib/errors.ts";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
 import { connectBroker } from "../../lib/wire/connect.ts";
@@ -50,4 +51,27 @@ Deno.test("manager - after kill -9 of the broker the presence bucket is back, ag
   const after = await spawn("after");
   assert.equal(after.status, "running");
   assert.equal(after.present, true);
+});
+
+Deno.test("manager - the supervisor's start waits for a broker that is not up yet, and an embedder's does not", async () => {
+  await using mesh = await startManagerMesh("brokerlate");
+  await mesh.killBroker();
+  await assert.rejects(
+    mesh.manager(),
+    (e) => isCotalError(e, "broker_connect_failed") && /could not connect/.test(e.message),
+  );
+  const lines: string[] = [];
+  const starting = mesh.manager({ waitForBroker: true, log: (l) => lines.push(l) });
+  await waitFor(() => lines.some((l) => /the broker is not up \(.*\); waiting for it/.test(l)), {
+    what: "the manager saying it waits",
+  });
+  await mesh.startBroker();
+  const manager = await starting;
+  assert.equal(manager.status().space, mesh.space);
+  // It serves: the control rail answers.
+  const ctl = await mesh.control();
+  assert.equal(
+    (await ctl.request<{ instanceId: string }>("status")).instanceId,
+    manager.instanceId,
+  );
 });
