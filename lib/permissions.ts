@@ -15,6 +15,7 @@ export const EXECUTABLES = Object.freeze(
     "cotal-delivery",
     "cotal-supervise",
     "cotal-agent",
+    "cotal-watchdog",
   ] as const,
 );
 /** One of {@linkcode EXECUTABLES}. */
@@ -27,6 +28,7 @@ export const ENTRY_POINTS: Readonly<Record<Executable, string>> = Object.freeze(
   "cotal-delivery": "cmd/delivery.ts",
   "cotal-supervise": "cmd/supervise.ts",
   "cotal-agent": "cmd/agent.ts",
+  "cotal-watchdog": "cmd/watchdog.ts",
 });
 
 /** Where things live in one deployment; everything but `root` and `broker` has a default. */
@@ -220,6 +222,18 @@ export function permissionsFor(
       // heap (and the RSS) to ~200 MB; with these ~90 MB at no measured throughput cost
       // (docs/BENCHMARKS.md, delivery section).
       p.v8 = ["--max-semi-space-size=1", "--optimize-for-size"];
+      break;
+    case "cotal-watchdog":
+      // The watch list, the components' pid files and liveness locks, their logs: nothing of
+      // the store. It starts each daemon through /bin/sh (the wrapper that takes the lock and
+      // execs), which is a full escape from any run scope: this row is hygiene, and the
+      // watchdog runs as the operator who started the stack.
+      p.net = [];
+      p.read = [d.runDir];
+      p.write = [d.runDir, d.logDir];
+      p.denyRead = [d.store];
+      p.run = ["/bin/sh"];
+      p.v8 = ["--max-semi-space-size=1"];
       break;
     case "cotal-supervise":
       p.read = [layout.root];

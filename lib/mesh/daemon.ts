@@ -1,5 +1,17 @@
+/**
+ * Starting one daemon of the stack: its log, its pid file, and its liveness lock.
+ *
+ * The daemon is started through a small `sh` wrapper that takes an exclusive `flock` on the
+ * component's lock file on descriptor 9, copies `/proc/self/stat` for the pid record, and then
+ * execs the daemon: the daemon keeps the lock (an inherited descriptor) for exactly its life, so
+ * "is it alive" is "is its lock held" for anyone, without reading `/proc` (which Deno grants
+ * only to `--allow-all`) and without a reused pid ever looking alive. The supervisor marks
+ * every descriptor close-on-exec before it starts an agent, so agents never inherit it.
+ *
+ * @module
+ */
 import { CotalError } from "../errors.ts";
-import { type PidRecord, writePidFile } from "./pidfile.ts";
+import { type PidRecord, startTimeFromStat, writePidFile } from "./pidfile.ts";
 
 /** How to start one daemon of the stack. */
 export interface DaemonSpec {
@@ -12,6 +24,8 @@ export interface DaemonSpec {
   logFile: string;
   /** Written with the pid pinned to the start time. */
   pidFile: string;
+  /** Held locked (flock) by the daemon for its life: see {@linkcode isLockHeld}. */
+  lockFile: string;
   /** Environment; the daemon starts with only this (a cleared environment otherwise). */
   env?: Record<string, string>;
   /**
@@ -27,6 +41,17 @@ export interface StartedDaemon {
   child: Deno.ChildProcess;
 }
 
+// $1 log, $2 lock, $3 where to copy our stat line; then the daemon's argv. A start that finds
+// the lock held (a live daemon) gives up after a second with 75 (a liveness check holds a free
+// lock only for an instant).
+const WRAPPER = 'log=$1 lock=$2 stat=$3; shift 3; exec 9>>"$lock" || exit 73; ' +
+  "/usr/bin/flock -x -w 1 9 || exit 75; " +
+  'read -r line </proc/$$/stat && printf "%s\\n" "$line" >"$stat" || exit 74; ' +
+  'exec "$@" >>"$log" 2>&1';
+
+/** How long a start waits for the wrapper's stat line. */
+const STAT_WAIT_MS = 10_000;
+
 /** Starts one daemon with its log and pid file; the recorded pid is the daemon's own. */
 export async function startDaemon(spec: DaemonSpec): Promise<StartedDaemon> {
   // sh redirects straight into the log (a detached daemon must not write into a pipe whose
@@ -34,14 +59,18 @@ export async function startDaemon(spec: DaemonSpec): Promise<StartedDaemon> {
   const wrap = spec.detach
     ? ["/usr/bin/setsid", spec.command]
     : ["/usr/bin/setpriv", "--pdeathsig", "SIGTERM", "--", spec.command];
+  const statFile = `${spec.pidFile}.stat`;
+  await Deno.remove(statFile).catch(() => {});
   let child: Deno.ChildProcess;
   try {
     child = new Deno.Command("/bin/sh", {
       args: [
         "-c",
-        'log=$1; shift; exec "$@" >>"$log" 2>&1',
+        WRAPPER,
         "sh",
         spec.logFile,
+        spec.lockFile,
+        statFile,
         ...wrap,
         ...spec.args,
       ],
@@ -58,6 +87,60 @@ export async function startDaemon(spec: DaemonSpec): Promise<StartedDaemon> {
     );
   }
   if (spec.detach) child.unref();
-  const record = await writePidFile(spec.pidFile, child.pid, spec.name);
+  const startTime = await wrapperStartTime(statFile, child, spec.name);
+  const record = await writePidFile(spec.pidFile, child.pid, spec.name, startTime);
   return { record, child };
+}
+
+/** Waits (bounded) for the wrapper's copy of its stat line: the daemon's start time. */
+async function wrapperStartTime(
+  statFile: string,
+  child: Deno.ChildProcess,
+  name: string,
+): Promise<number> {
+  let exited: Deno.CommandStatus | undefined;
+  child.status.then((s) => exited = s);
+  const deadline = Date.now() + STAT_WAIT_MS;
+  while (Date.now() < deadline) {
+    const text = await Deno.readTextFile(statFile).catch(() => "");
+    if (text.endsWith("\n")) {
+      await Deno.remove(statFile).catch(() => {});
+      const start = startTimeFromStat(text.trim());
+      if (start !== undefined) return start;
+      break;
+    }
+    if (exited) {
+      throw new CotalError(
+        "daemon_start_failed",
+        exited.code === 75
+          ? `${name} is already running (its lock is held); stop it first.`
+          : `${name} exited at once (exit code ${exited.code}); see its log.`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new CotalError(
+    "daemon_start_failed",
+    `${name} did not start within ${STAT_WAIT_MS / 1000} s; see its log.`,
+  );
+}
+
+/**
+ * True while a live process holds `lockFile` (a daemon started by {@linkcode startDaemon}). A
+ * free lock is released again at once, so a start racing this check only waits a moment.
+ */
+export async function isLockHeld(lockFile: string): Promise<boolean> {
+  let f: Deno.FsFile;
+  try {
+    f = await Deno.open(lockFile, { read: true });
+  } catch {
+    return false;
+  }
+  try {
+    if (!(await f.tryLock(true))) return true;
+    await f.unlock();
+    return false;
+  } finally {
+    f.close();
+  }
 }

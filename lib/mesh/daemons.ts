@@ -177,3 +177,23 @@ export async function superviseComponent(
     ready: logReady(root, id, /manager up \(space /, from),
   };
 }
+
+/** The detached stack's watchdog (restarts whatever of the watch list dies). */
+export async function watchdogComponent(root: string, rec: MeshRecord): Promise<ComponentSpec> {
+  const from = await fileSize(componentFiles(root, "watchdog").logFile);
+  return {
+    id: "watchdog",
+    name: "cotal-watchdog",
+    command: Deno.execPath(),
+    args: [
+      "run",
+      ...denoRunFlags("cotal-watchdog", devLayout(root, rec)),
+      `--config=${CHECKOUT}deno.json`,
+      `${CHECKOUT}cmd/watchdog.ts`,
+      "--root",
+      root,
+    ],
+    env: daemonEnv(),
+    ready: logReady(root, "watchdog", /watchdog up for /, from),
+  };
+}

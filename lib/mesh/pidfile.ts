@@ -10,24 +10,34 @@ export interface PidRecord {
   startedAt: string;
 }
 
-/** The start time of a live process, or undefined when it is gone (or a zombie). */
-export function processStartTime(pid: number): number | undefined {
-  let stat: string;
-  try {
-    stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  } catch {
-    return undefined;
-  }
+/** The start time in a `/proc/<pid>/stat` line; undefined for a zombie or a malformed line. */
+export function startTimeFromStat(stat: string): number | undefined {
   // The command name may hold spaces and parentheses: fields count from the last ')'.
   const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   if (rest[0] === "Z" || rest[0] === "X") return undefined;
   const start = Number(rest[19]);
-  return Number.isFinite(start) ? start : undefined;
+  return Number.isInteger(start) && start > 0 ? start : undefined;
 }
 
-/** Records a running process; the file is written atomically with mode 0600. */
-export async function writePidFile(path: string, pid: number, name: string): Promise<PidRecord> {
-  const startTime = processStartTime(pid);
+/** The start time of a live process, or undefined when it is gone (or a zombie). */
+export function processStartTime(pid: number): number | undefined {
+  try {
+    return startTimeFromStat(Deno.readTextFileSync(`/proc/${pid}/stat`));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Records a running process; the file is written atomically with mode 0600. `startTime` is
+ * read from `/proc` when not given (a caller without access to `/proc` passes it).
+ */
+export async function writePidFile(
+  path: string,
+  pid: number,
+  name: string,
+  startTime = processStartTime(pid),
+): Promise<PidRecord> {
   if (startTime === undefined) {
     throw new CotalError("pid_gone", `${name} (pid ${pid}) exited before it could be recorded.`);
   }

@@ -46,10 +46,17 @@ export interface ComponentStatus {
   since?: string;
 }
 
-/** Paths of one component's pid file and log. */
-export function componentFiles(root: string, id: string): { pidFile: string; logFile: string } {
+/** Paths of one component's pid file, liveness lock and log. */
+export function componentFiles(
+  root: string,
+  id: string,
+): { pidFile: string; lockFile: string; logFile: string } {
   const p = meshPaths(root);
-  return { pidFile: `${p.runDir}/${id}.pid`, logFile: `${p.logDir}/${id}.log` };
+  return {
+    pidFile: `${p.runDir}/${id}.pid`,
+    lockFile: `${p.runDir}/${id}.lock`,
+    logFile: `${p.logDir}/${id}.log`,
+  };
 }
 
 /** The broker component of a root. */
@@ -77,7 +84,7 @@ export async function ensureComponent(
   spec: ComponentSpec,
   detach: boolean,
 ): Promise<{ record: PidRecord; started: boolean; child?: Deno.ChildProcess }> {
-  const { pidFile, logFile } = componentFiles(root, spec.id);
+  const { pidFile, lockFile, logFile } = componentFiles(root, spec.id);
   const existing = await readPidFile(pidFile).catch(() => undefined);
   if (existing && isSameProcess(existing)) return { record: existing, started: false };
   const { record, child } = await startDaemon({
@@ -87,6 +94,7 @@ export async function ensureComponent(
     env: spec.env,
     logFile,
     pidFile,
+    lockFile,
     detach,
   });
   try {

@@ -10,6 +10,7 @@ import {
   ensureDaemonCreds,
   type IsolationChoice,
   superviseComponent,
+  watchdogComponent,
 } from "./daemons.ts";
 import {
   authServiceComponent,
@@ -22,6 +23,7 @@ import {
   brokerBinary,
   brokerComponent,
   componentFiles,
+  type ComponentSpec,
   ensureComponent,
   listComponents,
   type MeshRecord,
@@ -30,6 +32,7 @@ import {
   stopComponent,
   writeMeshRecord,
 } from "./stack.ts";
+import { Watchdog, type WatchedComponent, writeWatchList } from "./watchdog.ts";
 import {
   ensureBrokerAuth,
   ensureSpaceAccount,
@@ -172,6 +175,10 @@ export async function up(
         `'cotal down --root ${opts.root}' first.`,
     );
   }
+  // A foreground `up` over a stack that runs detached attaches to it: it heals what is dead
+  // (detached, like the rest) and Ctrl-C leaves it all running. It never owns it.
+  const attach = !opts.detach && brokerRunning && previous?.detached === true;
+  const detach = opts.detach === true || attach;
   const server = await brokerBinary(opts.say);
   await ensureMeshDirs(meshPaths(opts.root));
   const store = workspaceSecretStore(opts.root);
@@ -194,7 +201,7 @@ export async function up(
     host: opts.host,
     port: opts.port,
     url: `nats://${opts.host}:${opts.port}`,
-    detached: opts.detach ?? false,
+    detached: detach,
     isolation: opts.isolation ?? previous?.isolation ?? "bwrap",
     ...((opts.agentLimits ?? previous?.agentLimits)
       ? { agentLimits: opts.agentLimits ?? previous?.agentLimits }
@@ -206,54 +213,43 @@ export async function up(
   };
   const started: string[] = [];
   const healthy: string[] = [];
-  const children: Deno.ChildProcess[] = [];
-  const track = (id: string, r: { started: boolean; child?: Deno.ChildProcess }) => {
-    (r.started ? started : healthy).push(id);
-    if (r.child) children.push(r.child);
+  const watched: WatchedComponent[] = [];
+  // Reported by kind and space name (`delivery.default`); the ids carry the space's hex.
+  const ensure = async (spec: ComponentSpec) => {
+    const r = await ensureComponent(opts.root, spec, detach);
+    const label = spec.space ? `${spec.id.split(".")[0]}.${spec.space}` : spec.id;
+    (r.started ? started : healthy).push(label);
+    watched.push(spec);
+    return r;
   };
   try {
     opts.say(`nats-server ${server.version.text} for ${accounts.length} space(s)`);
-    const broker = await ensureComponent(
-      opts.root,
-      brokerComponent(opts.root, server, rec),
-      opts.detach ?? false,
-    );
-    track("nats-server", broker);
+    const broker = await ensure(brokerComponent(opts.root, server, rec));
     // A running broker may predate a space this up just added: it re-reads the config.
     if (!broker.started) await reloadBroker(opts.root);
     for (const a of accounts) await provisionSpace(a, rec.url);
     await writeMeshRecord(rec);
     for (const a of accounts) {
       await ensureDaemonCreds(opts.root, store, a);
-      const d = await ensureComponent(
-        opts.root,
-        await deliveryComponent(opts.root, a.space, rec),
-        opts.detach ?? false,
-      );
-      track(`delivery.${a.space}`, d);
+      await ensure(await deliveryComponent(opts.root, a.space, rec));
     }
     for (const a of accounts) {
-      const sup = await ensureComponent(
-        opts.root,
-        await superviseComponent(opts.root, a.space, rec, rec.isolation),
-        opts.detach ?? false,
-      );
-      track(`supervise.${a.space}`, sup);
+      await ensure(await superviseComponent(opts.root, a.space, rec, rec.isolation));
     }
     const userAuth = await readUserAuth(opts.root);
     if (userAuth) {
       for (const a of accounts) {
-        const auth = await ensureComponent(
-          opts.root,
-          authServiceComponent(opts.root, a.space, rec, userAuth),
-          opts.detach ?? false,
-        );
-        track(`auth-service.${a.space}`, auth);
+        await ensure(authServiceComponent(opts.root, a.space, rec, userAuth));
       }
     }
     for (const a of accounts) await registerMesh({ space: a.space, root: opts.root, url: rec.url });
+    await writeWatchList(opts.root, watched);
+    if (detach) {
+      const w = await ensureComponent(opts.root, await watchdogComponent(opts.root, rec), true);
+      (w.started ? started : healthy).push("watchdog");
+    }
   } catch (err) {
-    if (!opts.detach) await down(opts.root).catch(() => {});
+    if (!detach) await down(opts.root).catch(() => {});
     throw err;
   }
   opts.say(`broker:  ${rec.url}`);
@@ -270,15 +266,28 @@ export async function up(
     opts.say(`stop:    cotal down --root ${opts.root}`);
     return result;
   }
+  if (attach) {
+    opts.say("attached to the detached stack; Ctrl-C detaches (cotal down stops it)");
+    await opts.untilStopped;
+    opts.say("detached; the stack keeps running");
+    return result;
+  }
   opts.say("stop:    press Ctrl-C");
-  await Promise.race([opts.untilStopped, ...children.map((c) => c.status)]);
+  // The foreground stack heals like a detached one: the same watchdog loop, in this process.
+  const stop = new AbortController();
+  const watching = new Watchdog({ root: opts.root, detach: false, log: opts.say })
+    .run(stop.signal);
+  await opts.untilStopped;
+  stop.abort();
+  await watching;
   opts.say("stopping");
   await down(opts.root);
   return result;
 }
 
-/** The order `down` stops components in: dependants first, the broker last. */
+/** The order `down` stops components in: the watchdog, dependants, the broker last. */
 function stopOrder(id: string): number {
+  if (id === "watchdog") return -1;
   if (id.startsWith("supervise.")) return 0;
   if (id.startsWith("delivery.")) return 1;
   if (id.startsWith("auth-service.")) return 2;

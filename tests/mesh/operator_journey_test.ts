@@ -45,7 +45,12 @@ Deno.test("mesh - operator journey: up, status, spawn, a task answered, space ad
     const up = JSON.parse(
       (await run("up", "--detach", "--json", "--port", `${freePort()}`)).stdout,
     );
-    assert.deepEqual(up.started.sort(), ["delivery.default", "nats-server", "supervise.default"]);
+    assert.deepEqual(up.started.sort(), [
+      "delivery.default",
+      "nats-server",
+      "supervise.default",
+      "watchdog",
+    ]);
     assert.equal(JSON.parse((await run("status", "--json")).stdout).healthy, true);
 
     const spawned = JSON.parse(

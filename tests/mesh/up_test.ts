@@ -5,7 +5,7 @@ import { componentFiles } from "../../lib/mesh/stack.ts";
 import { loadSpaceAccount } from "../../lib/mesh/trust_state.ts";
 import { credsAuthenticatorFast, mintCreds, newIdentity } from "../../lib/trust/mod.ts";
 import { membershipRwCredsKey, workspaceSecretStore } from "../../lib/workspace/mod.ts";
-import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
+import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
 import { expectRefused } from "../_harness/refused.ts";
 
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
@@ -39,7 +39,12 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     const first = await cotal(["up", "--detach", "--json", "--root", root, "--port", `${port}`]);
     assert.equal(first.code, 0, first.stderr);
     const r1 = JSON.parse(first.stdout);
-    assert.deepEqual(r1.started, ["nats-server", "delivery.default", "supervise.default"]);
+    assert.deepEqual(r1.started, [
+      "nats-server",
+      "delivery.default",
+      "supervise.default",
+      "watchdog",
+    ]);
     assert.deepEqual(r1.spaces, ["default"]);
     const pid1 = (await readPidFile(componentFiles(root, "nats-server").pidFile))!.pid;
 
@@ -138,6 +143,43 @@ Deno.test("mesh - up refuses a port something else listens on", async () => {
     assert.match(r.stderr, /is already in use; stop what listens there or pass --port/);
   } finally {
     l.close();
+    await removeTempDir(root);
+  }
+});
+
+Deno.test("mesh - a foreground up over a detached stack attaches, and Ctrl-C leaves the stack running", async () => {
+  const root = await tempDir("cotal-root-");
+  const port = freePort();
+  try {
+    const first = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
+    assert.equal(first.code, 0, first.stderr);
+    const broker = (await readPidFile(componentFiles(root, "nats-server").pidFile))!;
+    const fg = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, "up", "--root", root, "--port", `${port}`],
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    let out = "";
+    const reading = (async () => {
+      for await (const c of fg.stdout.pipeThrough(new TextDecoderStream())) out += c;
+    })();
+    try {
+      await waitFor(() => out.includes("attached to the detached stack"), {
+        timeoutMs: 30_000,
+        what: "the foreground up attaching",
+      });
+    } finally {
+      fg.kill("SIGINT");
+    }
+    const st = await fg.status;
+    await reading;
+    await fg.stderr.cancel();
+    assert.equal(st.code, 0, out);
+    assert.match(out, /detached; the stack keeps running/);
+    assert.ok(alive(broker.pid), "the broker still runs after the foreground up's Ctrl-C");
+    assert.equal((await cotal(["status", "--root", root])).code, 0);
+  } finally {
+    await cotal(["down", "--root", root]);
     await removeTempDir(root);
   }
 });

@@ -1,0 +1,48 @@
+/**
+ * cotal-watchdog: restarts the broker and any daemon of a detached stack that dies, with
+ * backoff. A thin composition root: parse the flags, run the loop until SIGINT or SIGTERM.
+ * @module
+ */
+import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
+import { isCotalError } from "../lib/errors.ts";
+import { Watchdog } from "../lib/mesh/watchdog.ts";
+
+const command: CommandSpec = {
+  name: "watchdog",
+  summary: "restarts the broker and any daemon of a detached stack that dies",
+  flags: {
+    root: {
+      type: "string",
+      required: true,
+      value: "dir",
+      description: "the state directory whose stack it watches",
+    },
+  },
+};
+
+const PROGRAM = "cotal-watchdog";
+
+async function main(argv: string[]): Promise<number> {
+  if (helpRequested(command, argv)) {
+    console.log(helpText(command, PROGRAM).replaceAll(`${PROGRAM} watchdog`, PROGRAM));
+    return 0;
+  }
+  let root: string;
+  try {
+    root = String(parseCommandArgs(command, argv, { program: PROGRAM }).values.root);
+  } catch (err) {
+    console.error(`${PROGRAM}: ${isCotalError(err) ? `${err.message} [${err.code}]` : err}`);
+    return 2;
+  }
+  const stop = new AbortController();
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    Deno.addSignalListener(sig, () => stop.abort());
+  }
+  const log = (line: string) => console.error(`${new Date().toISOString()} ${line}`);
+  log(`watchdog up for ${root}`);
+  await new Watchdog({ root, detach: true, log }).run(stop.signal);
+  log("watchdog stopped");
+  return 0;
+}
+
+Deno.exit(await main(Deno.args));

@@ -1,0 +1,157 @@
+/**
+ * The detached stack heals by itself: `cotal up --detach` starts a watchdog, and kill -9 of the
+ * broker, of a delivery daemon or of the supervisor is followed by a new one, with nobody's
+ * help; the watchdog's own restarts back off; `down` stops the watchdog first and leaves no
+ * process behind.
+ */
+import assert from "node:assert/strict";
+import { isSameProcess, type PidRecord, readPidFile } from "../../lib/mesh/pidfile.ts";
+import { componentFiles } from "../../lib/mesh/stack.ts";
+import { startDaemon } from "../../lib/mesh/daemon.ts";
+import { Watchdog, writeWatchList } from "../../lib/mesh/watchdog.ts";
+import { spaceKeyHex } from "../../lib/workspace/mod.ts";
+import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
+async function cotal(args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", COTAL, ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  return {
+    code: out.code,
+    stdout: new TextDecoder().decode(out.stdout),
+    stderr: new TextDecoder().decode(out.stderr),
+  };
+}
+
+async function record(root: string, id: string): Promise<PidRecord> {
+  return (await readPidFile(componentFiles(root, id).pidFile))!;
+}
+
+/** kill -9, then wait for a different live process under the same component id. */
+async function killAndAwaitNew(root: string, id: string): Promise<PidRecord> {
+  const before = await record(root, id);
+  assert.ok(isSameProcess(before), `${id} runs before the kill`);
+  Deno.kill(before.pid, "SIGKILL");
+  let after: PidRecord | undefined;
+  await waitFor(async () => {
+    after = await readPidFile(componentFiles(root, id).pidFile).catch(() => undefined);
+    return !!after && after.pid !== before.pid && isSameProcess(after);
+  }, { timeoutMs: 30_000, what: `a new ${id} after kill -9 of pid ${before.pid}` });
+  return after!;
+}
+
+Deno.test("mesh - the detached stack's watchdog restarts the broker and each daemon after kill -9", async () => {
+  const root = await tempDir("cotal-wd-");
+  const port = freePort();
+  const hex = spaceKeyHex("default");
+  try {
+    const up = await cotal(["up", "--detach", "--json", "--root", root, "--port", `${port}`]);
+    assert.equal(up.code, 0, up.stderr);
+    assert.ok(JSON.parse(up.stdout).started.includes("watchdog"));
+    const watchdog = await record(root, "watchdog");
+
+    for (const id of ["nats-server", `delivery.${hex}`, `supervise.${hex}`]) {
+      await killAndAwaitNew(root, id);
+    }
+    // Each daemon comes back up in its own right (its log says so after the restart).
+    const deliveryLog = componentFiles(root, `delivery.${hex}`).logFile;
+    await waitFor(
+      async () =>
+        ((await Deno.readTextFile(deliveryLog)).match(/delivery daemon up for space/g) ?? [])
+          .length >= 2,
+      { timeoutMs: 30_000, what: "the restarted delivery daemon up" },
+    );
+    const log = await Deno.readTextFile(componentFiles(root, "watchdog").logFile);
+    assert.match(
+      log,
+      /watchdog: nats-server is not running; restarting it in 250 ms \(restart 1\)/,
+    );
+    assert.match(log, /watchdog: restarted supervise\.[0-9a-f]+ \(pid \d+\)/);
+    // The status command reports the whole stack healthy again.
+    await waitFor(async () => (await cotal(["status", "--root", root])).code === 0, {
+      timeoutMs: 30_000,
+      what: "status healthy",
+    });
+
+    const down = await cotal(["down", "--root", root]);
+    assert.equal(down.code, 0, down.stderr);
+    assert.match(down.stdout, /watchdog: stopped/);
+    assert.equal(isSameProcess(watchdog), false);
+    for (const id of ["nats-server", `delivery.${hex}`, `supervise.${hex}`]) {
+      assert.equal(await readPidFile(componentFiles(root, id).pidFile), undefined, id);
+    }
+    // Nothing comes back after down: the watchdog went first.
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.deepEqual(
+      [...Deno.readDirSync(`${root}/run`)].filter((e) => e.name.endsWith(".pid")),
+      [],
+    );
+  } finally {
+    await cotal(["down", "--root", root]);
+    await removeTempDir(root);
+  }
+});
+
+Deno.test("mesh - the watchdog backs off a component that keeps dying, and says why", async () => {
+  const root = await tempDir("cotal-wdloop-");
+  try {
+    await Deno.mkdir(`${root}/run`, { recursive: true });
+    await Deno.mkdir(`${root}/logs`, { recursive: true });
+    // A component that dies at once, every time.
+    await writeWatchList(root, [{ id: "flaky", name: "flaky", command: "/bin/false", args: [] }]);
+    const lines: string[] = [];
+    const dog = new Watchdog({ root, detach: true, log: (l) => lines.push(l) });
+    let now = 1_000_000;
+    const restartsAt: number[] = [];
+    for (let i = 0; i < 400 && restartsAt.length < 4; i++) {
+      const before = dog.restarts().flaky ?? 0;
+      await dog.check(now);
+      if ((dog.restarts().flaky ?? 0) > before) restartsAt.push(now);
+      // Let the wrapper exit before the next look (it dies at once).
+      await new Promise((r) => setTimeout(r, 20));
+      now += 50;
+    }
+    assert.equal(restartsAt.length, 4, lines.join("\n"));
+    const gaps = restartsAt.slice(1).map((t, i) => t - restartsAt[i]);
+    // 250, 500, 1000, 2000 ms of backoff (in the watchdog's clock), each from the death seen.
+    assert.ok(gaps[1] > gaps[0] && gaps[2] > gaps[1], `gaps ${gaps}`);
+    assert.match(lines.join("\n"), /flaky is not running; restarting it in 500 ms \(restart 2\)/);
+    assert.match(lines.join("\n"), /restarted flaky \(pid \d+\)/);
+  } finally {
+    await removeTempDir(root);
+  }
+});
+
+Deno.test("mesh - a component's liveness is its lock: held while it runs, free once it is killed", async () => {
+  const root = await tempDir("cotal-lock-");
+  try {
+    const files = componentFiles(root, "sleeper");
+    await Deno.mkdir(`${root}/run`, { recursive: true });
+    await Deno.mkdir(`${root}/logs`, { recursive: true });
+    const { record } = await startDaemon({
+      name: "sleeper",
+      command: "/bin/sleep",
+      args: ["60"],
+      ...files,
+      detach: true,
+    });
+    assert.ok(isSameProcess(record));
+    const { isLockHeld } = await import("../../lib/mesh/daemon.ts");
+    assert.equal(await isLockHeld(files.lockFile), true);
+    // A second start of the same component refuses while the first lives.
+    await assert.rejects(
+      startDaemon({ name: "sleeper", command: "/bin/sleep", args: ["60"], ...files, detach: true }),
+      /sleeper is already running \(its lock is held\)/,
+    );
+    Deno.kill(record.pid, "SIGKILL");
+    await waitFor(async () => !(await isLockHeld(files.lockFile)), {
+      what: "the lock freed by the kill",
+    });
+  } finally {
+    await removeTempDir(root);
+  }
+});
