@@ -84,7 +84,9 @@ async function main(argv: string[]): Promise<number> {
   const onSignal = () => stopped.resolve();
   for (const sig of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(sig, onSignal);
   await stopped.promise;
-  await manager.stop();
+  // A stop of the service (down, systemctl stop, a restart) keeps the roster: the agents come
+  // back at the next start. 'cotal down' despawns them first unless told to keep them.
+  await manager.stop({ keepAgents: true });
   return 0;
 }
 

@@ -16,6 +16,7 @@ import { spaceSecretKey } from "../workspace/keys.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { LAUNCH_FORMAT, type LaunchSandbox, writeLaunchMaterial } from "./launch.ts";
 import type { AgentPlan } from "./managed_agent.ts";
+import type { JsonObject } from "./control_rail.ts";
 
 /** What the lifecycle functions need from their manager. */
 export interface LifecycleContext {
@@ -30,7 +31,10 @@ export interface LifecycleContext {
   readonly log: (line: string) => void;
 }
 
-/** One entry of the manager's index: enough to tear an agent down without its process. */
+/**
+ * One entry of the manager's index (its roster): enough to tear an agent down without its
+ * process, and the spawn request that brings it back after the manager restarts.
+ */
 export interface IndexedAgent {
   readonly name: string;
   readonly principal: Principal;
@@ -38,6 +42,8 @@ export interface IndexedAgent {
   readonly agentDir: string;
   readonly credsKey: string;
   readonly pid?: number;
+  /** The spawn request as given: the agent is spawned again, same lifecycle, at the next start. */
+  readonly request?: JsonObject;
 }
 
 function composition(ctx: LifecycleContext) {

@@ -105,6 +105,8 @@ export class ManagedAgent {
   sandbox?: AgentSandbox;
   /** Its socket slot while its sandbox lives. */
   slot?: number;
+  /** The spawn request as given (the roster brings the agent back with it). */
+  request?: Readonly<Record<string, unknown>>;
   readonly sinks = new Set<OutputSink>();
   #tail: Uint8Array[] = [];
   #tailBytes = 0;

@@ -37,6 +37,7 @@ import {
   type LifecycleContext,
   mintAgentCreds,
   readIndex,
+  removeAgentDir,
   teardownFootprint,
   writeIndex,
 } from "./lifecycle.ts";
@@ -126,6 +127,13 @@ export class Manager {
   #idPool?: AgentIdPool;
   #holderLock?: HolderLock;
   #socketDir = "";
+  /**
+   * Roster rows kept without a running agent: lifecycles to bring back (read at start, or
+   * left by a stop that keeps agents). They stay in the index until they run again.
+   */
+  readonly #kept = new Map<string, IndexedAgent>();
+  /** Set by `stop({ keepAgents: true })`: agents are stopped, their lifecycles kept. */
+  #keepAgents = false;
   /** Lifecycles this manager ended: a stale presence row of theirs does not hold a name. */
   readonly #ended = new Set<string>();
 
@@ -239,6 +247,10 @@ export class Manager {
       this.#log(
         `manager up (space ${this.space}, instance ${this.instanceId}, ${this.#runtime.name}, ${this.#isolationSummary})`,
       );
+      if (this.#kept.size) {
+        this.#log(`manager: bringing back ${[...this.#kept.keys()].join(", ")}`);
+        void this.#track(this.#bringBack());
+      }
     } catch (err) {
       await this.#shutdown();
       this.#state = "idle";
@@ -376,19 +388,44 @@ export class Manager {
     return p;
   }
 
-  /** Tears down what a crashed predecessor (same instance) recorded. */
+  /**
+   * Clears what a previous manager (same instance) left: its sandboxes died with it (bwrap's
+   * --die-with-parent; a deno-only runner ends when its control channel drops), so its
+   * sockets, devpts mounts, cgroups and agent dirs are what is left. Agents on its roster are
+   * kept to be spawned again (their lifecycle, creds and durables stay); a row without a
+   * request (an older index) is torn down.
+   */
   async #sweep(): Promise<void> {
     const left = await readIndex(this.#ctx, this.instanceId);
-    // A crashed predecessor's sandboxes died with it (bwrap's --die-with-parent), and a
-    // deno-only runner ends when its control channel drops: its sockets, devpts mounts and
-    // cgroups, and each agent's footprint, are what is left.
     await clearSocketDir(this.#socketDir);
     for (const a of left) {
       if (this.#host?.cgroup) await removeStaleCgroup(this.#host.cgroup, a.name, a.lifecycleUid);
+      if (a.request) {
+        await removeAgentDir(a.agentDir);
+        this.#kept.set(a.name, a);
+        continue;
+      }
       await teardownFootprint(this.#ctx, a);
       this.#log(`manager: swept ${a.name} (left by a previous manager)`);
     }
-    if (left.length) await writeIndex(this.#ctx, this.instanceId, []);
+    if (left.length) await this.#saveIndex();
+  }
+
+  /** Spawns the kept roster again, one by one; one that cannot come back is torn down. */
+  async #bringBack(): Promise<void> {
+    for (const row of [...this.#kept.values()]) {
+      if (this.#state !== "running") return;
+      try {
+        await this.spawn(row.request!, { lifecycleUid: row.lifecycleUid });
+        this.#log(`manager: brought ${row.name} back (same lifecycle)`);
+      } catch (err) {
+        if (this.#state !== "running") return;
+        this.#log(`manager: could not bring ${row.name} back (${errorText(err)}); removed it`);
+        this.#kept.delete(row.name);
+        await teardownFootprint(this.#ctx, row);
+        await this.#saveIndex().catch(() => {});
+      }
+    }
   }
 
   #saveIndex(): Promise<void> {
@@ -400,7 +437,9 @@ export class Manager {
         agentDir: a.plan.agentDir,
         credsKey: a.plan.credsKey,
         ...(a.handle ? { pid: a.handle.pid } : {}),
+        ...(a.request ? { request: { ...a.request } } : {}),
       }));
+    for (const [name, row] of this.#kept) if (!this.#agents.has(name)) rows.push(row);
     return writeIndex(this.#ctx, this.instanceId, rows);
   }
 
@@ -494,7 +533,7 @@ export class Manager {
    * Spawns one agent and resolves once its presence appears (the readiness window), or
    * refuses with a typed error after undoing everything it provisioned.
    */
-  async spawn(rawArgs: JsonObject): Promise<AgentRow> {
+  async spawn(rawArgs: JsonObject, resume?: { lifecycleUid: string }): Promise<AgentRow> {
     const req = parseSpawnRequest(rawArgs);
     if (this.#agents.size >= MAX_AGENTS) {
       throw new CotalError(
@@ -510,11 +549,14 @@ export class Manager {
         `No connector "${req.agent}" is registered (known: ${known}).`,
       );
     }
+    // A kept lifecycle's own stale presence row does not hold its name.
     const taken = (n: string) =>
       this.#agents.has(n) ||
+      (!resume && this.#kept.has(n)) ||
       this.#roster().some((p) =>
         p.card.id === `local.${n}` && p.status !== "offline" &&
-        !(p.lifecycleUid && this.#ended.has(p.lifecycleUid))
+        !(p.lifecycleUid && this.#ended.has(p.lifecycleUid)) &&
+        p.lifecycleUid !== resume?.lifecycleUid
       );
     const plan = await planSpawn({
       req,
@@ -525,8 +567,10 @@ export class Manager {
       isolate: (r) => Promise.resolve(this.#isolate(r)),
       credsKey: (name, uid) => agentCredsKey(this.#ctx, name, uid),
       spaceLimits: this.#opts.agentLimits,
+      ...(resume ? { lifecycleUid: resume.lifecycleUid } : {}),
     });
     const agent = new ManagedAgent(plan);
+    agent.request = rawArgs;
     this.#agents.set(plan.name, agent);
     // Taken before any await, so two spawns in flight never share a socket slot.
     agent.slot = this.#freeSlot(agent);
@@ -548,13 +592,16 @@ export class Manager {
       const present = () => this.#present(agent.id, agent.plan.lifecycleUid);
       await awaitPresence(agent, this.#endpoint!, present, req.readinessMs, this.#stopping.signal);
       this.#scheduleAgentRenewal(agent, ttl);
+      this.#kept.delete(plan.name);
       this.#log(`manager: spawned ${plan.name} (${plan.connector}, pid ${agent.handle?.pid})`);
       return agent.row(true);
     } catch (err) {
       agent.status = "stopping";
       await agent.stopRunner().catch(() => {});
       await agent.sandbox?.close();
-      await teardownFootprint(this.#ctx, plan);
+      // A kept lifecycle interrupted by a stop that keeps agents stays on the roster.
+      if (resume && this.#keepAgents) await removeAgentDir(plan.agentDir);
+      else await teardownFootprint(this.#ctx, plan);
       this.#agents.delete(plan.name);
       await this.#saveIndex().catch(() => {});
       throw err;
@@ -643,8 +690,39 @@ export class Manager {
     })());
   }
 
+  /** Stops one agent for a later start to bring back: its roster row, lifecycle and durables stay. */
+  async #keep(a: ManagedAgent): Promise<void> {
+    if (a.status === "retired" || !a.request) return void await this.despawn(a.plan.name);
+    a.status = "stopping";
+    clearTimeout(a.renewTimer);
+    a.endSessions("manager-stop");
+    await a.stopRunner().catch(() => {});
+    await a.sandbox?.close();
+    await removeAgentDir(a.plan.agentDir);
+    this.#kept.set(a.plan.name, {
+      name: a.plan.name,
+      principal: a.plan.principal,
+      lifecycleUid: a.plan.lifecycleUid,
+      agentDir: a.plan.agentDir,
+      credsKey: a.plan.credsKey,
+      request: { ...a.request },
+    });
+    this.#agents.delete(a.plan.name);
+    await this.#saveIndex().catch(() => {});
+    this.#log(`manager: stopped ${a.plan.name} (kept on the roster)`);
+  }
+
   /** Stops one agent and removes its footprint (durables, ACL row, creds, dir). */
   async despawn(name: string): Promise<{ name: string; durablesRemoved: readonly string[] }> {
+    const kept = this.#kept.get(name);
+    this.#kept.delete(name);
+    if (kept && !this.#agents.has(name)) {
+      // On the roster, not running (yet): its lifecycle ends here.
+      const r = await teardownFootprint(this.#ctx, kept);
+      await this.#saveIndex().catch(() => {});
+      this.#log(`manager: despawned ${name} (it was waiting to come back)`);
+      return { name, durablesRemoved: r.durablesRemoved };
+    }
     const a = this.#get(name);
     const wasRetired = a.status === "retired";
     a.status = "stopping";
@@ -664,10 +742,15 @@ export class Manager {
     return { name, durablesRemoved: r.durablesRemoved };
   }
 
-  /** Stops serving, despawns every agent, releases the lease and disconnects. */
-  async stop(): Promise<void> {
+  /**
+   * Stops serving, despawns every agent, releases the lease and disconnects. With
+   * `keepAgents`, agents are stopped but stay on the roster (lifecycle, creds, durables and
+   * backlog kept): the next start on this root brings them back.
+   */
+  async stop(opts: { keepAgents?: boolean } = {}): Promise<void> {
     if (this.#state === "stopped" || this.#state === "stopping") return;
     this.#state = "stopping";
+    this.#keepAgents = opts.keepAgents === true;
     this.#stopping.abort();
     await this.#shutdown();
     this.#state = "stopped";
@@ -679,7 +762,16 @@ export class Manager {
     for (const t of this.#timers.splice(0)) clearTimeout(t);
     this.#sessions?.endAll("manager-stop");
     await Promise.allSettled([...this.#inflight]);
-    await Promise.allSettled([...this.#agents.keys()].map((n) => this.despawn(n)));
+    if (this.#keepAgents) {
+      await Promise.allSettled([...this.#agents.values()].map((a) => this.#keep(a)));
+    } else {
+      await Promise.allSettled([...this.#agents.keys()].map((n) => this.despawn(n)));
+      for (const row of [...this.#kept.values()]) {
+        await teardownFootprint(this.#ctx, row);
+        this.#kept.delete(row.name);
+      }
+      if (this.#auth) await this.#saveIndex().catch(() => {});
+    }
     await this.#lease?.release();
     this.#holderLock?.close();
     await this.#endpoint?.stop().catch(() => {});

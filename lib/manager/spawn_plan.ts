@@ -38,6 +38,8 @@ export interface SpawnPlanInput {
   readonly credsKey: (name: string, uid: string) => string;
   /** The space's limits for its agents (over the frozen defaults). */
   readonly spaceLimits?: Partial<AgentLimits>;
+  /** A lifecycle brought back after a manager restart: its uid is kept (durables, backlog). */
+  readonly lifecycleUid?: string;
 }
 
 /**
@@ -150,7 +152,7 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
   const expose: string[] = [];
   for (const p of req.expose) expose.push(await checkedPath(p, forbidden, "exposed path"));
   const limits = resolveLimits(input.spaceLimits, req.limits);
-  const lifecycleUid = newLifecycleUid();
+  const lifecycleUid = input.lifecycleUid ?? newLifecycleUid();
   return {
     name,
     principal: { owner: "local", actor: name },

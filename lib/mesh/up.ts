@@ -1,4 +1,6 @@
-import { CotalError } from "../errors.ts";
+import { CotalError, isCotalError } from "../errors.ts";
+import { ManagerClient } from "../manager/control_client.ts";
+import { mintForRoot } from "./ops.ts";
 import { mintCreds, newIdentity, serverConfig, type SpaceAccountAuth } from "../trust/mod.ts";
 import { ensureDefaultDeliveryClass, setupSpaceStreams } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
@@ -24,11 +26,13 @@ import {
   brokerComponent,
   componentFiles,
   type ComponentSpec,
+  type ComponentStatus,
   ensureComponent,
   listComponents,
   type MeshRecord,
   readMeshRecord,
   reloadBroker,
+  spaceComponentId,
   stopComponent,
   writeMeshRecord,
 } from "./stack.ts";
@@ -295,11 +299,73 @@ function stopOrder(id: string): number {
   return 5;
 }
 
-/** Stops every component of a root in dependency order; returns what happened to each. */
-export async function down(root: string): Promise<Record<string, string>> {
-  const components = (await listComponents(root)).sort((a, b) => stopOrder(a.id) - stopOrder(b.id));
+/**
+ * What `down` does to each space's agents: despawns them (the default), or, with
+ * `keepAgents`, leaves them on the supervisor's roster so the next `up` brings them back.
+ */
+async function settleAgents(
+  root: string,
+  keepAgents: boolean,
+  running: ComponentStatus[],
+): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  for (const c of components) out[c.id] = await stopComponent(root, c.id);
+  const url = (await readMeshRecord(root))?.url;
+  const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+  for (const space of spaces) {
+    const sup = running.find((c) => c.id === spaceComponentId("supervise", space));
+    if (!url || sup?.state !== "running") continue;
+    const key = `agents.${space}`;
+    try {
+      const creds = await mintForRoot(root, space, {
+        profile: "control-caller",
+        actor: "operator",
+        expiresInSeconds: 120,
+      });
+      await using ctl = await ManagerClient.connect({ servers: url, space, creds });
+      const { agents } = await ctl.request<{ agents: { name: string }[] }>("ps", {}, {
+        timeoutMs: 5_000,
+      });
+      const names = agents.map((a) => a.name);
+      if (keepAgents) {
+        out[key] = names.length
+          ? `kept ${names.join(", ")} (the next up brings them back)`
+          : "none running";
+        continue;
+      }
+      const gone: string[] = [];
+      for (const name of names) {
+        await ctl.request("despawn", { name }, { timeoutMs: 30_000 });
+        gone.push(name);
+      }
+      out[key] = gone.length ? `despawned ${gone.join(", ")}` : "none running";
+    } catch (err) {
+      // The supervisor's own stop keeps its roster: nothing is lost, they come back at up.
+      out[key] = `not reached (${
+        isCotalError(err) ? err.code : "error"
+      }); the supervisor keeps them for the next up`;
+    }
+  }
+  return out;
+}
+
+/**
+ * Stops every component of a root in dependency order; returns what happened to each, and to
+ * each space's agents (despawned, or kept with `keepAgents`).
+ */
+export async function down(
+  root: string,
+  opts: { keepAgents?: boolean } = {},
+): Promise<Record<string, string>> {
+  const listed = await listComponents(root);
+  const components = listed.sort((a, b) => stopOrder(a.id) - stopOrder(b.id));
+  const watchdog = components.find((c) => c.id === "watchdog");
+  const out: Record<string, string> = {};
+  // The watchdog first: nothing it would restart is stopped while it runs.
+  if (watchdog) out[watchdog.id] = await stopComponent(root, watchdog.id);
+  Object.assign(out, await settleAgents(root, opts.keepAgents === true, listed));
+  for (const c of components) {
+    if (c.id !== "watchdog") out[c.id] = await stopComponent(root, c.id);
+  }
   const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
   for (const space of spaces) await unregisterMesh(space, root).catch(() => {});
   return out;

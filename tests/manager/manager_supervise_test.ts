@@ -1,9 +1,10 @@
 /**
  * cotal-supervise as a real process under its own permission row (`deno run
  * <denoRunFlags("cotal-supervise")> cmd/supervise.ts`, what `cotal up` runs): it re-signs the
- * daemon creds in its store at start, reports the isolation in force, and a restart never
- * leaves agents behind: SIGTERM despawns them, and after a SIGKILL the next start sweeps what
- * the crashed one left (process, durables, creds, dir).
+ * daemon creds in its store at start, reports the isolation in force, and its agents outlive
+ * its restarts: SIGTERM stops them and keeps them on the roster, a SIGKILL leaves them to the
+ * successor, and either way the next start clears what was left (sockets, cgroups, dirs) and
+ * brings them back with the same lifecycle; only a despawn ends one.
  */
 import assert from "node:assert/strict";
 import { denoRunFlags } from "../../lib/permissions.ts";
@@ -122,35 +123,47 @@ Deno.test("manager - cotal-supervise under its row: re-signs daemon creds, repor
       command: "/bin/cat",
     }, { timeoutMs: 40_000 });
 
-  // A clean stop (SIGTERM) despawns every agent before the process exits.
-  let row = await spawn();
+  const ps = async () => (await ctl.request<{ agents: AgentRow[] }>("ps")).agents;
+  const awaitStatus = (what: string) =>
+    waitFor(
+      async () =>
+        (await ctl.request("status", {}, { timeoutMs: 1_000 }).catch(() => null)) !== null,
+      { timeoutMs: 30_000, what },
+    );
+  const credsKey = (uid: string) => `space.${spaceKeyHex(mesh.space)}/agent.worker.${uid}.creds`;
   const dir = `${mesh.root}/agents/worker`;
+
+  // A clean stop of the service (SIGTERM) stops every agent but keeps its lifecycle on the
+  // roster: runner gone, durables and creds kept for the next start.
+  const row = await spawn();
   assert.ok(processesMentioning(dir).length > 0);
   assert.ok(await dmExists(mesh, row.lifecycleUid, "worker"));
   sup.kill("SIGTERM");
   const log = await stderrOf(sup);
   assert.equal((await sup.status).code, 0, log);
-  assert.match(log, /despawned worker/);
+  assert.match(log, /stopped worker \(kept on the roster\)/);
   assert.deepEqual(processesMentioning(dir), []);
-  assert.equal(await dmExists(mesh, row.lifecycleUid, "worker"), false);
-  const credsKey = (uid: string) => `space.${spaceKeyHex(mesh.space)}/agent.worker.${uid}.creds`;
-  assert.equal(await mesh.store.get(credsKey(row.lifecycleUid)), undefined);
+  assert.ok(await dmExists(mesh, row.lifecycleUid, "worker"), "the durable waits for it");
+  assert.ok(await mesh.store.get(credsKey(row.lifecycleUid)), "its lifecycle is kept");
 
-  // A crash (SIGKILL): the runner dies with it, and the next start sweeps the rest.
+  // The next start brings it back: same name, same lifecycle (its backlog with it).
   sup = await supervise(mesh);
+  await awaitStatus("the second supervisor");
   await waitFor(
-    async () => (await ctl.request("status", {}, { timeoutMs: 1_000 }).catch(() => null)) !== null,
-    { timeoutMs: 30_000, what: "the second supervisor" },
+    async () => (await ps()).some((a) => a.name === "worker" && a.status === "running"),
+    {
+      timeoutMs: 30_000,
+      what: "worker brought back",
+    },
   );
-  assert.deepEqual((await ctl.request<{ agents: AgentRow[] }>("ps")).agents, []);
-  row = await spawn();
+  assert.equal((await ps()).find((a) => a.name === "worker")!.lifecycleUid, row.lifecycleUid);
+  assert.ok(processesMentioning(dir).length > 0);
+
+  // A crash (SIGKILL): the runner dies with it; its sockets and cgroups are left behind.
   sup.kill("SIGKILL");
   await sup.status;
   await sup.stderr.cancel();
   await waitFor(() => processesMentioning(dir).length === 0, { what: "the runner died with it" });
-  assert.ok(await dmExists(mesh, row.lifecycleUid, "worker"), "durables left by the crash");
-  assert.ok(await mesh.store.get(credsKey(row.lifecycleUid)), "creds left by the crash");
-  // The crash also leaves the agent's sockets (and its devpts mount, as root) and its cgroups.
   const layout = { root: mesh.root, broker: [mesh.url.replace("nats://", "")] };
   const sockets = agentSocketDir(layout, managerInstanceId(mesh.root, mesh.space));
   assert.ok([...Deno.readDirSync(sockets)].length > 0, "sockets left by the crash");
@@ -162,20 +175,30 @@ Deno.test("manager - cotal-supervise under its row: re-signs daemon creds, repor
     : [];
   for (const g of groups) assert.ok(Deno.statSync(g).isDirectory, `${g} left by the crash`);
 
+  // The successor proves the crashed one dead (its lease at once), clears what it left (a
+  // stale socket or cgroup would refuse the same agent's new sandbox) and brings worker back.
   sup = await supervise(mesh);
+  await awaitStatus("the third supervisor (taking over the crashed one's lease)");
   await waitFor(
-    async () => (await ctl.request("status", {}, { timeoutMs: 1_000 }).catch(() => null)) !== null,
-    { timeoutMs: 30_000, what: "the third supervisor (taking over the crashed one's lease)" },
+    async () => (await ps()).some((a) => a.name === "worker" && a.status === "running"),
+    {
+      timeoutMs: 30_000,
+      what: "worker brought back after the crash",
+    },
   );
-  assert.deepEqual((await ctl.request<{ agents: AgentRow[] }>("ps")).agents, []);
+  assert.equal((await ps()).find((a) => a.name === "worker")!.lifecycleUid, row.lifecycleUid);
+
+  // A despawn ends the lifecycle: durables, creds, dir, sockets and cgroups gone.
+  await ctl.request("despawn", { name: "worker" }, { timeoutMs: 30_000 });
+  assert.deepEqual(await ps(), []);
   assert.equal(await dmExists(mesh, row.lifecycleUid, "worker"), false);
   assert.equal(await mesh.store.get(credsKey(row.lifecycleUid)), undefined);
   await assert.rejects(Deno.stat(dir), Deno.errors.NotFound);
-  assert.deepEqual([...Deno.readDirSync(sockets)].map((e) => e.name), [], "sockets swept");
+  assert.deepEqual([...Deno.readDirSync(sockets)].map((e) => e.name), [], "sockets removed");
   for (const g of groups) assert.throws(() => Deno.statSync(g), Deno.errors.NotFound);
   sup.kill("SIGTERM");
   const last = await stderrOf(sup);
-  assert.match(last, /swept worker \(left by a previous manager\)/);
+  assert.match(last, /brought worker back \(same lifecycle\)/);
   // The crashed one's lease row was still in the bucket (10 s TTL); its holder lock proved it
   // dead, so the successor did not wait the row out.
   assert.match(last, /took the lease over from pid \d+, which is gone/);

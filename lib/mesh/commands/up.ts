@@ -131,10 +131,20 @@ export const upCommand = defineCommand({
 export const downCommand = defineCommand({
   kind: "command",
   name: "down",
-  summary: "stop the broker and daemons of a root (checks each pid's identity first)",
-  flags: { ...ROOT_FLAG, ...JSON_FLAG },
+  summary:
+    "stop the broker and daemons of a root, despawning its agents (checks each pid's identity first)",
+  flags: {
+    ...ROOT_FLAG,
+    ...JSON_FLAG,
+    "keep-agents": {
+      type: "boolean",
+      description: "stop the agents but keep them on the roster: the next up brings them back",
+    },
+  },
   async run({ values }) {
-    const result = await down(resolveRoot(values.root));
+    const result = await down(resolveRoot(values.root), {
+      keepAgents: values["keep-agents"] === true,
+    });
     printResult(denoIo(), { json: values.json === true }, result, (r) => {
       const rows = Object.entries(r);
       return rows.length ? rows.map(([id, what]) => `${id}: ${what}`).join("\n") : "nothing ran";

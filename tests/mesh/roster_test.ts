@@ -1,0 +1,90 @@
+/**
+ * Agents come back: under `cotal up --detach`, kill -9 of the supervisor with five agents
+ * running is followed (through the watchdog) by the same five, same lifecycles, none twice;
+ * `down --keep-agents` and `up` bring them back; a plain `down` despawns them and says so.
+ */
+import assert from "node:assert/strict";
+import type { AgentRow } from "../../lib/manager/managed_agent.ts";
+import { isSameProcess, readPidFile } from "../../lib/mesh/pidfile.ts";
+import { componentFiles } from "../../lib/mesh/stack.ts";
+import { spaceKeyHex } from "../../lib/workspace/mod.ts";
+import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
+function cli(root: string) {
+  return async (...args: string[]) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, ...args, "--root", root],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const r = {
+      code: out.code,
+      stdout: new TextDecoder().decode(out.stdout),
+      stderr: new TextDecoder().decode(out.stderr),
+    };
+    assert.equal(r.code, 0, `cotal ${args.join(" ")}: ${r.stderr}`);
+    return r;
+  };
+}
+
+Deno.test("mesh - five agents come back after kill -9 of their supervisor, and down says what it did to them", async () => {
+  const root = await tempDir("cotal-roster-");
+  const run = cli(root);
+  const port = `${freePort()}`;
+  const names = ["a1", "a2", "a3", "a4", "a5"];
+  const ps = async () => JSON.parse((await run("ps", "--json")).stdout).agents as AgentRow[];
+  const allBack = async (uids: Map<string, string>) => {
+    const rows = await ps().catch(() => [] as AgentRow[]);
+    return rows.length === names.length &&
+      rows.every((r) => r.status === "running" && r.present && uids.get(r.name) === r.lifecycleUid);
+  };
+  try {
+    await run("up", "--detach", "--port", port);
+    const uids = new Map<string, string>();
+    for (const name of names) {
+      const row = JSON.parse(
+        (await run("spawn", "--name", name, "--json", "--", "/bin/cat")).stdout,
+      );
+      uids.set(name, row.lifecycleUid);
+    }
+
+    const id = `supervise.${spaceKeyHex("default")}`;
+    const sup = (await readPidFile(componentFiles(root, id).pidFile))!;
+    Deno.kill(sup.pid, "SIGKILL");
+    await waitFor(() => allBack(uids), {
+      timeoutMs: 60_000,
+      what: "the five agents back, same lifecycles, present",
+    });
+    const now = (await readPidFile(componentFiles(root, id).pidFile))!;
+    assert.notEqual(now.pid, sup.pid);
+    assert.ok(isSameProcess(now));
+    // None twice: one runner per agent.
+    const rows = await ps();
+    assert.deepEqual(rows.map((r) => r.name).sort(), names);
+    assert.equal(new Set(rows.map((r) => r.pid)).size, names.length);
+
+    // down --keep-agents, then up: the same five, same lifecycles.
+    const kept = await run("down", "--keep-agents");
+    assert.match(
+      kept.stdout,
+      /agents\.default: kept a1, a2, a3, a4, a5 \(the next up brings them back\)/,
+    );
+    await run("up", "--detach", "--port", port);
+    await waitFor(() => allBack(uids), { timeoutMs: 60_000, what: "the five back after up" });
+
+    // A plain down despawns them, and the next up starts with none.
+    const down = await run("down");
+    assert.match(down.stdout, /agents\.default: despawned a1, a2, a3, a4, a5/);
+    await run("up", "--detach", "--port", port);
+    assert.deepEqual(await ps(), []);
+  } finally {
+    await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, "down", "--root", root],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    await removeTempDir(root);
+  }
+});
