@@ -134,11 +134,13 @@ export {
   CotalMessageEvent,
   EndpointErrorEvent,
   EndpointWarningEvent,
+  GapEvent,
   PresenceEvent,
   RenewalEvent,
   RosterEvent,
   TransportEvent,
 } from "./lib/endpoint/mod.ts";
+export type { GapEnd } from "./lib/wire/mod.ts";
 export type {
   AgentCard,
   AgentCardInput,

@@ -11,5 +11,6 @@ import "../lib/mesh/commands/ops.ts";
 import "../lib/mesh/commands/systemd.ts";
 import "../lib/mesh/commands/doctor.ts";
 import "../lib/mesh/commands/agents.ts";
+import "../lib/mesh/commands/delivery.ts";
 
 Deno.exit(await dispatch(Deno.args, registry, { program: "cotal" }));

@@ -12,6 +12,7 @@ import { CHANNEL_DEFAULTS_KEY, type SpaceBucketNames, type SpaceStreamNames } fr
 import type { KvMirror } from "./kv_mirror.ts";
 import type { PublishGate } from "./publish_gate.ts";
 import type { MembershipRecord } from "./members.ts";
+import type { SetAside } from "./setaside.ts";
 
 /** Where the daemon's lines go; `warn` and `error` are the loud ones an operator must see. */
 export interface DeliveryLogger {
@@ -102,6 +103,8 @@ export interface DeliveryContext {
   /** Rows of the members mirror, indexed by channel. */
   byChannel: Map<string, ChannelMembers>;
   counters: DeliveryCounters;
+  /** Dead letters and members' gaps (bound once the daemon holds the lease). */
+  setaside?: SetAside;
 }
 
 /** A fresh set of zeroed counters. */

@@ -12,6 +12,7 @@ import { decodeMessage, dinboxSubject, parseSubject } from "../wire/mod.ts";
 import { FANOUT_DURABLE } from "./constants.ts";
 import { deliveryClassOf, type DeliveryContext } from "./context.ts";
 import { copyId, entryHeaders, type InboxEntry, renderFrame } from "./frames.ts";
+import { isBacklogFull, isTooLarge } from "./setaside.ts";
 import { durableEligible } from "./members.ts";
 import { type PullLoop, startPullLoop } from "./pull_loop.ts";
 
@@ -29,6 +30,7 @@ export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): 
   await Promise.all([ctx.channels.sync(), ctx.members.sync()]);
   const channel = parsed.channel;
   const pubs: Promise<unknown>[] = [];
+  let refusal: unknown;
   if (deliveryClassOf(ctx, channel) === "durable") {
     const sender = `${decoded.sender.owner}.${decoded.sender.actor}`;
     const seq = m.seq;
@@ -45,16 +47,40 @@ export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): 
         reason: "durable-channel",
         generation: rec.generation,
       };
-      if (!ctx.fence.mayAct(token)) return;
+      if (!ctx.fence.mayAct(token)) break;
       pubs.push(
         ctx.gate.publish(dinboxSubject(ctx.space, { owner, actor }, rec.lifecycleUid), frame, {
           msgID: copyId(entry.msgId, rec.owner, rec.lifecycleUid, rec.generation),
           headers: entryHeaders(entry),
+        }).catch(async (err) => {
+          // A member's full queue or a copy too large: that copy is set aside, the rest flow.
+          if (isBacklogFull(err)) {
+            await ctx.setaside?.missed(rec.owner, rec.lifecycleUid, {
+              msgId: entry.msgId,
+              channel,
+              seq,
+              at: Date.now(),
+            });
+          } else if (isTooLarge(err)) {
+            await ctx.setaside?.deadLetter({
+              at: Date.now(),
+              stage: "fanout",
+              stream: ctx.streams.chat,
+              seq,
+              subject: m.subject,
+              msgId: entry.msgId,
+              member: rec.owner,
+              bytes: frame!.length,
+              reason: "too large once framed for the broker",
+            });
+          } else refusal ??= err;
         }),
       );
     }
   }
+  // Every publish settles before anything is decided: none is left to reject unheard.
   await Promise.all(pubs);
+  if (refusal) throw refusal;
   ctx.counters.entriesWritten += pubs.length;
   if (!ctx.fence.mayAct(token)) return;
   m.ack();

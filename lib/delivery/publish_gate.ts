@@ -130,7 +130,15 @@ export class PublishGate {
       const acked = new Promise<StoredAck>((resolve, reject) => {
         this.#pending.set(token, { resolve, reject, at: Date.now(), subject });
       });
-      this.#nc.publish(subject, data, { reply: `${this.#prefix}.${token}`, headers: hdrs });
+      try {
+        this.#nc.publish(subject, data, { reply: `${this.#prefix}.${token}`, headers: hdrs });
+      } catch (err) {
+        // Refused before it left (larger than the broker's max_payload, a closed connection):
+        // no ack will come, so nothing may be left pending for the sweeper to reject unheard.
+        this.#pending.delete(token);
+        acked.catch(() => {});
+        throw this.#refused(subject, String((err as Error)?.message ?? err));
+      }
       return await acked;
     } finally {
       this.#inflight--;

@@ -14,6 +14,7 @@ import { READER_DURABLE, READER_MAX_DELIVERIES, READER_NAK_DELAY_MS } from "./co
 import type { DeliveryContext } from "./context.ts";
 import { copyId, decodeEntry, frameHeaders } from "./frames.ts";
 import { durableEligible } from "./members.ts";
+import { isBacklogFull, isTooLarge } from "./setaside.ts";
 import { type PullLoop, startPullLoop } from "./pull_loop.ts";
 
 function deferOrTerm(ctx: DeliveryContext, m: JsMsg, token: number, why: string): void {
@@ -70,6 +71,32 @@ export async function readOne(ctx: DeliveryContext, m: JsMsg, token: number): Pr
       headers: frameHeaders(),
     });
   } catch (err) {
+    if (isBacklogFull(err) || isTooLarge(err)) {
+      // The member's unread backlog is full (a gap it will be told of), or the copy can never
+      // fit: either way it is set aside and the entry is settled, so the queue flows on.
+      if (isBacklogFull(err)) {
+        await ctx.setaside?.missed(member, uid, {
+          msgId: entry.msgId,
+          channel: entry.channel,
+          seq: entry.seq,
+          at: Date.now(),
+        });
+      } else {
+        await ctx.setaside?.deadLetter({
+          at: Date.now(),
+          stage: "reader",
+          stream: ctx.streams.inbox,
+          seq: m.seq,
+          subject: m.subject,
+          msgId: entry.msgId,
+          member,
+          bytes: m.data.length,
+          reason: "too large for the broker",
+        });
+      }
+      if (ctx.fence.mayAct(token)) m.ack();
+      return;
+    }
     deferOrTerm(ctx, m, token, `DLV publish failed: ${(err as Error)?.message ?? err}`);
     return;
   }

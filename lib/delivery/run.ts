@@ -40,6 +40,7 @@ import { evictPrincipal } from "./evict.ts";
 import { startFanout } from "./fanout.ts";
 import { KvMirror } from "./kv_mirror.ts";
 import { acquireLease, DeliveryLease } from "./lease.ts";
+import { SetAside } from "./setaside.ts";
 import { HolderLock } from "../workspace/holder_lock.ts";
 import { type MembershipRecord, parseMemberKey, parseMemberRecord } from "./members.ts";
 import { type FeedStatus, type MembershipFeed, startMembershipFeed } from "./membership_feed.ts";
@@ -60,6 +61,13 @@ export interface DeliveryStatus {
   credential: { expiresAt?: number; adoptions: number; lastError?: string };
   membership: FeedStatus;
   counters: DeliveryCounters;
+  /** What could not be delivered: dead letters, members' missed copies and pending markers. */
+  setAside: {
+    deadLetters: number;
+    copiesMissed: number;
+    gapsPending: number;
+    markersDelivered: number;
+  };
 }
 
 /** How a run ended: 0 after `stop()`, 1 when the lease was lost or the broker went away. */
@@ -315,6 +323,7 @@ export async function runDelivery(
     };
     lease = await DeliveryLease.bind(nc, buckets.delivery, holder, incarnation, lock?.id);
     await acquireLease(lease, { space, waitMs: leaseWaitS * 1000, lock, log });
+    ctx.setaside = await SetAside.open(ctx);
   } catch (err) {
     for (const m of mirrors) m.stop();
     lock?.close();
@@ -364,6 +373,7 @@ export async function runDelivery(
     await ensureReaderDurable(ctx);
     loops = [await startFanout(ctx), await startReader(ctx)];
     rails = bindRails(ctx, hooks);
+    ctx.setaside?.start();
     await nc.flush();
     if (!(await lease.write({ ready: true }))) {
       throw new CotalError("lease_lost", "The lease changed hands while starting.");
@@ -381,6 +391,7 @@ export async function runDelivery(
   const shutdown = (exit: DeliveryExit, release: boolean) => {
     stopping ??= (async () => {
       clearInterval(renewTimer);
+      ctx.setaside?.stop();
       cred.stop();
       await disarm();
       if (release) await lease.release().catch(() => false);
@@ -524,6 +535,12 @@ export async function runDelivery(
       },
       membership: feed?.status() ?? { state: "down", reason: "no secret store holds its creds" },
       counters: { ...ctx.counters },
+      setAside: {
+        deadLetters: ctx.setaside?.deadLetters ?? 0,
+        copiesMissed: ctx.setaside?.copiesMissed ?? 0,
+        gapsPending: ctx.setaside?.gapsPending ?? 0,
+        markersDelivered: ctx.setaside?.markersDelivered ?? 0,
+      },
     }),
     stop: () => shutdown({ code: 0, reason: "delivery daemon stopped" }, true),
     closed: closed.promise,

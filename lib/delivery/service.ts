@@ -1,7 +1,7 @@
 /**
  * The daemon's request rails: `ctl.delivery` (agents: durableJoin, durableLeave,
- * listMemberships, readHistory), `ctl.delivery-admin` (the supervisor: evictPrincipal,
- * reloadCreds) and the `live.delivery` liveness probe.
+ * listMemberships, readHistory), `ctl.delivery-admin` (the supervisor and the operator's
+ * control caller: evictPrincipal, reloadCreds, setAside) and the `live.delivery` liveness probe.
  *
  * The caller is the subject's `<owner>.<actor>`, which the broker forge-locks through the
  * caller's publish grant; a payload naming anyone else is never consulted. A reply is sent only
@@ -147,6 +147,11 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
     "ctl.delivery-admin",
     "ctl.delivery-admin",
     async (_caller, { op, args: body }) => {
+      if (op === "setAside") {
+        // What could not be delivered: dead letters (no bodies) and members' pending gaps.
+        if (!ctx.setaside) throw new CotalError("unavailable", "Nothing is set aside yet.");
+        return await ctx.setaside.list();
+      }
       const hook = op === "evictPrincipal"
         ? hooks.evictPrincipal && (() => hooks.evictPrincipal!(String(body.principal ?? "")))
         : op === "reloadCreds"
@@ -155,7 +160,9 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
       if (op !== "evictPrincipal" && op !== "reloadCreds") {
         throw new CotalError(
           "unknown_op",
-          `Unknown ctl.delivery-admin op ${JSON.stringify(op)}; use evictPrincipal or reloadCreds.`,
+          `Unknown ctl.delivery-admin op ${
+            JSON.stringify(op)
+          }; use evictPrincipal, reloadCreds or setAside.`,
         );
       }
       if (!hook) {

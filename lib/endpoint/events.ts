@@ -8,6 +8,7 @@
 import type { CotalError } from "../errors.ts";
 import type { CotalMessage } from "../wire/envelope.ts";
 import type { DeliveryKind } from "../wire/receive.ts";
+import type { GapEnd, GapMarker } from "../wire/gap_marker.ts";
 import type { Presence } from "./types.ts";
 
 /** Where an inbound copy came from. */
@@ -136,6 +137,23 @@ export class RenewalEvent extends Event {
   }
 }
 
+/**
+ * Copies meant for this member were refused while its backlog of unread copies was full: how
+ * many, and the first and last of them. Nothing of them can be read back from the backstop;
+ * `history` on the channels concerned may still hold them.
+ */
+export class GapEvent extends Event {
+  readonly count: number;
+  readonly first: GapEnd;
+  readonly last: GapEnd;
+  constructor(marker: GapMarker) {
+    super("gap");
+    this.count = marker.count;
+    this.first = marker.first;
+    this.last = marker.last;
+  }
+}
+
 /** Event name to event class. */
 export interface EndpointEventMap {
   message: CotalMessageEvent;
@@ -146,4 +164,5 @@ export interface EndpointEventMap {
   warning: EndpointWarningEvent;
   error: EndpointErrorEvent;
   renewed: RenewalEvent;
+  gap: GapEvent;
 }

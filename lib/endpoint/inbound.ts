@@ -17,7 +17,8 @@ import { validateMessage } from "../wire/envelope.ts";
 import { isPrincipalOwnerToken, parsePrincipalId, type Principal } from "../wire/names.ts";
 import { decodeMessage, type DeliveryKind } from "../wire/receive.ts";
 import type { SeenIds } from "./dedupe.ts";
-import { CotalMessageEvent, type Delivery, type MessageSource } from "./events.ts";
+import { CotalMessageEvent, type Delivery, GapEvent, type MessageSource } from "./events.ts";
+import { GAP_MARKER_HEADER, parseGapMarker } from "../wire/gap_marker.ts";
 
 /** The header a trusted Plane-3 reader stamps on every delivery frame. */
 export const DELIVERY_FRAME_HEADER = "Cotal-Delivery-Frame";
@@ -93,6 +94,15 @@ export function surfaceConsumed(host: InboundHost, m: JsMsg, source: "dm" | "any
  * frame header, written by the trusted reader after re-authorizing the copy.
  */
 export function surfaceDurable(host: InboundHost, m: JsMsg): void {
+  if (m.headers?.get(GAP_MARKER_HEADER) === "1") {
+    // Written by the delivery daemon only (agents cannot publish on DLV): the count and
+    // range of copies refused while this member's backlog was full.
+    const marker = parseGapMarker(m.data);
+    if (marker) host.dispatch(new GapEvent(marker));
+    else host.error(dropped("malformed-gap", "not a version-1 gap marker", "durable"));
+    m.ack();
+    return;
+  }
   const frame = m.headers?.get(DELIVERY_FRAME_HEADER) === "1" ? parseFrame(m.data) : undefined;
   if (!frame) {
     m.term("malformed-frame");

@@ -16,6 +16,7 @@ export {
   EndpointErrorEvent,
   type EndpointEventMap,
   EndpointWarningEvent,
+  GapEvent,
   type MessageMeta,
   type MessageSource,
   type OfflineReason,

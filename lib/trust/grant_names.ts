@@ -20,6 +20,7 @@ export interface SpaceNames {
     membership: string;
     delivery: string;
     manager: string;
+    setaside: string;
   };
 }
 
@@ -43,6 +44,7 @@ export function spaceNames(space: string): SpaceNames {
       membership: `cotal_membership_${s}`,
       delivery: `cotal_delivery_${s}`,
       manager: `cotal_manager_${s}`,
+      setaside: `cotal_setaside_${s}`,
     },
   };
 }

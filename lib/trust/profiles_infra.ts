@@ -41,6 +41,9 @@ export function controlCallerGrants(ctx: GrantContext, g: GrantSet): void {
   const P = n.root;
   g.pub(`${P}.ep.one.manager.*.${o}.${a}.*.*`, `${P}.ep.inst.manager.*.*.${o}.${a}.*.*`);
   g.sub(`${P}.ep.reply.manager.*.*.${o}.${a}.*.*`);
+  // The delivery daemon's admin rail, as itself (what was set aside; operator-grade anyway).
+  g.pub(`${P}.ctl.delivery-admin.${o}.${a}`);
+  g.sub(`${P}.ctl.delivery-admin.${o}.${a}.reply.>`);
   g.pub(`${P}.eps.manager.*.*.in`);
   g.sub(`${P}.eps.manager.*.*.out`);
 }
@@ -110,6 +113,8 @@ export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
   g.pub(...kvRead(b.presence), ...kvRead(b.channels), ...kvRead(b.members), ...kvRead(b.acl));
   g.pub(kvKey(b.members, ">"));
   g.pub(...kvRead(b.delivery), kvKey(b.delivery, "lease.*"));
+  // What it set aside (dead letters, members' pending gap markers): its own records.
+  g.pub(...kvRead(b.setaside), kvKey(b.setaside, ">"));
   g.pub(`${P}.dinbox.*.*.*`, `${P}.dlv.*.*.*`);
   g.pub(`${P}.ctl.delivery.*.*.reply.>`, `${P}.ctl.delivery-admin.*.*.reply.>`);
   g.pub(`${P}.live.delivery.*.*.reply.>`);

@@ -147,3 +147,4 @@ export type {
   ProvisionedDurables,
   ResolvedChannelPolicy,
 } from "./provision.ts";
+export { GAP_MARKER_HEADER, type GapEnd, type GapMarker, parseGapMarker } from "./gap_marker.ts";

@@ -44,6 +44,8 @@ export interface SpaceBucketNames {
   readonly delivery: string;
   /** `cotal_manager_<s>`: manager liveness leases, bucket TTL 10 s. */
   readonly manager: string;
+  /** `cotal_setaside_<s>`: what the delivery daemon set aside (dead letters, gap markers), 30 d. */
+  readonly setaside: string;
 }
 
 /** Stream names for a space (one definition, shared with the trust layer's grants). */

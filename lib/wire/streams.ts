@@ -40,6 +40,23 @@ const MIB = 1024 * 1024;
 const DAY_MS = 24 * 60 * 60_000;
 
 /**
+ * The largest channel post CHAT stores: the broker's 1 MiB `max_payload` less room for the
+ * delivery frame around it (its channel, the frame's own fields, the copy headers), so every
+ * copy the delivery daemon must write of a stored post fits the broker.
+ */
+export const CHAT_MAX_MESSAGE_BYTES = 1024 * 1024 - 16 * 1024;
+
+/**
+ * A member's backlog of unread durable copies (DLV, per member lifecycle). Read copies leave
+ * the stream (interest retention); a copy beyond the backlog is refused at publish, and the
+ * delivery daemon records the gap and hands the member a marker with its count and range.
+ */
+export const MEMBER_BACKLOG_CAP = 1000;
+
+/** How long the set-aside records (dead letters, pending gap markers) are kept. */
+export const SETASIDE_TTL_MS = 30 * DAY_MS;
+
+/**
  * What each stream may hold, by its purpose (frozen: an agent cannot change them, and a space's
  * account JWT caps their sum, `SPACE_JETSTREAM_LIMITS`). Per-subject caps keep one sender (CHAT,
  * DM) or one member (INBOX, DLV) from holding more than its share; a DM to a principal that does
@@ -59,9 +76,14 @@ export const STREAM_LIMITS: Readonly<
   dm: Object.freeze({ maxBytes: 512 * MIB, maxAgeMs: 14 * DAY_MS, maxMsgsPerSubject: 1000 }),
   // Tasks wait a week for a worker of their role.
   task: Object.freeze({ maxBytes: 256 * MIB, maxAgeMs: 7 * DAY_MS, maxMsgsPerSubject: 1000 }),
-  // The durable backstop: a member's newest 1000 copies, for 30 days.
+  // The durable backstop: INBOX, the daemon's own queue (a member's newest 1000 entries), and
+  // DLV, a member's unread copies (1000 at most), both for 30 days.
   inbox: Object.freeze({ maxBytes: 1024 * MIB, maxAgeMs: 30 * DAY_MS, maxMsgsPerSubject: 1000 }),
-  dlv: Object.freeze({ maxBytes: 1024 * MIB, maxAgeMs: 30 * DAY_MS, maxMsgsPerSubject: 1000 }),
+  dlv: Object.freeze({
+    maxBytes: 1024 * MIB,
+    maxAgeMs: 30 * DAY_MS,
+    maxMsgsPerSubject: MEMBER_BACKLOG_CAP,
+  }),
 });
 
 /** The largest row an agent can write to the presence bucket (its whole card fits in 4 KiB). */
@@ -121,6 +143,7 @@ export function spaceStreamConfigs(space: string, opts: SpaceSetupOptions = {}):
     // Direct Get stays off on DM and TASK: it would read past the per-agent consumer filters.
     messageStream(n.chat, [`${P}.chat.>`], r, {
       ...limits(STREAM_LIMITS.chat),
+      max_msg_size: CHAT_MAX_MESSAGE_BYTES,
       allow_direct: true,
     }),
     messageStream(n.dm, [`${P}.inst.>`], r, {
@@ -133,7 +156,15 @@ export function spaceStreamConfigs(space: string, opts: SpaceSetupOptions = {}):
       discard: DiscardPolicy.New,
     }),
     messageStream(n.inbox, [`${P}.dinbox.>`], r, { ...limits(STREAM_LIMITS.inbox), ...plane3 }),
-    messageStream(n.dlv, [`${P}.dlv.>`], r, { ...limits(STREAM_LIMITS.dlv), ...plane3 }),
+    // A member's durable copies: each lifecycle's one consumer reads its own subject, and what
+    // it acked leaves (interest); a full backlog refuses the copy (the daemon records a gap).
+    messageStream(n.dlv, [`${P}.dlv.>`], r, {
+      ...limits(STREAM_LIMITS.dlv),
+      ...plane3,
+      retention: RetentionPolicy.Interest,
+      discard: DiscardPolicy.New,
+      discard_new_per_subject: true,
+    }),
   ];
 }
 
@@ -198,6 +229,7 @@ export function spaceBucketConfigs(space: string, opts: SpaceSetupOptions = {}):
     kvBucket(b.membership, r, { maxBytes: MEMBERSHIP_FEED_MAX_BYTES }),
     kvBucket(b.delivery, r, { ttlMs: DELIVERY_LEASE_TTL_MS, maxBytes: MIB }),
     kvBucket(b.manager, r, { ttlMs: MANAGER_LEASE_TTL_MS, maxBytes: MIB }),
+    kvBucket(b.setaside, r, { ttlMs: SETASIDE_TTL_MS, maxBytes: 16 * MIB }),
   ];
 }
 
@@ -301,6 +333,14 @@ function limitDrift(c: CanonicalStream, info: StreamInfo): Partial<StreamConfig>
   }
   if (want.allow_rollup_hdrs === false && have.allow_rollup_hdrs) drift.allow_rollup_hdrs = false;
   if (want.discard !== undefined && have.discard !== want.discard) drift.discard = want.discard;
+  if (want.discard_new_per_subject && !have.discard_new_per_subject) {
+    drift.discard_new_per_subject = true;
+  }
+  // A space set up when DLV kept read copies (limits) moves to interest: the broker allows
+  // that one change, and what members had read is dropped with it.
+  if (want.retention === RetentionPolicy.Interest && have.retention === RetentionPolicy.Limits) {
+    drift.retention = RetentionPolicy.Interest;
+  }
   return drift;
 }
 
@@ -315,7 +355,9 @@ function checkCompatible(c: CanonicalStream, info: StreamInfo): void {
       `subjects ${JSON.stringify(have.subjects)} instead of ${JSON.stringify(want.subjects)}`,
     );
   }
-  if (have.retention !== want.retention) {
+  const migrates = have.retention === RetentionPolicy.Limits &&
+    want.retention === RetentionPolicy.Interest;
+  if (have.retention !== want.retention && !migrates) {
     problems.push(`retention ${have.retention} instead of ${want.retention}`);
   }
   if (want.allow_direct === false && have.allow_direct) {

@@ -100,6 +100,13 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     const refused = await expectRefused(() => connect({ servers: r1.url, reconnect: false }));
     assert.match(refused.message, /Authorization/i);
 
+    // The delivery daemon's set-aside records, through its admin rail: none on a fresh mesh.
+    const dead = await cotal(["dead-letters", "--root", root]);
+    assert.equal(dead.code, 0, dead.stderr);
+    assert.equal(dead.stdout.trim(), "nothing set aside");
+    const deadJson = JSON.parse((await cotal(["dead-letters", "--json", "--root", root])).stdout);
+    assert.deepEqual(deadJson, { deadLetters: [], gaps: [] });
+
     const down = await cotal(["down", "--root", root]);
     assert.equal(down.code, 0, down.stderr);
     assert.match(down.stdout, /nats-server: stopped/);

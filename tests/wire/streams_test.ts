@@ -13,6 +13,7 @@ import {
   STREAM_LIMITS,
   streamNames,
 } from "../../lib/wire/mod.ts";
+import { CHAT_MAX_MESSAGE_BYTES, MEMBER_BACKLOG_CAP } from "../../lib/wire/streams.ts";
 import { connectBroker } from "../../lib/wire/connect.ts";
 import { startTestBroker, uniqueSpace, waitFor } from "../_harness/broker.ts";
 import { startSpaceBroker } from "./_space_broker.ts";
@@ -23,7 +24,7 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
   await using sb = await startSpaceBroker();
   const creds = await sb.mint("provisioner");
   const first = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
-  assert.equal(first.created.length, 12);
+  assert.equal(first.created.length, 13);
   assert.deepEqual(first.existing, []);
 
   const nc = await connectBroker({ servers: sb.url, creds });
@@ -46,9 +47,16 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
       assert.equal(c.max_bytes, STREAM_LIMITS[kind].maxBytes, name);
       assert.equal(c.max_age, STREAM_LIMITS[kind].maxAgeMs * 1e6, name);
       assert.equal(c.max_msgs_per_subject, STREAM_LIMITS[kind].maxMsgsPerSubject, name);
-      // A history window drops its oldest; DMs and tasks refuse the newest instead.
-      assert.equal(c.discard, kind === "dm" || kind === "task" ? "new" : "old", name);
+      // A history window drops its oldest; DMs, tasks and a member's backlog refuse the
+      // newest instead (the backlog per member: the daemon records the gap).
+      const refuses = kind === "dm" || kind === "task" || kind === "dlv";
+      assert.equal(c.discard, refuses ? "new" : "old", name);
     }
+    assert.equal(chat.max_msg_size, CHAT_MAX_MESSAGE_BYTES, "a post fits the broker once framed");
+    const dlv = (await jsm.streams.info(s.dlv)).config;
+    assert.equal(dlv.retention, RetentionPolicy.Interest, "a member's read copies leave DLV");
+    assert.equal(dlv.discard_new_per_subject, true);
+    assert.equal(dlv.max_msgs_per_subject, MEMBER_BACKLOG_CAP);
     const dm = (await jsm.streams.info(s.dm)).config;
     assert.deepEqual(dm.subjects, [`${P}.inst.>`]);
     assert.equal(dm.allow_direct, false, "DM must never enable Direct Get");
@@ -87,7 +95,7 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
 
   const second = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
   assert.deepEqual(second.created, [], "a second run creates nothing");
-  assert.equal(second.existing.length, 12);
+  assert.equal(second.existing.length, 13);
   assert.deepEqual(second.reconciled, []);
 });
 
@@ -252,7 +260,7 @@ Deno.test("wire - setupSpaceStreams works on an open broker without creds", asyn
   await using broker = await startTestBroker();
   const space = uniqueSpace("open");
   const r = await setupSpaceStreams({ servers: broker.url, space });
-  assert.equal(r.created.length, 12);
+  assert.equal(r.created.length, 13);
   const nc = await connect({ servers: broker.url });
   try {
     const names = await (await nc.jetstreamManager()).streams.names().next();
@@ -337,6 +345,32 @@ Deno.test("wire - a DM flood is refused at the byte cap; a DM stored before it i
     assert.match(api!.description, /maximum bytes exceeded/);
     // Nothing was dropped to make room: the stream still begins at bob's DM.
     assert.equal((await jsm.streams.info(s.dm)).state.first_seq, kept);
+  } finally {
+    await nc.close();
+  }
+});
+
+Deno.test("wire - a DLV made before member backlogs (limits, discard old) is moved to interest and discard-new per subject", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const nc = await connectBroker({ servers: sb.url, creds });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const s = streamNames(sb.space);
+    const dlv = spaceStreamConfigs(sb.space).find((c) => c.config.name === s.dlv)!;
+    // The old shape: every copy kept until it aged out, the oldest dropped at the cap.
+    await jsm.streams.add({
+      ...dlv.config,
+      retention: RetentionPolicy.Limits,
+      discard: "old" as never,
+      discard_new_per_subject: false,
+    });
+    const r = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+    assert.ok(r.limited.includes(s.dlv), JSON.stringify(r));
+    const c = (await jsm.streams.info(s.dlv)).config;
+    assert.equal(c.retention, RetentionPolicy.Interest);
+    assert.equal(c.discard, "new");
+    assert.equal(c.discard_new_per_subject, true);
   } finally {
     await nc.close();
   }

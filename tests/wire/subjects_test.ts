@@ -161,6 +161,7 @@ Deno.test("wire - stream, bucket, durable and registry names match the reference
     membership: "cotal_membership_main",
     delivery: "cotal_delivery_main",
     manager: "cotal_manager_main",
+    setaside: "cotal_setaside_main",
   });
   assert.equal(dmDurableName(alice, UID), `dm_${A}-alice-${UID}`);
   assert.equal(dlvDurableName(alice, UID), `dlv_${A}-alice-${UID}`);

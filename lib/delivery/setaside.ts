@@ -1,0 +1,197 @@
+/**
+ * What the delivery daemon could not deliver, kept where an operator and the member find it.
+ *
+ * - A **dead letter** is a copy no retry can deliver (too large once framed, refused by the
+ *   broker for good): its record (where it came from, why, never its body) goes into the
+ *   space's set-aside bucket under `dead.<stage>.<stream>.<seq>`, and the stream flows on.
+ * - A **gap** is a member's copy refused because its backlog of unread copies is full
+ *   (`MEMBER_BACKLOG_CAP`): counted per member lifecycle with the range it covers, kept under
+ *   `gap.<owner>.<actor>.<uid>`, and handed to the member as a gap marker in its DLV subject as
+ *   soon as the backlog has room again. Nothing is lost in silence.
+ *
+ * @module
+ */
+import { headers, type KV, type MsgHdrs } from "nats";
+import { dlvSubject } from "../wire/mod.ts";
+import { GAP_MARKER_HEADER, type GapEnd, type GapMarker as Gap } from "../wire/gap_marker.ts";
+import type { DeliveryContext } from "./context.ts";
+
+export type { Gap, GapEnd };
+
+/** How often pending gap markers are offered to their members. */
+export const GAP_FLUSH_MS = 1_000;
+
+/** One dead letter (no body: the original stays in its stream until it ages out). */
+export interface DeadLetter {
+  at: number;
+  stage: "fanout" | "reader";
+  stream: string;
+  seq: number;
+  subject: string;
+  msgId?: string;
+  member?: string;
+  bytes: number;
+  reason: string;
+}
+
+const ENC = new TextEncoder();
+
+function keyToken(s: string): string {
+  return s.replace(/[^A-Za-z0-9_-]/g, "_");
+}
+
+/** True when the broker refused a publish because a cap is full (discard new). */
+export function isBacklogFull(err: unknown): boolean {
+  return /maximum (messages per subject|messages|bytes) exceeded/i.test(
+    String((err as Error)?.message ?? err),
+  );
+}
+
+/** True when no retry can store this publish (it is larger than the broker takes). */
+export function isTooLarge(err: unknown): boolean {
+  return /maximum payload|max(imum)? ?payload|message size exceeds|MAX_PAYLOAD/i.test(
+    String((err as Error)?.message ?? err),
+  );
+}
+
+/** The daemon's set-aside records and the pending gap markers it owes members. */
+export class SetAside {
+  readonly #ctx: DeliveryContext;
+  readonly #kv: KV;
+  readonly #gaps = new Map<string, Gap>();
+  #timer?: ReturnType<typeof setInterval>;
+  #flushing = false;
+  deadLetters = 0;
+  copiesMissed = 0;
+  markersDelivered = 0;
+
+  private constructor(ctx: DeliveryContext, kv: KV) {
+    this.#ctx = ctx;
+    this.#kv = kv;
+  }
+
+  /** Binds the bucket and loads the gaps a previous holder still owed. */
+  static async open(ctx: DeliveryContext): Promise<SetAside> {
+    const kv = await ctx.js.views.kv(ctx.buckets.setaside, { bindOnly: true });
+    const s = new SetAside(ctx, kv);
+    for await (const key of await kv.keys("gap.>")) {
+      const e = await kv.get(key).catch(() => null);
+      if (!e || e.operation !== "PUT") continue;
+      try {
+        const g = JSON.parse(new TextDecoder().decode(e.value)) as Gap;
+        if (g?.version === 1 && typeof g.member === "string") s.#gaps.set(key, g);
+      } catch {
+        // An unreadable record is left to its TTL.
+      }
+    }
+    return s;
+  }
+
+  /** Pending gap markers, for status. */
+  get gapsPending(): number {
+    return this.#gaps.size;
+  }
+
+  /** Offers pending markers every second until {@linkcode stop}. */
+  start(): void {
+    this.#timer ??= setInterval(() => void this.flush(), GAP_FLUSH_MS);
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** Records a copy no retry can deliver. Never throws. */
+  async deadLetter(d: DeadLetter): Promise<void> {
+    this.deadLetters++;
+    const key = `dead.${d.stage}.${keyToken(d.stream)}.${d.seq}${
+      d.member ? `.${keyToken(d.member)}` : ""
+    }`;
+    this.#ctx.log.warn(
+      `set aside ${d.subject} #${d.seq}${d.member ? ` for ${d.member}` : ""} (${d.reason})`,
+    );
+    await this.#kv.put(key, ENC.encode(JSON.stringify(d))).catch((err) =>
+      this.#ctx.log.error(`could not record a dead letter (${(err as Error)?.message ?? err})`)
+    );
+  }
+
+  /** Records a copy refused because the member's backlog is full. Never throws. */
+  async missed(member: string, lifecycleUid: string, end: GapEnd): Promise<void> {
+    this.copiesMissed++;
+    const key = `gap.${keyToken(member)}.${keyToken(lifecycleUid)}`;
+    const g = this.#gaps.get(key);
+    const next: Gap = g
+      ? { ...g, count: g.count + 1, last: end }
+      : { version: 1, member, lifecycleUid, count: 1, first: end, last: end };
+    this.#gaps.set(key, next);
+    if (!g) {
+      this.#ctx.log.warn(
+        `${member}'s backlog is full (${lifecycleUid}); missed copies are counted for a gap marker`,
+      );
+    }
+    await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
+  }
+
+  /** Hands each pending gap to its member once its backlog has room. */
+  async flush(): Promise<void> {
+    if (this.#flushing || !this.#ctx.fence.active) return;
+    this.#flushing = true;
+    try {
+      for (const [key, g] of [...this.#gaps]) {
+        // Out of the map while in flight: copies refused meanwhile start a record of their own.
+        this.#gaps.delete(key);
+        const [owner, actor] = g.member.split(".");
+        try {
+          await this.#ctx.gate.publish(
+            dlvSubject(this.#ctx.space, { owner, actor }, g.lifecycleUid),
+            ENC.encode(JSON.stringify(g)),
+            {
+              msgID: `gap.${g.member}.${g.lifecycleUid}.${g.first.msgId}.${g.count}`,
+              headers: gapHeaders(),
+            },
+          );
+        } catch (err) {
+          const later = this.#gaps.get(key);
+          this.#gaps.set(key, later ? { ...g, count: g.count + later.count, last: later.last } : g);
+          // Still full: offered again next time; anything else is said once per try.
+          if (!isBacklogFull(err)) {
+            this.#ctx.log.warn(
+              `gap marker for ${g.member} not delivered (${(err as Error)?.message ?? err})`,
+            );
+          }
+          continue;
+        }
+        if (!this.#gaps.has(key)) await this.#kv.delete(key).catch(() => {});
+        this.markersDelivered++;
+        this.#ctx.log.warn(
+          `${g.member} (${g.lifecycleUid}) missed ${g.count} copies from #${g.first.seq} to #${g.last.seq}; told it with a gap marker`,
+        );
+      }
+    } finally {
+      this.#flushing = false;
+    }
+  }
+
+  /** Every record, for the operator (dead letters and pending gaps). */
+  async list(): Promise<{ deadLetters: DeadLetter[]; gaps: Gap[] }> {
+    const deadLetters: DeadLetter[] = [];
+    for await (const key of await this.#kv.keys("dead.>")) {
+      const e = await this.#kv.get(key).catch(() => null);
+      if (!e || e.operation !== "PUT") continue;
+      try {
+        deadLetters.push(JSON.parse(new TextDecoder().decode(e.value)));
+      } catch {
+        // Left to its TTL.
+      }
+    }
+    deadLetters.sort((a, b) => a.at - b.at);
+    return { deadLetters, gaps: [...this.#gaps.values()] };
+  }
+}
+
+function gapHeaders(): MsgHdrs {
+  const h = headers();
+  h.set(GAP_MARKER_HEADER, "1");
+  return h;
+}

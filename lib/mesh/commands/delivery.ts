@@ -1,0 +1,74 @@
+/**
+ * `cotal dead-letters`: what a space's delivery daemon could not deliver. Dead letters (a copy
+ * no retry can store, with where it came from and why, never its body) and the gaps members
+ * are still owed a marker for, asked of the daemon on its admin rail with a short-lived
+ * `control-caller` cred minted from this root's signer.
+ *
+ * @module
+ */
+import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { safeText } from "../../cli/terminal.ts";
+import { CotalError } from "../../errors.ts";
+import { deliveryRequest } from "../../delivery/client.ts";
+import type { DeadLetter, Gap } from "../../delivery/setaside.ts";
+import { registry } from "../../registry.ts";
+import { connectBroker } from "../../wire/connect.ts";
+import { assertValidSpaceName } from "../names.ts";
+import { mintForRoot } from "../ops.ts";
+import { runningBroker } from "../space.ts";
+import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
+
+function line(d: DeadLetter): string {
+  return `${new Date(d.at).toISOString()} ${d.stage} ${d.stream} #${d.seq}${
+    d.member ? ` for ${d.member}` : ""
+  } ${d.msgId ?? ""} (${d.bytes} bytes): ${d.reason}`;
+}
+
+function gapLine(g: Gap): string {
+  return `${g.member} (${g.lifecycleUid}) is owed a gap marker: ${g.count} copies missed, ` +
+    `#${g.first.seq} in ${g.first.channel} to #${g.last.seq} in ${g.last.channel}`;
+}
+
+/** `cotal dead-letters`: the delivery daemon's set-aside records for one space. */
+export const deadLettersCommand = defineCommand({
+  kind: "command",
+  name: "dead-letters",
+  summary: "list what the delivery daemon could not deliver (dead letters, members' gaps)",
+  flags: {
+    ...ROOT_FLAG,
+    ...JSON_FLAG,
+    space: { type: "string", default: "default", description: "the space" },
+  },
+  async run({ values }) {
+    const space = assertValidSpaceName(values.space);
+    const root = await resolveMeshRoot(values.root, space);
+    const url = (await runningBroker(root))?.url;
+    if (!url) {
+      throw new CotalError(
+        "broker_not_running",
+        `The mesh under ${root} is not running; start it with 'cotal up --root ${root}'.`,
+      );
+    }
+    const caller = { owner: "local", actor: "operator" };
+    const creds = await mintForRoot(root, space, {
+      profile: "control-caller",
+      actor: caller.actor,
+      expiresInSeconds: 60,
+    });
+    const nc = await connectBroker({ servers: url.split(","), creds });
+    try {
+      const r = await deliveryRequest(nc, space, caller, "setAside", {}, {
+        service: "delivery-admin",
+        timeoutMs: 10_000,
+      }) as { deadLetters: DeadLetter[]; gaps: Gap[] };
+      printResult(denoIo(), { json: values.json === true }, r, (v) => {
+        const lines = [...v.deadLetters.map(line), ...v.gaps.map(gapLine)];
+        return lines.length ? safeText(lines.join("\n")) : "nothing set aside";
+      });
+    } finally {
+      await nc.close();
+    }
+  },
+});
+
+registry.register([deadLettersCommand]);
