@@ -1,5 +1,5 @@
 /**
- * Credential lifetime policy: every kind has a bounded default and a hard maximum.
+ * Credential lifetime policy: every kind has a bounded default, a hard maximum and a minimum.
  *
  * The table is deep-frozen at load and mints read a private copy, so neither mutation of the
  * exported record, options nor environment variables can lengthen a credential's life.
@@ -23,6 +23,11 @@ export interface LifetimePolicy {
   readonly defaultTtlSeconds: number;
   /** Longest lifetime any caller may request. */
   readonly maxTtlSeconds: number;
+  /**
+   * Shortest lifetime any caller may request: a standing cred must live long enough for its
+   * renewal at 75 % to land with margin (a 1 s delivery cred expired before any renewal could).
+   */
+  readonly minTtlSeconds: number;
 }
 
 const MINUTE = 60;
@@ -34,8 +39,28 @@ export const STANDING_RENEWABLE_TTL_SEC = DAY;
 /** `$SYS` creds: 30 d, renewed only by a system-account rotation. */
 export const ROTATION_RENEWED_TTL_SEC = 30 * DAY;
 
+/**
+ * The shortest standing cred: renewed at 75 % (22.5 s) it keeps 7.5 s for the re-sign, the
+ * store write and the reconnect onto it, which take well under a second on one machine
+ * (measured by tests/delivery/renewal_test.ts, which runs at exactly this minimum).
+ */
+export const STANDING_MIN_TTL_SEC = 30;
+
+/** The minimum by renewal class: only one-shot and operator creds may be as short as 1 s. */
+const MIN_BY_CLASS: Readonly<Record<LifetimeClass, number>> = Object.freeze({
+  "standing-renewable": STANDING_MIN_TTL_SEC,
+  "rotation-renewed": HOUR,
+  "one-shot": 1,
+  "operator-managed": 1,
+});
+
 function policy(cls: LifetimeClass, def: number, max: number): LifetimePolicy {
-  return Object.freeze({ class: cls, defaultTtlSeconds: def, maxTtlSeconds: max });
+  return Object.freeze({
+    class: cls,
+    defaultTtlSeconds: def,
+    maxTtlSeconds: max,
+    minTtlSeconds: MIN_BY_CLASS[cls],
+  });
 }
 
 const TABLE: Record<CredentialKind, LifetimePolicy> = {
@@ -69,10 +94,13 @@ export const CREDENTIAL_LIFETIMES: Readonly<Record<CredentialKind, LifetimePolic
 
 // Mints read this private snapshot, never the exported object, so even a runtime that somehow
 // thawed the export could not widen a lifetime.
-const SNAPSHOT: ReadonlyMap<CredentialKind, { def: number; max: number }> = new Map(
+const SNAPSHOT: ReadonlyMap<CredentialKind, { def: number; max: number; min: number }> = new Map(
   Object.entries(TABLE).map((
     [k, p],
-  ) => [k as CredentialKind, { def: p.defaultTtlSeconds, max: p.maxTtlSeconds }]),
+  ) => [
+    k as CredentialKind,
+    { def: p.defaultTtlSeconds, max: p.maxTtlSeconds, min: p.minTtlSeconds },
+  ]),
 );
 
 /** True when `kind` names a credential kind with a policy. */
@@ -109,6 +137,12 @@ export function resolveExpiry(kind: CredentialKind, opts: LifetimeOpts, nowSec: 
     if (expiresAt <= nowSec) {
       throw badLifetime(kind, "expiresAt is not in the future; pass a later time");
     }
+    if (expiresAt - nowSec < limits.min) {
+      throw badLifetime(
+        kind,
+        `expiresAt is less than the minimum ${limits.min} s away; pass a later time`,
+      );
+    }
     if (expiresAt - nowSec > limits.max) {
       throw badLifetime(
         kind,
@@ -120,6 +154,12 @@ export function resolveExpiry(kind: CredentialKind, opts: LifetimeOpts, nowSec: 
   const ttl = expiresInSeconds ?? limits.def;
   if (typeof ttl !== "number" || !Number.isSafeInteger(ttl) || ttl <= 0) {
     throw badLifetime(kind, "expiresInSeconds must be a positive integer number of seconds");
+  }
+  if (ttl < limits.min) {
+    throw badLifetime(
+      kind,
+      `of ${ttl} s is below the minimum ${limits.min} s (its renewal at 75 % needs the margin); request at least the minimum`,
+    );
   }
   if (ttl > limits.max) {
     throw badLifetime(

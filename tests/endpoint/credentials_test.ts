@@ -286,10 +286,11 @@ Deno.test("endpoint - renewal schedule: creds at 75% of life, bearers 60 s ahead
   assert.equal(creds.renewAt(now), c.issuedAt! + 750_000);
   // A failed renewal retries after 60 s, and always before the live one dies.
   assert.equal(creds.retryAt(now), now + 60_000);
-  const short = new CredentialHolder({ creds: () => mint(20) });
+  // The shortest agent cred policy allows (30 s).
+  const short = new CredentialHolder({ creds: () => mint(30) });
   const s = (await short.load())!;
-  assert.equal(short.renewAt(s.issuedAt!), s.issuedAt! + 15_000);
-  assert.ok(short.retryAt(s.issuedAt! + 15_000) < s.expiresAt! - 2_000);
+  assert.equal(short.renewAt(s.issuedAt!), s.issuedAt! + 22_500);
+  assert.ok(short.retryAt(s.issuedAt! + 22_500) < s.expiresAt! - 2_000);
   // A string cannot renew: no timer at all.
   assert.equal(new CredentialHolder({ creds: await mint(100) }).renewAt(), undefined);
 

@@ -13,6 +13,7 @@ import {
   PROFILES,
   resolveExpiry,
 } from "../../lib/trust/mod.ts";
+import { STANDING_MIN_TTL_SEC } from "../../lib/trust/lifetimes.ts";
 import { credsClaims } from "./_helpers.ts";
 
 const auth = await createSpaceAuth("lifetimes");
@@ -98,6 +99,41 @@ Deno.test("trust - a TTL above the profile maximum is refused", async () => {
     await mintCreds(auth, newIdentity(), "provisioner", { expiresInSeconds: max }),
   );
   assert.equal(ok.exp! - ok.iat, max);
+});
+
+Deno.test("trust - a standing cred shorter than its frozen minimum is refused; a one-shot may be 1 s", async () => {
+  for (const kind of ["delivery", "membership-rw", "supervisor", "agent"] as const) {
+    const min = CREDENTIAL_LIFETIMES[kind].minTtlSeconds;
+    assert.equal(min, STANDING_MIN_TTL_SEC, kind);
+    for (const ttl of [1, 2, 5, min - 1]) {
+      await assert.rejects(
+        mintCreds(auth, newIdentity(), kind, { ...optsFor(kind), expiresInSeconds: ttl }),
+        (e: Error & { code?: string }) =>
+          e.code === "invalid_lifetime" && /below the minimum 30 s/.test(e.message),
+        `${kind} ${ttl} s`,
+      );
+    }
+    await assert.rejects(
+      mintCreds(auth, newIdentity(), kind, {
+        ...optsFor(kind),
+        expiresAt: Math.floor(Date.now() / 1000) + 5,
+      }),
+      assertCode("invalid_lifetime"),
+    );
+    const ok = await credsClaims(
+      await mintCreds(auth, newIdentity(), kind, { ...optsFor(kind), expiresInSeconds: min }),
+    );
+    assert.equal(ok.exp! - ok.iat, min);
+  }
+  assert.equal(CREDENTIAL_LIFETIMES["membership-observer"].minTtlSeconds, 3600);
+  const probe = await credsClaims(
+    await mintCreds(auth, newIdentity(), "probe", { expiresInSeconds: 1 }),
+  );
+  assert.equal(probe.exp! - probe.iat, 1);
+  // Frozen like the maximum.
+  assert.throws(() => {
+    (CREDENTIAL_LIFETIMES.delivery as { minTtlSeconds: number }).minTtlSeconds = 1;
+  });
 });
 
 Deno.test("trust - NaN, Infinity, non-integer, zero and negative lifetimes are refused", async () => {
