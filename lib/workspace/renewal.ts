@@ -169,10 +169,11 @@ async function remintOne(
   }
   const principal = principalOf(claims);
   const connId = connIdOf(claims);
-  // The same lifetime span as the cred it replaces, within the profile's maximum.
-  const max = CREDENTIAL_LIFETIMES[cred.profile].maxTtlSeconds;
+  // The same lifetime span as the cred it replaces, within the profile's bounds (a cred an
+  // embedder's issuer signed shorter than policy mints is renewed at the minimum).
+  const { maxTtlSeconds: max, minTtlSeconds: min } = CREDENTIAL_LIFETIMES[cred.profile];
   const span = claims.exp !== undefined && claims.iat !== undefined && claims.exp > claims.iat
-    ? Math.min(claims.exp - claims.iat, max)
+    ? Math.max(min, Math.min(claims.exp - claims.iat, max))
     : CREDENTIAL_LIFETIMES[cred.profile].defaultTtlSeconds;
   let candidate: string;
   try {

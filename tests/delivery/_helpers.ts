@@ -44,6 +44,7 @@ import {
 } from "../../lib/wire/mod.ts";
 import { decodeFrame } from "../../lib/delivery/mod.ts";
 import { deliveryLockPath, denoRunFlags } from "../../lib/permissions.ts";
+import { resignedFor } from "../_harness/short_creds.ts";
 
 /** One provisioned agent. */
 export interface Agent {
@@ -83,9 +84,9 @@ export async function fillStore(
   opts: { deliveryTtl?: number; sys?: boolean } = {},
 ): Promise<string> {
   const c = { injected: true } as const;
-  const delivery = await mintCreds(auth, newIdentity(), "delivery", {
-    ...(opts.deliveryTtl ? { expiresInSeconds: opts.deliveryTtl } : {}),
-  });
+  // A delivery TTL below the policy minimum is re-signed, as an embedder's issuer may.
+  const minted = await mintCreds(auth, newIdentity(), "delivery");
+  const delivery = opts.deliveryTtl ? await resignedFor(auth, minted, opts.deliveryTtl) : minted;
   await store.put(BROKER_AUTH_KEY, serializeBrokerAuth(auth));
   await store.put(spaceAccountKey(auth.space), serializeSpaceAccountAuth(auth));
   await store.put(deliveryCredsKey(auth.space, c), delivery);

@@ -16,23 +16,8 @@ import {
 import { newLifecycleUid, type Principal } from "../../lib/wire/names.ts";
 import { type AgentChannelPolicy, provisionAgent } from "../../lib/wire/provision.ts";
 import { setupSpaceStreams } from "../../lib/wire/streams.ts";
-import { accountSigner } from "../../lib/trust/mint.ts";
 import { STANDING_MIN_TTL_SEC } from "../../lib/trust/lifetimes.ts";
-import { encodeJwt, parseCreds, renderCreds } from "../../lib/nats/mod.ts";
-import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
-
-/**
- * The same creds re-signed to live `ttl` seconds: shorter than Cotal's policy mints a standing
- * cred, which is exactly what the endpoint must still handle from an embedder's own issuer.
- */
-async function shortened(auth: SpaceAuth, creds: string, ttl: number): Promise<string> {
-  const { jwt, seed } = await parseCreds(creds);
-  const claims = decodeJwtUnverified(jwt);
-  const now = Math.floor(Date.now() / 1000);
-  const signer = await accountSigner(auth.account);
-  const again = await encodeJwt({ ...claims, exp: now + ttl } as never, signer, { iat: now });
-  return await renderCreds(again, seed);
-}
+import { resignedFor } from "../_harness/short_creds.ts";
 
 /** One provisioned agent. */
 export interface TestAgent {
@@ -111,7 +96,7 @@ export async function startMesh(prefix = "ep"): Promise<TestMesh> {
           ...(p.role ? { role: p.role } : {}),
           ...(expiresInSeconds && !short ? { expiresInSeconds } : {}),
         });
-        return short ? await shortened(auth, creds, expiresInSeconds!) : creds;
+        return short ? await resignedFor(auth, creds, expiresInSeconds!) : creds;
       };
       return {
         principal,

@@ -20,6 +20,8 @@ import {
   workspaceSecretStore,
 } from "../../lib/workspace/mod.ts";
 
+import { resignedUntil } from "../_harness/short_creds.ts";
+
 const C = { injected: true } as const;
 
 async function unboundedCreds(signingSeed: string, accountPub: string): Promise<string> {
@@ -63,11 +65,12 @@ Deno.test("workspace - doctorAuth reports every cred in a workspace store and --
     // One absolute expiry for the short creds, and a wait to a whole second past 75 % of it:
     // JWT times are whole seconds, so a relative sleep could land either side of the line.
     const base = Math.floor(Date.now() / 1000);
-    const exp = { expiresAt: base + 10 };
-    const delivery = await mintCreds(auth, newIdentity(), "delivery", exp);
+    // Shorter than policy mints: re-signed by the account, as an embedder's issuer may.
+    const short = (creds: string) => resignedUntil(auth, creds, base + 10);
+    const delivery = await short(await mintCreds(auth, newIdentity(), "delivery"));
     const rw = await mintCreds(auth, newIdentity(), "membership-rw");
-    const evictor = await mintConnectionEvictorCreds(auth, newIdentity(), exp);
-    const agent = await mintCreds(auth, newIdentity(), "supervisor", exp);
+    const evictor = await short(await mintConnectionEvictorCreds(auth, newIdentity()));
+    const agent = await short(await mintCreds(auth, newIdentity(), "supervisor"));
     await store.put(deliveryCredsKey("alpha", C), delivery);
     await store.put(membershipRwCredsKey("alpha", C), rw);
     await store.put(connectionEvictorCredsKey("alpha", C), evictor);

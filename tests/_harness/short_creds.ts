@@ -1,0 +1,24 @@
+/**
+ * Creds re-signed to expire sooner than Cotal's policy mints a standing cred: what an
+ * embedder's own issuer may hand a daemon or an endpoint, and what renewal and doctor tests
+ * need to reach "near expiry" in seconds rather than minutes.
+ */
+import { accountSigner } from "../../lib/trust/mint.ts";
+import type { SpaceAuth } from "../../lib/trust/mod.ts";
+import { encodeJwt, parseCreds, renderCreds } from "../../lib/nats/mod.ts";
+import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
+
+/** `creds` with the same identity and grants, re-signed by the space account to expire at `exp`. */
+export async function resignedUntil(auth: SpaceAuth, creds: string, exp: number): Promise<string> {
+  const { jwt, seed } = await parseCreds(creds);
+  const claims = decodeJwtUnverified(jwt);
+  const now = Math.floor(Date.now() / 1000);
+  const signer = await accountSigner(auth.account);
+  const again = await encodeJwt({ ...claims, exp } as never, signer, { iat: now });
+  return await renderCreds(again, seed);
+}
+
+/** `creds` re-signed to live `ttl` seconds from now. */
+export function resignedFor(auth: SpaceAuth, creds: string, ttl: number): Promise<string> {
+  return resignedUntil(auth, creds, Math.floor(Date.now() / 1000) + ttl);
+}
