@@ -19,7 +19,7 @@ import { type PullLoop, startPullLoop } from "./pull_loop.ts";
 /** Handle one CHAT message under fence token `token`. */
 export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): Promise<void> {
   const parsed = parseSubject(m.subject, { space: ctx.space });
-  const decoded = decodeMessage(m.subject, m.data, { space: ctx.space });
+  const decoded = decodeMessage(m.subject, m.data, { space: ctx.space, headers: m.headers });
   if (!parsed.ok || parsed.kind !== "chat" || !decoded.ok) {
     // Unauthenticated or malformed: never copied, never redelivered.
     ctx.counters.droppedMalformed++;

@@ -68,7 +68,7 @@ export async function readHistory(
     fromSeq: start,
     toSeq: last,
     onMessage: (m) => {
-      const d = decodeMessage(m.subject, m.data, { space: ctx.space });
+      const d = decodeMessage(m.subject, m.data, { space: ctx.space, headers: m.headers });
       if (!d.ok) return;
       ring.push(d.message);
       if (ring.length > limit) {

@@ -146,7 +146,7 @@ export async function durableJoin(
       fromSeq: joinCursor + 1,
       toSeq: fence,
       onMessage: (m) => {
-        const d = decodeMessage(m.subject, m.data, { space: ctx.space });
+        const d = decodeMessage(m.subject, m.data, { space: ctx.space, headers: m.headers });
         if (!d.ok || dot(d.sender) === member) return;
         if (!ctx.fence.mayAct(token)) {
           refuse("quiesced", "The delivery daemon lost its lease; retry.");

@@ -11,6 +11,7 @@
  * @module
  */
 
+import { isBrokerAnswer } from "../wire/broker_answer.ts";
 import type { Msg, Subscription } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
 import { isPrincipalOwnerToken, isPrincipalToken, type Principal } from "../wire/mod.ts";
@@ -86,7 +87,8 @@ function serve(
   return ctx.nc.subscribe(subject, {
     queue,
     callback: (err, m) => {
-      if (err) return;
+      // A broker answer a member aimed at the rail is not a request: dropped without a word.
+      if (err || isBrokerAnswer(m.headers)) return;
       const token = ctx.fence.token;
       if (!boundReply(m.subject, m.reply)) {
         ctx.log.warn(

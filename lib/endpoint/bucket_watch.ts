@@ -1,7 +1,8 @@
 /**
- * Watching a KV bucket without a consumer: the rows as they stand (Direct Get, walking the
- * bucket's stream by `next_by_subj`), then every write as it happens (a core subscription to
- * `$KV.<bucket>.>`, opened first so nothing falls between the two).
+ * Watching a KV bucket without a consumer: the rows as they stand (the stream's message get,
+ * walking the bucket's stream by `next_by_subj`), then every write as it happens (a core
+ * subscription to `$KV.<bucket>.>`, opened first so nothing falls between the two). Never
+ * Direct Get: see `js.msgGet` in lib/trust/grant_names.ts.
  *
  * npm:nats's `kv.watch()` creates a push consumer, and a credential allowed to create one can
  * give it any deliver subject (the broker does not check it): an agent could make the broker
@@ -10,7 +11,8 @@
  *
  * @module
  */
-import type { MsgHdrs, NatsConnection, Subscription } from "nats";
+import { type MsgHdrs, MsgHdrsImpl, type NatsConnection, type Subscription } from "nats";
+import { isBrokerAnswer } from "../wire/broker_answer.ts";
 import { kvStreamName } from "../wire/resources.ts";
 
 /** One row as the watch reports it. */
@@ -27,8 +29,8 @@ export interface BucketWatch {
   stop(): void;
 }
 
-/** How long one Direct Get of the snapshot may take. */
-export const DIRECT_GET_TIMEOUT_MS = 5_000;
+/** How long one message get of the snapshot may take. */
+export const SNAPSHOT_GET_TIMEOUT_MS = 5_000;
 /** The most rows one snapshot walks (a bucket keeps one row per key). */
 export const MAX_SNAPSHOT_ROWS = 100_000;
 
@@ -53,8 +55,9 @@ export async function watchBucket(
   const sub: Subscription = nc.subscribe(`${prefix}>`, {
     callback: (err, m) => {
       if (err || !m.subject.startsWith(prefix)) return;
-      // A JetStream delivery (one some consumer was pointed here) is not a write.
-      if (m.reply?.startsWith("$JS.ACK.")) return;
+      // A JetStream delivery (one some consumer was pointed here) is not a write, nor is any
+      // other broker answer a member aimed at the bucket's subjects.
+      if (m.reply?.startsWith("$JS.ACK.") || isBrokerAnswer(m.headers)) return;
       const e: WatchedEntry = {
         key: m.subject.slice(prefix.length),
         value: m.data,
@@ -67,30 +70,32 @@ export async function watchBucket(
   });
   try {
     await nc.flush();
-    const api = `$JS.API.DIRECT.GET.${kvStreamName(bucket)}`;
+    const api = `$JS.API.STREAM.MSG.GET.${kvStreamName(bucket)}`;
     let seq = 1;
     for (let n = 0; n < MAX_SNAPSHOT_ROWS; n++) {
       const m = await nc.request(
         api,
         new TextEncoder().encode(JSON.stringify({ seq, next_by_subj: `${prefix}>` })),
-        { timeout: DIRECT_GET_TIMEOUT_MS },
+        { timeout: SNAPSHOT_GET_TIMEOUT_MS },
       );
-      const h = m.headers;
-      // The end of the stream answers 404 with no message; any other status is a failure.
-      if (h?.code === 404) break;
-      const subject = h?.get("Nats-Subject") ?? "";
-      const at = Number(h?.get("Nats-Sequence"));
-      if (h?.hasError || !subject.startsWith(prefix) || !Number.isSafeInteger(at) || at < seq) {
-        throw new Error(`a Direct Get of ${bucket} answered ${h?.code ?? "without headers"}`);
+      const got = parseStoredMessage(m.data);
+      // The end of the stream answers 404 (no message); any other error is a failure.
+      if (got === "end") break;
+      if (typeof got === "string" || !got.subject.startsWith(prefix) || got.seq < seq) {
+        throw new Error(
+          `a message get of ${bucket} answered ${typeof got === "string" ? got : "out of order"}`,
+        );
       }
-      const stamp = Date.parse(h?.get("Nats-Time-Stamp") ?? "");
-      onEntry({
-        key: subject.slice(prefix.length),
-        value: m.data,
-        operation: operationOf(h),
-        created: Number.isNaN(stamp) ? new Date() : new Date(stamp),
-      }, false);
-      seq = at + 1;
+      // A row that is itself a broker answer someone aimed at the bucket is not a row.
+      if (!isBrokerAnswer(got.headers)) {
+        onEntry({
+          key: got.subject.slice(prefix.length),
+          value: got.data,
+          operation: operationOf(got.headers),
+          created: got.time,
+        }, false);
+      }
+      seq = got.seq + 1;
     }
   } catch (err) {
     sub.unsubscribe();
@@ -101,4 +106,44 @@ export async function watchBucket(
   // Writes that raced the snapshot: applying a row twice changes nothing.
   for (const e of early.splice(0)) onEntry(e, true);
   return { stop: () => sub.unsubscribe() };
+}
+
+interface StoredMessage {
+  subject: string;
+  seq: number;
+  data: Uint8Array;
+  headers?: MsgHdrs;
+  time: Date;
+}
+
+function fromBase64(text: unknown): Uint8Array {
+  if (typeof text !== "string" || text === "") return new Uint8Array();
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
+/** A `STREAM.MSG.GET` answer: the message, "end" for 404, or a description of the error. */
+function parseStoredMessage(data: Uint8Array): StoredMessage | "end" | string {
+  let r: {
+    error?: { code?: number; description?: string };
+    message?: { subject?: unknown; seq?: unknown; data?: unknown; hdrs?: unknown; time?: unknown };
+  };
+  try {
+    r = JSON.parse(new TextDecoder().decode(data));
+  } catch {
+    return "something that is not JSON";
+  }
+  if (r.error) return r.error.code === 404 ? "end" : `${r.error.code} ${r.error.description}`;
+  const sm = r.message;
+  if (!sm || typeof sm.subject !== "string" || !Number.isSafeInteger(sm.seq)) {
+    return "without a message";
+  }
+  const hdrs = fromBase64(sm.hdrs);
+  const stamp = typeof sm.time === "string" ? Date.parse(sm.time) : NaN;
+  return {
+    subject: sm.subject,
+    seq: sm.seq as number,
+    data: fromBase64(sm.data),
+    ...(hdrs.length ? { headers: MsgHdrsImpl.decode(hdrs) } : {}),
+    time: Number.isNaN(stamp) ? new Date() : new Date(stamp),
+  };
 }

@@ -21,9 +21,8 @@ export async function openBucket(
   bucket: string,
   warn: (err: CotalError) => void,
 ): Promise<KV | undefined> {
-  let direct: boolean;
   try {
-    direct = (await jsm.streams.info(kvStreamName(bucket))).config.allow_direct === true;
+    await jsm.streams.info(kvStreamName(bucket));
   } catch (err) {
     if (!isNotFound(err) && !/stream not found/i.test(String(err))) {
       throw wrapJs(`bind the KV bucket ${bucket}`, err);
@@ -36,5 +35,6 @@ export async function openBucket(
     );
     return undefined;
   }
-  return await js.views.kv(bucket, { bindOnly: true, allow_direct: direct });
+  // Never Direct Get (see js.msgGet in lib/trust/grant_names.ts): gets go through the API.
+  return await js.views.kv(bucket, { bindOnly: true, allow_direct: false });
 }

@@ -9,7 +9,13 @@
  * @module
  */
 
-import type { JetStreamClient, JetStreamManager, NatsConnection, Subscription } from "nats";
+import type {
+  JetStreamClient,
+  JetStreamManager,
+  MsgHdrs,
+  NatsConnection,
+  Subscription,
+} from "nats";
 import type { WatchFactory } from "./presence.ts";
 import { subjectMatches } from "../wire/subjects.ts";
 import { CotalError } from "../errors.ts";
@@ -50,6 +56,7 @@ export interface ChannelHost {
     data: Uint8Array,
     source: "live" | "backfill" | "gap",
     seq?: number,
+    headers?: MsgHdrs,
   ): void;
   error(err: CotalError): void;
   warn(err: CotalError): void;
@@ -169,7 +176,9 @@ export class ChannelSet {
         );
         return [] as RawHistoryItem[];
       });
-      for (const it of items) this.#host.surface(it.subject, it.data, "backfill", it.seq);
+      for (const it of items) {
+        this.#host.surface(it.subject, it.data, "backfill", it.seq, it.headers);
+      }
       backfilled = items.length;
     }
     if (eff.deliveryClass !== "durable" || hasWildcard(channel)) {
@@ -221,7 +230,7 @@ export class ChannelSet {
     for (const channel of this.#joined.keys()) {
       try {
         const items = await this.#read(channel, { startTime: new Date(since - GAP_SLACK_MS) });
-        for (const it of items) this.#host.surface(it.subject, it.data, "gap", it.seq);
+        for (const it of items) this.#host.surface(it.subject, it.data, "gap", it.seq, it.headers);
       } catch (err) {
         this.#host.warn(
           new CotalError(
@@ -242,7 +251,10 @@ export class ChannelSet {
     const items = await this.#read(channel, { limit, signal });
     const out: CotalMessage[] = [];
     for (const it of items) {
-      const d = decodeMessage(it.subject, it.data, { space: this.#host.space });
+      const d = decodeMessage(it.subject, it.data, {
+        space: this.#host.space,
+        headers: it.headers,
+      });
       if (d.ok) out.push(d.message);
     }
     return out;
@@ -291,7 +303,7 @@ export class ChannelSet {
         // A JetStream delivery (a consumer someone aimed at this subject: the broker does not
         // check deliver subjects) or anything outside the filter is not a live post.
         if (m.reply?.startsWith("$JS.ACK.") || !subjectMatches(filter, m.subject)) return;
-        this.#host.surface(m.subject, m.data, "live");
+        this.#host.surface(m.subject, m.data, "live", undefined, m.headers);
       },
     });
     // The broker answers a refused SUB with -ERR before the PONG of this flush.

@@ -127,8 +127,8 @@ export class CotalEndpoint extends EndpointEvents {
       lifecycleUid: opts.lifecycleUid,
       // Also used while a rebuild binds, before the endpoint reports itself running.
       conn: () => this.#conn ?? this.#live(),
-      surface: (subject, data, source, seq) =>
-        surfaceCore(this.#inbound, subject, data, source, seq),
+      surface: (subject, data, source, seq, headers) =>
+        surfaceCore(this.#inbound, subject, data, source, seq, headers),
       error: (err) => this.#error(err),
       warn: (err) => this.#warn(err),
     });

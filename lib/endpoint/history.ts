@@ -14,6 +14,7 @@ import {
   DeliverPolicy,
   type JetStreamClient,
   type JetStreamManager,
+  type MsgHdrs,
   nanos,
   ReplayPolicy,
 } from "nats";
@@ -25,6 +26,8 @@ export interface RawHistoryItem {
   seq: number;
   subject: string;
   data: Uint8Array;
+  /** The stored headers: a broker answer someone aimed at the channel is dropped by them. */
+  headers?: MsgHdrs;
 }
 
 /** What to read. */
@@ -132,7 +135,7 @@ async function readFrom(
           past = true;
           continue;
         }
-        out.push({ seq: m.seq, subject: m.subject, data: m.data });
+        out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: m.headers });
       }
       // Nothing arrived (messages aged out meanwhile), or we are past the upper bound.
       if (got === 0 || past) break;

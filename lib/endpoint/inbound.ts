@@ -10,7 +10,7 @@
  * @module
  */
 
-import type { JsMsg } from "nats";
+import type { JsMsg, MsgHdrs } from "nats";
 import { CotalError } from "../errors.ts";
 import type { CotalMessage } from "../wire/envelope.ts";
 import { validateMessage } from "../wire/envelope.ts";
@@ -58,8 +58,9 @@ export function surfaceCore(
   data: Uint8Array,
   source: "live" | "backfill" | "gap",
   seq?: number,
+  headers?: MsgHdrs,
 ): void {
-  const d = decodeMessage(subject, data, { space: host.space, self: host.self() });
+  const d = decodeMessage(subject, data, { space: host.space, self: host.self(), headers });
   if (!d.ok) {
     if (d.reason !== "echo") host.error(dropped(d.reason, d.detail, "channel"));
     return;
@@ -77,7 +78,11 @@ export function surfaceCore(
 
 /** A copy held by a DM or role consumer: settled after the listeners return. */
 export function surfaceConsumed(host: InboundHost, m: JsMsg, source: "dm" | "anycast"): void {
-  const d = decodeMessage(m.subject, m.data, { space: host.space, self: host.self() });
+  const d = decodeMessage(m.subject, m.data, {
+    space: host.space,
+    self: host.self(),
+    headers: m.headers,
+  });
   if (!d.ok) {
     if (d.reason === "echo") m.ack();
     else {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isBrokerAnswer } from "../wire/broker_answer.ts";
 import type { NatsConnection, Subscription } from "nats";
 import { CotalError } from "../errors.ts";
 import { newLifecycleUid } from "../wire/names.ts";
@@ -94,7 +95,8 @@ export class AttachSessions {
     };
     const sub = nc.subscribe(sessionSubject(this.#space, session, this.#epoch, "in"), {
       callback: (_err, m) => {
-        const f = m && decodeFrame(m.data);
+        // Only the caller's frames; never a broker answer someone aimed at the session.
+        const f = m && !isBrokerAnswer(m.headers) && decodeFrame(m.data);
         if (!f) return;
         const h = agent.handle;
         switch (f.k) {

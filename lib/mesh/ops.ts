@@ -146,7 +146,7 @@ export async function tail(
     await nc.flush();
     opts.ready?.();
     for await (const m of sub) {
-      const d = decodeMessage(m.subject, m.data, { space });
+      const d = decodeMessage(m.subject, m.data, { space, headers: m.headers });
       if (!d.ok) continue;
       const text = d.message.parts.map((p) => p.kind === "text" ? p.text : `[${p.kind}]`).join(
         " ",

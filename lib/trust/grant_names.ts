@@ -71,9 +71,14 @@ export const js = {
   streamUpdate: (st: string) => `${API}.STREAM.UPDATE.${st}`,
   streamDelete: (st: string) => `${API}.STREAM.DELETE.${st}`,
   streamPurge: (st: string) => `${API}.STREAM.PURGE.${st}`,
+  /**
+   * A stored message by sequence, last or next for a subject. Never Direct Get: its answer is
+   * the stored bytes and headers verbatim, sent to whatever reply subject the requester names
+   * (the broker checks no reply subject), so a requester could replay its own row onto any
+   * subject of the space. This answer wraps the message in JSON, which no reader takes for a
+   * row or a message.
+   */
   msgGet: (st: string) => `${API}.STREAM.MSG.GET.${st}`,
-  /** Direct Get by sequence (bare) and by last-for-subject (`.>`). */
-  directGet: (st: string) => [`${API}.DIRECT.GET.${st}`, `${API}.DIRECT.GET.${st}.>`],
   /** Consumer create, old bare form and the named/filtered form. */
   consumerCreate: (
     st: string,
@@ -96,13 +101,12 @@ export const js = {
   restoreChunk: (st: string) => `$JS.SNAPSHOT.RESTORE.${st}.>`,
 } as const;
 
-/** Every verb a KV reader needs: bind, get (stream and direct), watch, and watcher cleanup. */
+/** Every verb a KV reader needs: bind, get, watch, and watcher cleanup. */
 export function kvRead(bucket: string): string[] {
   const st = kvStream(bucket);
   return [
     js.streamInfo(st),
     js.msgGet(st),
-    ...js.directGet(st),
     ...js.consumerCreate(st),
     js.consumerInfo(st),
     js.consumerDelete(st),
@@ -111,14 +115,14 @@ export function kvRead(bucket: string): string[] {
 }
 
 /**
- * A consumer-less watch of a bucket (lib/endpoint/bucket_watch.ts): bind, Direct Get to walk
+ * A consumer-less watch of a bucket (lib/endpoint/bucket_watch.ts): bind, a stored-message get to walk
  * its rows, and a subscription to its writes. No consumer create: a credential that may create
  * one may aim its deliveries at any subject (the broker does not check a deliver subject).
  */
 export function kvWatch(bucket: string): { pub: string[]; sub: string[] } {
   const st = kvStream(bucket);
   return {
-    pub: [js.streamInfo(st), js.msgGet(st), ...js.directGet(st)],
+    pub: [js.streamInfo(st), js.msgGet(st)],
     sub: [`$KV.${bucket}.>`],
   };
 }
@@ -126,7 +130,7 @@ export function kvWatch(bucket: string): { pub: string[]; sub: string[] } {
 /** A point read of a KV bucket (bind and get) without a watch. */
 export function kvGet(bucket: string): string[] {
   const st = kvStream(bucket);
-  return [js.streamInfo(st), js.msgGet(st), ...js.directGet(st)];
+  return [js.streamInfo(st), js.msgGet(st)];
 }
 
 /** The write subject of `key` (or a key pattern) in `bucket`. */

@@ -75,7 +75,7 @@ export function provisionerGrants(ctx: GrantContext, g: GrantSet): void {
     g.pub(...js.consumerCreate(st), js.durableCreate(st), js.consumerInfo(st));
   }
   for (const bucket of [b.acl, b.channels]) {
-    g.pub(kvKey(bucket, ">"), js.msgGet(kvStream(bucket)), ...js.directGet(kvStream(bucket)));
+    g.pub(kvKey(bucket, ">"), js.msgGet(kvStream(bucket)));
   }
 }
 
@@ -137,7 +137,6 @@ export function channelWriterGrants(ctx: GrantContext, g: GrantSet): void {
   const bucket = ctx.names.buckets.channels;
   const st = kvStream(bucket);
   g.pub(JS_INFO, kvKey(bucket, ">"), js.streamInfo(st), js.streamCreate(st), js.msgGet(st));
-  g.pub(...js.directGet(st));
 }
 
 /** Space teardown: the only profile holding STREAM.DELETE, on every stream and bucket it owns. */

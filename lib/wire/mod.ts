@@ -78,6 +78,7 @@ export type {
   TextPart,
 } from "./envelope.ts";
 export { decodeMessage } from "./receive.ts";
+export { isBrokerAnswer, STORED_MESSAGE_HEADERS } from "./broker_answer.ts";
 export type { Decoded, DeliveryKind, DropReason } from "./receive.ts";
 export { connectBroker, withBroker } from "./connect.ts";
 export type { BrokerTarget } from "./connect.ts";

@@ -5,6 +5,8 @@
  * @module
  */
 
+import type { MsgHdrs } from "nats";
+import { isBrokerAnswer } from "./broker_answer.ts";
 import type { CotalMessage, EndpointRef, Part } from "./envelope.ts";
 import { isPrincipalOwnerToken, type Principal } from "./names.ts";
 import { type ParsedSubject, parseSubject } from "./subjects.ts";
@@ -22,6 +24,7 @@ export type DropReason =
   | "sender-mismatch"
   | "not-principal-owner"
   | "unusable-id"
+  | "broker-answer"
   | "echo";
 
 /** The result of {@linkcode decodeMessage}. */
@@ -40,9 +43,12 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
 export function decodeMessage(
   subject: string,
   data: Uint8Array,
-  opts: { space?: string; self?: Principal } = {},
+  opts: { space?: string; self?: Principal; headers?: MsgHdrs } = {},
 ): Decoded {
   const drop = (reason: DropReason, detail: string): Decoded => ({ ok: false, reason, detail });
+  if (isBrokerAnswer(opts.headers)) {
+    return drop("broker-answer", "a broker answer aimed at this subject, not a member's post");
+  }
   const parsed = parseSubject(subject, { space: opts.space });
   if (!parsed.ok || !(parsed.kind in KINDS)) {
     return drop("malformed-subject", `subject is not a chat, inst or svc subject`);

@@ -140,11 +140,12 @@ export function spaceStreamConfigs(space: string, opts: SpaceSetupOptions = {}):
   });
   const plane3 = { duplicate_window: nanos(PLANE3_DUPLICATE_WINDOW_MS) };
   return [
-    // Direct Get stays off on DM and TASK: it would read past the per-agent consumer filters.
+    // Direct Get is off on every stream and bucket: on DM and TASK it would read past the
+    // per-agent consumer filters, and anywhere it answers to a reply subject the requester
+    // picks, so it would replay stored bytes and headers onto any subject of the space.
     messageStream(n.chat, [`${P}.chat.>`], r, {
       ...limits(STREAM_LIMITS.chat),
       max_msg_size: CHAT_MAX_MESSAGE_BYTES,
-      allow_direct: true,
     }),
     messageStream(n.dm, [`${P}.inst.>`], r, {
       ...limits(STREAM_LIMITS.dm),
@@ -201,7 +202,7 @@ function kvBucket(
       allow_rollup_hdrs: opts.rollups ?? true,
       deny_delete: true,
       deny_purge: false,
-      allow_direct: true,
+      allow_direct: false,
       mirror_direct: false,
     },
   };
@@ -254,7 +255,7 @@ export interface SetupSpaceStreamsOptions extends BrokerTarget, SpaceSetupOption
 /**
  * Create a space's streams and buckets (CHAT, DM, TASK work queue, INBOX, DLV; presence,
  * channels, members, acl, membership feed, delivery and manager leases). Idempotent: existing
- * streams are left alone after their subjects, retention and Direct Get are checked, and the
+ * streams are checked (subjects, retention), their caps and flags (Direct Get off) applied, and the
  * TTL of the presence and lease buckets is reconciled. Needs a `provisioner` credential.
  */
 export async function setupSpaceStreams(opts: SetupSpaceStreamsOptions): Promise<SpaceSetupResult> {
@@ -332,6 +333,8 @@ function limitDrift(c: CanonicalStream, info: StreamInfo): Partial<StreamConfig>
     drift.max_age = want.max_age;
   }
   if (want.allow_rollup_hdrs === false && have.allow_rollup_hdrs) drift.allow_rollup_hdrs = false;
+  // A space set up when Direct Get was on (CHAT and the buckets) has it turned off in place.
+  if (want.allow_direct === false && have.allow_direct) drift.allow_direct = false;
   if (want.discard !== undefined && have.discard !== want.discard) drift.discard = want.discard;
   if (want.discard_new_per_subject && !have.discard_new_per_subject) {
     drift.discard_new_per_subject = true;
@@ -359,9 +362,6 @@ function checkCompatible(c: CanonicalStream, info: StreamInfo): void {
     want.retention === RetentionPolicy.Interest;
   if (have.retention !== want.retention && !migrates) {
     problems.push(`retention ${have.retention} instead of ${want.retention}`);
-  }
-  if (want.allow_direct === false && have.allow_direct) {
-    problems.push("Direct Get enabled (it would bypass per-agent consumer filters)");
   }
   if (problems.length > 0) {
     throw new CotalError(

@@ -5,6 +5,7 @@ import { newLifecycleUid } from "../../lib/trust/mod.ts";
 import {
   bucketNames,
   ensureDefaultDeliveryClass,
+  kvStreamName,
   readChannelRegistry,
   seedChannelRegistry,
   setupSpaceStreams,
@@ -39,7 +40,7 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
     assert.equal(chat.storage, StorageType.File);
     assert.equal(chat.num_replicas, 1);
     assert.equal(chat.max_msgs_per_subject, 1000);
-    assert.equal(chat.allow_direct, true);
+    assert.equal(chat.allow_direct, false, "no stream answers Direct Get");
     assert.equal(chat.duplicate_window, 120 * S);
     // Every stream is capped by purpose (docs/SPEC.md, "Limits").
     for (const [kind, name] of Object.entries(s) as [keyof typeof STREAM_LIMITS, string][]) {
@@ -81,7 +82,7 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
     const channels = (await jsm.streams.info(`KV_${b.channels}`)).config;
     assert.equal(channels.max_msgs_per_subject, 1);
     assert.equal(channels.allow_rollup_hdrs, true);
-    assert.equal(channels.allow_direct, true);
+    assert.equal(channels.allow_direct, false, "no bucket answers Direct Get");
     assert.equal(channels.max_age, 0);
     const feed = (await jsm.streams.info(`KV_${b.membership}`)).config;
     assert.equal(feed.max_bytes, 64 * 1024 * 1024);
@@ -143,22 +144,27 @@ Deno.test("wire - setupSpaceStreams reconciles the TTL of an existing presence b
   }
 });
 
-Deno.test("wire - setupSpaceStreams refuses a pre-existing DM stream with Direct Get on", async () => {
+Deno.test("wire - setupSpaceStreams turns Direct Get off in place on streams and buckets that had it", async () => {
   await using sb = await startSpaceBroker();
   const creds = await sb.mint("provisioner");
   const nc = await connectBroker({ servers: sb.url, creds });
   try {
     const jsm = await nc.jetstreamManager();
-    const dm = streamNames(sb.space).dm;
+    const { dm, chat } = streamNames(sb.space);
+    // A DM stream and a space set up when CHAT and the buckets answered Direct Get.
     await jsm.streams.add({ name: dm, subjects: [`cotal.${sb.space}.inst.>`], allow_direct: true });
+    await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+    await jsm.streams.update(chat, { allow_direct: true });
+    const presence = kvStreamName(bucketNames(sb.space).presence);
+    await jsm.streams.update(presence, { allow_direct: true });
+    const r = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+    assert.ok(r.limited.includes(chat) && r.limited.includes(presence), JSON.stringify(r));
+    for (const st of [dm, chat, presence]) {
+      assert.equal((await jsm.streams.info(st)).config.allow_direct, false, st);
+    }
   } finally {
     await nc.close();
   }
-  await assert.rejects(
-    setupSpaceStreams({ servers: sb.url, space: sb.space, creds }),
-    (e: unknown) =>
-      isCotalError(e, "stream_config_conflict") && /Direct Get/.test((e as Error).message),
-  );
 });
 
 Deno.test("wire - setupSpaceStreams with an agent cred is refused by the broker", async () => {
