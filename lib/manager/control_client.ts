@@ -11,6 +11,7 @@ import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
+import { type ControlProver, controlProver, proveControlRequest } from "./control_auth.ts";
 import { newLifecycleUid, type Principal } from "../wire/names.ts";
 import { errorText } from "../wire/connect.ts";
 import {
@@ -27,6 +28,7 @@ import {
   requestSubject,
   sessionSubject,
 } from "./control_rail.ts";
+import { READ_ONLY_COMMANDS } from "./control_server.ts";
 
 /** How long a request waits for its reply unless told otherwise. */
 export const DEFAULT_CONTROL_TIMEOUT_MS = 10_000;
@@ -37,7 +39,7 @@ export const DEFAULT_CONTROL_TIMEOUT_MS = 10_000;
  * never re-sent.
  */
 export const READ_RESEND_MS = 1_000;
-const READ_COMMANDS = new Set(["status", "ps"]);
+const READ_COMMANDS = READ_ONLY_COMMANDS;
 
 /** Options of {@linkcode ManagerClient.connect}. */
 export interface ManagerClientOptions {
@@ -91,14 +93,17 @@ export class ManagerClient {
   readonly #instanceId?: string;
   readonly #pending = new Map<string, Pending>();
   readonly #sub: Subscription;
+  readonly #prover: ControlProver;
 
   private constructor(
     nc: NatsConnection,
     space: string,
     caller: ControlCaller,
+    prover: ControlProver,
     instanceId?: string,
   ) {
     this.#nc = nc;
+    this.#prover = prover;
     this.space = space;
     this.caller = caller;
     this.#instanceId = instanceId;
@@ -126,6 +131,7 @@ export class ManagerClient {
   /** Connects with control-caller creds and subscribes the reply rail. */
   static async connect(opts: ManagerClientOptions): Promise<ManagerClient> {
     const who = await callerOf(opts.creds);
+    const prover = await controlProver(opts.creds);
     let nc: NatsConnection;
     try {
       nc = await connect({
@@ -147,6 +153,7 @@ export class ManagerClient {
       nc,
       opts.space,
       { owner: who.owner, actor: who.actor, uid: newLifecycleUid() },
+      prover,
       opts.instanceId,
     );
     await nc.flush();
@@ -177,12 +184,12 @@ export class ManagerClient {
           ),
         );
       }, timeoutMs);
+      // Signed once: a re-send of a read-only command carries the same proof.
+      const proof = proveControlRequest(this.#prover, subject, body);
       const send = () => {
-        try {
-          this.#nc.publish(subject, body);
-        } catch {
+        proof.then((headers) => this.#nc.publish(subject, body, { headers })).catch(() => {
           // Closed: the timer reports it.
-        }
+        });
       };
       const resend = READ_COMMANDS.has(command) ? setInterval(send, READ_RESEND_MS) : undefined;
       const done = () => {

@@ -8,6 +8,7 @@
 import type { Msg } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
 import { errorText } from "../wire/connect.ts";
+import { isBrokerAnswer } from "../wire/broker_answer.ts";
 import {
   CONTROL_VERSION,
   type ControlCaller,
@@ -28,14 +29,26 @@ export interface ControlServerContext {
   publish(subject: string, data: Uint8Array): void;
   log(line: string): void;
   dispatch(command: string, args: JsonObject, caller: ControlCaller): unknown;
+  /**
+   * Throws unless the request proves its caller (lib/manager/control_auth.ts); `once` for
+   * commands with effects, whose nonce may not come again.
+   */
+  verify(m: Msg, caller: ControlCaller, nonce: string, once: boolean): Promise<void>;
 }
 
-/** Answers one control request; malformed subjects are dropped without a reply. */
+/** Commands without effects: a caller re-sends them (same nonce) on silence. */
+export const READ_ONLY_COMMANDS: ReadonlySet<string> = new Set(["status", "ps"]);
+
+/**
+ * Answers one control request; malformed subjects and broker answers aimed at the rail are
+ * dropped without a reply, a request without a valid caller proof is refused.
+ */
 export async function handleControlMessage(m: Msg, ctx: ControlServerContext): Promise<void> {
   const parsed = parseRequestSubject(ctx.space, m.subject);
-  if (!parsed) return;
+  if (!parsed || isBrokerAnswer(m.headers)) return;
   let reply: ControlReply;
   try {
+    await ctx.verify(m, parsed.caller, parsed.nonce, !READ_ONLY_COMMANDS.has(parsed.command));
     const req = decodeRequest(m.data, parsed);
     const data = await ctx.dispatch(req.command, req.args, parsed.caller);
     reply = { v: CONTROL_VERSION, id: parsed.nonce, ok: true, data };

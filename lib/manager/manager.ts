@@ -26,6 +26,7 @@ import { errorText } from "../wire/connect.ts";
 import { newLifecycleUid } from "../wire/names.ts";
 import { workspaceSecretStore } from "../workspace/fs_secret_store.ts";
 import { getSpaceAuth } from "../workspace/space_auth.ts";
+import { controlTrustOf, ControlVerifier } from "./control_auth.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { AttachSessions } from "./attach.ts";
 import { CONTROL_VERSION, type JsonObject, serveFilters } from "./control_rail.ts";
@@ -111,6 +112,7 @@ export class Manager {
   readonly #identity = newIdentity();
   #state: State = "idle";
   #auth?: SpaceAuth;
+  #verifier?: ControlVerifier;
   #creds = "";
   #nc?: NatsConnection;
   #endpoint?: CotalEndpoint;
@@ -195,6 +197,7 @@ export class Manager {
     this.#state = "starting";
     try {
       this.#auth = await getSpaceAuth(this.#store, this.space);
+      this.#verifier = new ControlVerifier(await controlTrustOf(this.#auth));
       this.#runtime = await createRuntime(this.#opts.runtime ?? "pty");
       this.#isolationSummary = await this.#probeIsolation();
       this.#socketDir = await socketDirFor(this.#layout(), this.instanceId);
@@ -459,6 +462,8 @@ export class Manager {
       space: this.space,
       instanceId: this.instanceId,
       epoch: this.epoch,
+      verify: (m, caller, nonce, once) =>
+        this.#verifier!.verify(m.subject, m.data, m.headers, caller, nonce, once),
       publish: (to, data) => this.#nc?.publish(to, data),
       log: (l) => this.#log(l),
       dispatch: (command, args, caller) => {
