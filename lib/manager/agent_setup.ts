@@ -21,7 +21,7 @@ import { type AgentIdPool, type AgentIds, ownIds } from "./sandbox/ids.ts";
 import { BROKER_SOCKET_INSIDE, CONTROL_SOCKET_INSIDE, HOME_INSIDE } from "./sandbox/plan.ts";
 import { RELAY_PORT } from "./sandbox/relay.ts";
 import { type CgroupHost, cgroupName, removeAgentCgroup } from "./sandbox/cgroup.ts";
-import { unmount } from "./sandbox/libc.ts";
+import { readNoFollow, unmount } from "./sandbox/libc.ts";
 import type { RunnerSandbox } from "./start_runner.ts";
 import type { LaunchSandbox } from "./launch.ts";
 
@@ -229,10 +229,43 @@ export async function prepareAgent(
   }
   if (opts.moduleSource && p.spec.kind === "module") {
     const dest = `${p.agentDir}/${p.spec.module}`;
-    await Deno.copyFile(opts.moduleSource, dest);
+    await Deno.writeFile(dest, await readModuleSource(opts.moduleSource), { mode: 0o600 });
     await Deno.chmod(dest, 0o600);
     if (switchUser) await Deno.chown(dest, ids.uid, ids.gid);
   }
   const creds = await provisionFootprint(ctx, p, opts.subscribe, opts.ttlSeconds);
   await writeLaunch(ctx, agent, opts.servers, creds, opts.description);
+}
+
+/** The largest agent module a spawn copies in. */
+export const MAX_MODULE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The bytes of the module a spawn names: a regular file, never a symlink, FIFO, device or
+ * directory, read without blocking and without following a link swapped in after the check.
+ */
+export async function readModuleSource(path: string): Promise<Uint8Array> {
+  const bad = (what: string) =>
+    new CotalError(
+      "bad_module",
+      `The agent module ${JSON.stringify(path)} ${what}; name a regular file of at most ${
+        MAX_MODULE_BYTES / 1024 / 1024
+      } MiB.`,
+    );
+  let before: Deno.FileInfo;
+  try {
+    before = await Deno.lstat(path);
+  } catch {
+    throw bad("cannot be read");
+  }
+  if (before.isSymlink) throw bad("is a symlink");
+  if (!before.isFile) throw bad("is not a regular file");
+  if (before.size > MAX_MODULE_BYTES) throw bad("is too large");
+  const data = readNoFollow(path, MAX_MODULE_BYTES);
+  if (data === "over") throw bad("is too large");
+  const after = await Deno.lstat(path).catch(() => undefined);
+  if (!data || !after?.isFile || after.ino !== before.ino || after.dev !== before.dev) {
+    throw bad("changed while it was read");
+  }
+  return data;
 }

@@ -16,6 +16,8 @@ const O_CREAT = 0o100;
 const O_TRUNC = 0o1000;
 const O_NONBLOCK = 0o4000;
 const O_CLOEXEC = 0o2000000;
+// O_NOFOLLOW differs between the two architectures Cotal runs on.
+const O_NOFOLLOW = Deno.build.arch === "aarch64" ? 0o100000 : 0o400000;
 const F_GETFD = 1;
 const F_SETFD = 2;
 const F_GETFL = 3;
@@ -177,6 +179,33 @@ export function readSmallFile(path: string): string | undefined {
       at += p.length;
     }
     return new TextDecoder().decode(out);
+  } finally {
+    c.close(fd);
+  }
+}
+
+/**
+ * Reads at most `max` bytes of `path` without following a symlink in its last component and
+ * without blocking (a FIFO opens and reads as empty instead of waiting for a writer).
+ * Undefined when it cannot be opened; `over` when it holds more than `max` bytes.
+ */
+export function readNoFollow(path: string, max: number): Uint8Array | "over" | undefined {
+  const c = libc();
+  const fd = c.open(cstr(path), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
+  if (fd < 0) return undefined;
+  try {
+    const out = new Uint8Array(max + 1);
+    let at = 0;
+    while (at < out.length) {
+      const n = Number(c.read(fd, out.subarray(at), BigInt(out.length - at)));
+      if (n < 0) {
+        if (errno() === EINTR) continue;
+        return undefined;
+      }
+      if (n === 0) break;
+      at += n;
+    }
+    return at > max ? "over" : out.slice(0, at);
   } finally {
     c.close(fd);
   }
