@@ -5,6 +5,7 @@
  * @module
  */
 
+import { limitLog } from "../log_limit.ts";
 import type { JetStreamClient, JetStreamManager, KV, NatsConnection } from "nats";
 import type { AclRecord } from "../wire/acl.ts";
 import type { ChannelConfig, DeliveryClass } from "../wire/channels.ts";
@@ -138,4 +139,18 @@ export function aliasAclRows(ctx: DeliveryContext, member: string): [string, Acl
     }
   }
   return rows;
+}
+
+/**
+ * `log` with its warnings rate-limited per kind (the text before the first `:` or `(`): many
+ * of them are caused by what members send, and must not grow the daemon's log without bound.
+ */
+export function floodSafeLogger(log: DeliveryLogger): DeliveryLogger & { flush(): void } {
+  const limited = limitLog((line) => log.warn(line));
+  return {
+    info: (line) => log.info(line),
+    warn: (line) => limited(line.split(/[:(]/, 1)[0].slice(0, 64), line),
+    error: (line) => log.error(line),
+    flush: () => limited.flush(),
+  };
 }

@@ -31,6 +31,7 @@ import {
   type DeliveryCounters,
   type DeliveryLogger,
   Fence,
+  floodSafeLogger,
   newCounters,
   stderrLogger,
 } from "./context.ts";
@@ -192,7 +193,7 @@ export async function runDelivery(
   store?: SecretStore,
   opts: { log?: DeliveryLogger } = {},
 ): Promise<DeliveryDaemon> {
-  const log = opts.log ?? stderrLogger();
+  const log = floodSafeLogger(opts.log ?? stderrLogger());
   const spaceArg = str(args, "space");
   // Checked before the space, so an injected store with a local flag is refused however called.
   if (store && str(args, "creds") !== undefined) resolveSource(args, "-", store);

@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { limitLog } from "../log_limit.ts";
 import type { Msg, NatsConnection, Subscription } from "nats";
 import { connect, connectWhenUp } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
@@ -238,7 +239,13 @@ export class Manager {
         creds: () => this.#mintSelf(),
         consume: false,
       });
-      this.#endpoint.addEventListener("warning", (ev) => this.#log(`manager: ${ev.error.message}`));
+      // Warnings are often caused by what members write (a malformed presence row): at most a
+      // few of each kind a minute reach the log.
+      const warn = limitLog(this.#log);
+      this.#endpoint.addEventListener(
+        "warning",
+        (ev) => warn(ev.error.code ?? "warning", `manager: ${ev.error.message}`),
+      );
       await this.#endpoint.start();
       this.#endpoint.setActivity(`supervisor (${this.#runtime.name})`);
       this.#sessions = new AttachSessions(() => this.#nc!, this.space, this.epoch);

@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { capLogFile } from "./log_cap.ts";
 import { CotalError } from "../errors.ts";
 import { isLockHeld, startDaemon } from "./daemon.ts";
 import { meshPaths } from "./layout.ts";
@@ -119,6 +120,12 @@ export class Watchdog {
       const t = this.#tracks.get(c.id) ??
         { failures: 0, deadSince: 0, upSince: now, restarts: 0 };
       this.#tracks.set(c.id, t);
+      // The broker rotates its own log; every other daemon's is capped here.
+      if (c.id !== "nats-server") {
+        await capLogFile(files.logFile).then((rotated) => {
+          if (rotated) this.#log(`watchdog: ${c.id}'s log passed its cap; kept it as .log.1`);
+        }).catch((err) => this.#log(`watchdog: could not cap ${c.id}'s log (${err.message})`));
+      }
       if (await isLockHeld(files.lockFile)) {
         if (t.deadSince) t.deadSince = 0;
         if (t.failures && now - t.upSince >= RESTART_RESET_MS) t.failures = 0;
