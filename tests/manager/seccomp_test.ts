@@ -76,10 +76,17 @@ Deno.test("seccomp - x86_64: namespaces, mounts, kernel surface refused; ordinar
   assert.equal(verdict("x86_64", 16, [0, TIOCSTI]), errno(1));
   assert.equal(verdict("x86_64", 16, [0, 0x541c]), errno(1));
   assert.equal(verdict("x86_64", 16, [0, 0x5413]), ALLOW);
-  // socket families: unix, inet, inet6, netlink.
-  for (const family of ALLOWED_SOCKET_FAMILIES) {
+  // socket families: unix, inet, inet6; netlink only with --net host, and only routing.
+  for (const family of ALLOWED_SOCKET_FAMILIES.filter((f) => f !== 16)) {
     assert.equal(verdict("x86_64", 41, [family, 1]), ALLOW);
   }
+  const NETLINK_USERSOCK = 2;
+  const host = { streamOnly: false };
+  assert.equal(verdict("x86_64", 41, [16, 3, 0]), errno(97));
+  assert.equal(verdict("x86_64", 41, [16, 3, NETLINK_USERSOCK]), errno(97));
+  assert.equal(verdict("x86_64", 41, [16, 3, 0], undefined, host), ALLOW);
+  assert.equal(verdict("x86_64", 41, [16, 3, NETLINK_USERSOCK], undefined, host), errno(97));
+  assert.equal(verdict("x86_64", 41, [16, 3, 4], undefined, host), errno(97)); // NETLINK_SOCK_DIAG
   for (const family of [17, 38, 40, 44]) assert.equal(verdict("x86_64", 41, [family]), errno(97));
   // In its own network namespace an agent gets TCP only: UDP buffers are a host-wide pool.
   const SOCK_DGRAM = 2;

@@ -40,6 +40,9 @@ attempt "perf events" perl -e "$SC" 298 0 0 -1 -1 0
 attempt "io_uring" perl -e "$SC" 425 8 0
 attempt "kernel AIO contexts" perl -e "$SC" 206 128 0
 attempt "raw packet socket" perl -e "$SC" 41 17 3 0
+# Netlink user sockets queue messages between each other in kernel memory no cgroup pays for.
+attempt "netlink usersock" perl -e "$SC" 41 16 3 2
+attempt "netlink route" perl -e "$SC" 41 16 3 0
 attempt "mknod a disk" sh -c 'mknod $HOME/sda b 8 0 && echo MADE; ls -l $HOME/sda'
 attempt "devices" sh -c 'ls /dev; head -c 16 /dev/mem; head -c 16 /dev/kmsg; ls /dev/sd* /dev/vd* 2>&1'
 attempt "every pty of the host" perl -e 'my @p; while (@p < 4000 && open(my $f, "+<", "/dev/ptmx")) { push @p, $f } print "ptys: ", scalar(@p), "\n"'

@@ -173,6 +173,8 @@ Deno.test("security - a hostile program agent reaches nothing outside its sandbo
   assert.match(got("io_uring"), /rc=-1 errno=Function not implemented/);
   assert.match(got("kernel AIO contexts"), /rc=-1 errno=Function not implemented/);
   assert.match(got("raw packet socket"), /rc=-1 errno=Address family not supported/);
+  assert.match(got("netlink usersock"), /rc=-1 errno=Address family not supported/);
+  assert.match(got("netlink route"), /rc=-1 errno=Address family not supported/);
   assert.doesNotMatch(got("mknod a disk"), /MADE/);
   assert.doesNotMatch(got("devices"), /^(sda|vda|nvme\S*|mem|kmem|kmsg|port)$/m);
   assert.match(got("devices"), /cannot open .\/dev\/mem.*No such file/);

@@ -10,8 +10,9 @@
  * mount call, kernel modules, kexec, reboot, swap, accounting, the kernel log, raw I/O ports,
  * BPF, perf events, userfaultfd, io_uring, kernel AIO contexts (a host-wide pool an agent could
  * drain), the kernel keyring, file handles, `TIOCSTI` and
- * `TIOCLINUX` (typing into a terminal), socket families other than unix, IPv4, IPv6 and
- * netlink, every foreign architecture (32-bit entry points) and x32 syscall numbers.
+ * `TIOCLINUX` (typing into a terminal), socket families other than unix, IPv4 and IPv6 (and,
+ * with `--net host` only, routing netlink), every foreign architecture (32-bit entry points) and
+ * x32 syscall numbers.
  *
  * @module
  */
@@ -37,16 +38,25 @@ const OFF_NR = 0;
 const OFF_ARCH = 4;
 const OFF_ARG0 = 16;
 const OFF_ARG1 = 24;
+const OFF_ARG2 = 32;
 
 /** CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME. */
 export const CLONE_NAMESPACE_FLAGS = 0x7e020080;
 /** `ioctl` requests that inject input into a terminal. */
 export const TIOCSTI = 0x5412;
 const TIOCLINUX = 0x541c;
-/** Socket families an agent may open: unix, IPv4, IPv6, netlink (glibc's resolver uses it). */
+/** Socket families an agent may open: unix, IPv4, IPv6, and netlink as {@linkcode AF_NETLINK} says. */
 export const ALLOWED_SOCKET_FAMILIES: readonly number[] = Object.freeze([1, 2, 10, 16]);
 const AF_INET = 2;
 const AF_INET6 = 10;
+/**
+ * Netlink: in its own network namespace an agent gets none (there is nothing to configure, and
+ * glibc's resolver falls back without it); with `--net host`, routing (protocol 0) only, for
+ * interface lookups. Other protocols queue messages between sockets in kernel memory no cgroup
+ * is charged for (NETLINK_USERSOCK pinned gigabytes in the red team's run).
+ */
+export const AF_NETLINK = 16;
+const NETLINK_ROUTE = 0;
 const SOCK_STREAM = 1;
 
 /** Syscall numbers of one architecture; absent names do not exist there. */
@@ -173,7 +183,16 @@ export function seccompSupported(arch: string = Deno.build.arch): boolean {
   return arch === "x86_64" || arch === "aarch64";
 }
 
-type Label = "allow" | "eperm" | "enosys" | "eafnosupport" | "clone" | "ioctl" | "socket" | "inet";
+type Label =
+  | "allow"
+  | "eperm"
+  | "enosys"
+  | "eafnosupport"
+  | "clone"
+  | "ioctl"
+  | "socket"
+  | "inet"
+  | "netlink";
 type Insn =
   | { code: number; k: number; jt?: Label | 0; jf?: Label | 0 }
   | { label: Label };
@@ -234,9 +253,19 @@ export function seccompFilter(
   const streamOnly = opts.streamOnly ?? true;
   for (const family of ALLOWED_SOCKET_FAMILIES) {
     const inet = family === AF_INET || family === AF_INET6;
-    p.push({ code: JEQ_K, k: family, jt: inet && streamOnly ? "inet" : "allow", jf: 0 });
+    const target: Label = family === AF_NETLINK
+      ? streamOnly ? "eafnosupport" : "netlink"
+      : inet && streamOnly
+      ? "inet"
+      : "allow";
+    p.push({ code: JEQ_K, k: family, jt: target, jf: 0 });
   }
   p.push({ code: RET_K, k: RET_ERRNO | EAFNOSUPPORT });
+  p.push(
+    { label: "netlink" },
+    { code: LD_W_ABS, k: OFF_ARG2 },
+    { code: JEQ_K, k: NETLINK_ROUTE, jt: "allow", jf: "eafnosupport" },
+  );
   // The socket type's low nibble (SOCK_NONBLOCK and SOCK_CLOEXEC sit above it).
   p.push(
     { label: "inet" },
