@@ -10,8 +10,13 @@
 
 /** The loopback port the runner forwards inside the agent's namespace. */
 export const RELAY_PORT = 4222;
-/** Broker connections one agent may hold through the relay at once. */
-export const MAX_RELAY_CONNECTIONS = 16;
+/**
+ * Broker connections one agent may hold through the relay at once: the runner's and a few of
+ * the program's own. Each connection the agent stops reading can hold up to the broker's
+ * `max_pending` (64 MiB) of writes it subscribed to before the broker cuts it, so this bounds
+ * what one agent makes the broker buffer.
+ */
+export const MAX_RELAY_CONNECTIONS = 8;
 /** How long the relay waits for the broker to accept one connection. */
 export const RELAY_DIAL_TIMEOUT_MS = 5_000;
 
