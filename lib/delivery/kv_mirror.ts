@@ -31,6 +31,8 @@ const SYNC_TIMEOUT_MS = 5_000;
 export interface Mirrored<T> {
   value: T;
   revision: number;
+  /** The stored bytes it was decoded from. */
+  raw: Uint8Array;
 }
 
 /** Options of {@linkcode KvMirror.start}. */
@@ -40,6 +42,11 @@ export interface KvMirrorOptions<T> {
   decode: (key: string, value: Uint8Array) => T | undefined;
   /** Called after each applied change (a put, or a delete with `value` undefined). */
   onChange?: (key: string, value: T | undefined) => void;
+  /**
+   * Called when a put does not decode while the mirror holds a good value for the key (the
+   * last good value is kept): its writer may put `raw` back.
+   */
+  onUndecodable?: (key: string, raw: Uint8Array, revision: number) => void;
 }
 
 /** One bucket, mirrored. */
@@ -81,10 +88,15 @@ export class KvMirror<T> {
     if (e.operation === "PUT") {
       const value = this.#opts.decode(e.key, e.value);
       if (value === undefined) {
+        // A row no writer of ours wrote (a broker answer a member aimed at the key: the broker
+        // checks no reply subject) is not a change: the last good value stands.
         this.#undecodable++;
-        this.#entries.delete(e.key);
-      } else this.#entries.set(e.key, { value, revision: e.revision });
-      this.#opts.onChange?.(e.key, value);
+        const good = this.#entries.get(e.key);
+        if (good) this.#opts.onUndecodable?.(e.key, good.raw, e.revision);
+      } else {
+        this.#entries.set(e.key, { value, revision: e.revision, raw: e.value });
+        this.#opts.onChange?.(e.key, value);
+      }
     } else {
       this.#entries.delete(e.key);
       this.#opts.onChange?.(e.key, undefined);

@@ -8,6 +8,11 @@
  * the same holder but a fresh incarnation, so it never mistakes its predecessor's row for its
  * own.
  *
+ * A row that is no lease row is nobody's: a member can aim a broker answer (a JSON reply, a
+ * status line) at `lease.0`, since the broker checks no reply subject, and that must neither
+ * make the holder step down nor make a newcomer wait for a holder that does not exist. Such a
+ * row reads as `vacant`: the holder writes its row back over it, a newcomer takes it.
+ *
  * @module
  */
 
@@ -41,18 +46,23 @@ export interface LeaseInfo {
 export type LeaseView =
   | { state: "held"; revision: number; info: LeaseInfo }
   | { state: "taken"; revision: number; info: LeaseInfo }
+  | { state: "vacant"; revision: number }
   | { state: "gone" }
   | { state: "unknown"; error: string };
 
-function decodeLease(e: KvEntry | null): LeaseInfo | undefined {
+/** The row's lease, "vacant" for a row that is no lease row, undefined when there is none. */
+function decodeLease(e: KvEntry | null): LeaseInfo | "vacant" | undefined {
   if (!e || e.operation !== "PUT") return undefined;
   try {
     const v = JSON.parse(new TextDecoder().decode(e.value));
-    if (typeof v?.holder === "string" && typeof v.incarnation === "string") return v as LeaseInfo;
+    if (
+      typeof v?.holder === "string" && v.holder !== "" && typeof v.incarnation === "string" &&
+      v.incarnation !== "" && Number.isFinite(v.since) && typeof v.ready === "boolean"
+    ) return v as LeaseInfo;
   } catch {
-    // A row that does not parse cannot be proven ours; it reads as someone else's.
+    // Not JSON: no holder wrote it.
   }
-  return { holder: "?", incarnation: "?", since: 0, ready: false };
+  return "vacant";
 }
 
 function isWrongSeq(err: unknown): boolean {
@@ -128,11 +138,12 @@ export class DeliveryLease {
   }
 
   /**
-   * Replaces a dead holder's row at the revision it was read at (compare-and-set). Resolves
-   * false when the row changed meanwhile.
+   * Replaces a dead holder's row (or a vacant one) at the revision it was read at
+   * (compare-and-set). Resolves false when the row changed meanwhile. A holder writing its own
+   * row back over a vacant one keeps its `since` and `ready`.
    */
   async takeOver(revision: number): Promise<boolean> {
-    const info = this.#fresh();
+    const info = this.#info ?? this.#fresh();
     try {
       this.#revision = await this.#kv.update(LEASE_KEY, jsonBytes(info), revision);
       this.#info = info;
@@ -178,6 +189,7 @@ export class DeliveryLease {
     }
     const info = decodeLease(e);
     if (!info || !e) return { state: "gone" };
+    if (info === "vacant") return { state: "vacant", revision: e.revision };
     const mine = info.holder === this.holder && info.incarnation === this.incarnation;
     return { state: mine ? "held" : "taken", revision: e.revision, info };
   }
@@ -215,7 +227,10 @@ export class DeliveryLease {
       for await (const e of this.#watch!) {
         if (e.revision === this.#revision) continue;
         const info = decodeLease(e);
-        if (info?.holder === this.holder && info.incarnation === this.incarnation) continue;
+        if (
+          info && info !== "vacant" && info.holder === this.holder &&
+          info.incarnation === this.incarnation
+        ) continue;
         onForeign();
       }
     })().catch(() => {});
@@ -264,6 +279,10 @@ export async function acquireLease(lease: DeliveryLease, opts: AcquireLeaseOptio
     if (await lease.acquire()) return;
     const view = await lease.read();
     if (view.state === "gone") continue;
+    if (view.state === "vacant") {
+      if (await lease.takeOver(view.revision)) return;
+      continue;
+    }
     if (
       view.state === "taken" && opts.lock && await opts.lock.tryTake() &&
       opts.lock.provesDead(view.info.lock)

@@ -273,6 +273,15 @@ export async function runDelivery(
     const members = await KvMirror.start<MembershipRecord>(nc, {
       bucket: buckets.members,
       decode: (_k, v) => parseMemberRecord(v),
+      // This daemon writes member rows: one overwritten by something that is no row is put
+      // back (compare-and-set on the bad revision) while it holds the lease.
+      onUndecodable: (key, raw, revision) => {
+        if (!ctx?.membersKv || !lease?.revision) return;
+        ctx.membersKv.update(key, raw, revision).then(
+          () => log.warn(`member row ${key} was overwritten by no writer; put it back`),
+          () => {},
+        );
+      },
       onChange: (key, rec) => {
         const k = parseMemberKey(key);
         if (!k) return;
@@ -427,6 +436,15 @@ export async function runDelivery(
             await disarm();
           });
           if (ready) log.info("lease proven again: serving");
+        }
+        return;
+      }
+      // No holder wrote that row (a broker answer a member aimed at it): ours again, at once.
+      // (A lost race with another such write is settled by the next renew.)
+      if (view.state === "vacant") {
+        if (await lease.takeOver(view.revision).catch(() => false)) {
+          log.warn(`the lease row was overwritten by no holder (${why}); wrote it back`);
+          if (!ready && !stopping) await arm().catch(() => disarm());
         }
         return;
       }

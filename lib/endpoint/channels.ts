@@ -124,6 +124,9 @@ export class ChannelSet {
     const started = watch((e) => {
       const isDefaults = e.key === DEFAULTS_KEY;
       const row = e.operation === "PUT" ? parseConfig(e.value, isDefaults) : undefined;
+      // A put that is no row (a broker answer a member aimed at the key) changes nothing:
+      // the last good row stands. Only a delete removes one.
+      if (e.operation === "PUT" && !row) return;
       if (isDefaults) this.#registry.defaults = row ?? {};
       else if (row) this.#registry.channels[e.key] = row;
       else delete this.#registry.channels[e.key];

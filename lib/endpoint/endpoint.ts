@@ -14,7 +14,12 @@
 import type { JetStreamClient, JetStreamManager, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { assertFitsPayload, type CotalMessage, encodeMessage } from "../wire/envelope.ts";
-import { assertValidChannel, assertValidLifecycleUid, type Principal } from "../wire/names.ts";
+import {
+  assertValidChannel,
+  assertValidLifecycleUid,
+  lifecycleTag,
+  type Principal,
+} from "../wire/names.ts";
 import { bucketNames } from "../wire/resources.ts";
 import { backoffDelay, Sleeper, Waiters } from "./backoff.ts";
 import { openBucket } from "./buckets.ts";
@@ -502,7 +507,7 @@ export class CotalEndpoint extends EndpointEvents {
       card: this.#card!,
       status,
       ...(this.#activity !== undefined ? { activity: this.#activity } : {}),
-      ...(this.#opts.lifecycleUid ? { lifecycleUid: this.#opts.lifecycleUid } : {}),
+      ...(this.#opts.lifecycleUid ? { lifecycleTag: lifecycleTag(this.#opts.lifecycleUid) } : {}),
       ts: Date.now(),
     };
   }

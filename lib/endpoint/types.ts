@@ -52,7 +52,8 @@ export interface Presence {
   card: AgentCard;
   status: PresenceStatus;
   activity?: string;
-  lifecycleUid?: string;
+  /** {@linkcode lifecycleTag} of the writer's lifecycle uid (never the uid itself). */
+  lifecycleTag?: string;
   /** Epoch ms of the writer's last heartbeat. */
   ts: number;
 }

@@ -44,6 +44,16 @@ function decode(value: Uint8Array): Partial<ManagerLeaseInfo> {
   }
 }
 
+/**
+ * True when a row is a manager's lease row. Anything else (a broker answer a member aimed at
+ * the key: the broker checks no reply subject) is nobody's, and is written over.
+ */
+function isLeaseRow(value: Uint8Array): boolean {
+  const v = decode(value);
+  return typeof v.instanceId === "string" && typeof v.incarnation === "string" &&
+    Number.isInteger(v.pid) && typeof v.since === "number";
+}
+
 /** A held lease. */
 export class ManagerLease {
   readonly key: string;
@@ -89,10 +99,23 @@ export class ManagerLease {
           );
         }
       }
-      const row = opts.lock ? await kv.get(key).catch(() => null) : null;
-      if (row && row.operation === "PUT" && await opts.lock!.tryTake()) {
+      const row = await kv.get(key).catch(() => null);
+      if (row && row.operation === "PUT" && !isLeaseRow(row.value)) {
+        try {
+          return new ManagerLease(
+            kv,
+            key,
+            info,
+            await kv.update(key, jsonBytes(info), row.revision),
+          );
+        } catch (err) {
+          if (!isWrongSeq(err)) throw err;
+        }
+        continue;
+      }
+      if (opts.lock && row && row.operation === "PUT" && await opts.lock.tryTake()) {
         const held = decode(row.value);
-        if (opts.lock!.provesDead(held.lock)) {
+        if (opts.lock.provesDead(held.lock)) {
           try {
             const rev = await kv.update(key, jsonBytes(info), row.revision);
             opts.log?.(
@@ -130,6 +153,16 @@ export class ManagerLease {
       this.#revision = await this.#kv.update(this.key, jsonBytes(this.#info), this.#revision);
     } catch (err) {
       if (isWrongSeq(err)) {
+        // A row no manager wrote is ours to write back; another manager's row is a loss.
+        const row = await this.#kv.get(this.key).catch(() => null);
+        if (row && row.operation === "PUT" && !isLeaseRow(row.value)) {
+          try {
+            this.#revision = await this.#kv.update(this.key, jsonBytes(this.#info), row.revision);
+            return;
+          } catch {
+            return; // Raced: the next tick looks again.
+          }
+        }
         clearInterval(this.#timer);
         this.#lost?.(`the lease ${this.key} changed hands`);
       }

@@ -66,6 +66,7 @@ import { planSpawn } from "./spawn_plan.ts";
 import { healSpace } from "./space_heal.ts";
 import { HolderLock } from "../workspace/holder_lock.ts";
 import { parseSpawnRequest } from "./spawn_request.ts";
+import { lifecycleTag } from "../wire/names.ts";
 import { startRunner } from "./start_runner.ts";
 import { dispatchControl, handleControlMessage } from "./control_server.ts";
 import { awaitPresence, describeExit, recordCrash } from "./readiness.ts";
@@ -137,7 +138,7 @@ export class Manager {
   readonly #kept = new Map<string, IndexedAgent>();
   /** Set by `stop({ keepAgents: true })`: agents are stopped, their lifecycles kept. */
   #keepAgents = false;
-  /** Lifecycles this manager ended: a stale presence row of theirs does not hold a name. */
+  /** Tags of lifecycles this manager ended: a stale presence row of theirs holds no name. */
   readonly #ended = new Set<string>();
 
   constructor(opts: ManagerOptions) {
@@ -531,7 +532,8 @@ export class Manager {
 
   #present(id: string, uid?: string): boolean {
     return this.#roster().some((p) =>
-      p.card.id === id && p.status !== "offline" && (uid === undefined || p.lifecycleUid === uid)
+      p.card.id === id && p.status !== "offline" &&
+      (uid === undefined || p.lifecycleTag === lifecycleTag(uid))
     );
   }
 
@@ -567,8 +569,8 @@ export class Manager {
       (!resume && this.#kept.has(n)) ||
       this.#roster().some((p) =>
         p.card.id === `local.${n}` && p.status !== "offline" &&
-        !(p.lifecycleUid && this.#ended.has(p.lifecycleUid)) &&
-        p.lifecycleUid !== resume?.lifecycleUid
+        !(p.lifecycleTag && this.#ended.has(p.lifecycleTag)) &&
+        (resume === undefined || p.lifecycleTag !== lifecycleTag(resume.lifecycleUid))
       );
     const plan = await planSpawn({
       req,
@@ -748,7 +750,7 @@ export class Manager {
       ? { durablesRemoved: [] as string[] }
       : await teardownFootprint(this.#ctx, a.plan);
     this.#agents.delete(name);
-    this.#ended.add(a.plan.lifecycleUid);
+    this.#ended.add(lifecycleTag(a.plan.lifecycleUid));
     await this.#saveIndex().catch(() => {});
     this.#log(`manager: despawned ${name}`);
     return { name, durablesRemoved: r.durablesRemoved };

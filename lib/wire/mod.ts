@@ -17,6 +17,7 @@ export {
   isPrincipalOwnerToken,
   isPrincipalToken,
   isValidChannel,
+  lifecycleTag,
   MAX_CHANNEL_LENGTH,
   MAX_PRINCIPAL_TOKEN_LENGTH,
   newLifecycleUid,

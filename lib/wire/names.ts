@@ -10,6 +10,7 @@
  * @module
  */
 
+import { createHash } from "node:crypto";
 import { CotalError } from "../errors.ts";
 import {
   assertLifecycleUid,
@@ -171,4 +172,14 @@ export function describe(value: unknown): string {
   if (typeof value !== "string") return value === undefined ? "(missing)" : `(${typeof value})`;
   const shown = value.length > 80 ? `${value.slice(0, 77)}...` : value;
   return JSON.stringify(shown);
+}
+
+/**
+ * The tag of a lifecycle in presence rows: a hash of its uid, never the uid. The uid names a
+ * lifecycle's durables and registry rows (its ACL row, its channel memberships); published in
+ * presence it would tell every member which keys to aim a broker answer at. The tag still lets
+ * a supervisor tell its agents' incarnations apart.
+ */
+export function lifecycleTag(uid: string): string {
+  return createHash("sha256").update(`cotal-lifecycle-tag\n${uid}`).digest("hex").slice(0, 24);
 }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readWithin, waitFor } from "../_harness/broker.ts";
 import type { CotalMessageEvent } from "../../lib/endpoint/mod.ts";
 import { collect, startMesh } from "./_mesh.ts";
+import { lifecycleTag } from "../../lib/wire/names.ts";
 
 const policy = { subscribe: ["general"], allowPublish: ["general"] };
 
@@ -115,7 +116,9 @@ Deno.test("endpoint - presence shows a peer joining, then offline at its stop an
   assert.deepEqual(a.getRoster().map((p) => p.card.name), ["alice", "bob"]);
   const joined = changes.find((c) => c.presence.card.id === "local.bob")!;
   assert.equal(joined.presence.card.protocolVersion, "0.4");
-  assert.equal(joined.presence.lifecycleUid, bob.lifecycleUid);
+  // The lifecycle is told by a tag; the uid (which names its rows) is never published.
+  assert.equal(joined.presence.lifecycleTag, lifecycleTag(bob.lifecycleUid));
+  assert.ok(!JSON.stringify(joined.presence).includes(bob.lifecycleUid));
 
   // A graceful stop writes a final offline row: seen at once, well inside the window.
   await b.stop();
