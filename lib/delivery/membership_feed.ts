@@ -111,6 +111,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       name: "cotal-membership-observer",
       noAsyncTraces: true,
       maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
     });
     b = await connect({
       servers: opts.servers,
@@ -119,6 +120,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       name: "cotal-membership-rw",
       noAsyncTraces: true,
       maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
     });
     rw.attach(b);
     kv = await b.jetstream().views.kv(opts.bucket, { bindOnly: true });
