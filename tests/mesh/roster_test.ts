@@ -24,7 +24,7 @@ function cli(root: string) {
       stdout: new TextDecoder().decode(out.stdout),
       stderr: new TextDecoder().decode(out.stderr),
     };
-    assert.equal(r.code, 0, `cotal ${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.code, 0, `cotal ${args.join(" ")}: ${r.stderr}${r.stdout}`);
     return r;
   };
 }
