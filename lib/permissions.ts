@@ -229,7 +229,8 @@ export function permissionsFor(
       // execs), which is a full escape from any run scope: this row is hygiene, and the
       // watchdog runs as the operator who started the stack.
       p.net = [];
-      p.read = [d.runDir];
+      // The logs are read to cap them and to see the broker's storage faults.
+      p.read = [d.runDir, d.logDir];
       p.write = [d.runDir, d.logDir];
       p.denyRead = [d.store];
       p.run = ["/bin/sh"];

@@ -65,7 +65,7 @@ import {
 import { planSpawn } from "./spawn_plan.ts";
 import { healSpace } from "./space_heal.ts";
 import { HolderLock } from "../workspace/holder_lock.ts";
-import { parseSpawnRequest } from "./spawn_request.ts";
+import { assertProgram, parseSpawnRequest } from "./spawn_request.ts";
 import { lifecycleTag } from "../wire/names.ts";
 import { startRunner } from "./start_runner.ts";
 import { dispatchControl, handleControlMessage } from "./control_server.ts";
@@ -549,6 +549,7 @@ export class Manager {
    */
   async spawn(rawArgs: JsonObject, resume?: { lifecycleUid: string }): Promise<AgentRow> {
     const req = parseSpawnRequest(rawArgs);
+    if (req.command) await assertProgram(req.command);
     if (this.#agents.size >= MAX_AGENTS) {
       throw new CotalError(
         "resource_exhausted",

@@ -253,3 +253,25 @@ export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnReques
     limits,
   };
 }
+
+/**
+ * Refuses a spawn whose program does not exist or cannot be run, before any sandbox is made
+ * (an agent that cannot start would otherwise fail its readiness wait or its restart budget).
+ */
+export async function assertProgram(path: string): Promise<void> {
+  let st: Deno.FileInfo;
+  try {
+    st = await Deno.stat(path);
+  } catch {
+    throw new CotalError(
+      "program_not_found",
+      `The program ${JSON.stringify(path)} does not exist; name an absolute path to an executable.`,
+    );
+  }
+  if (!st.isFile || st.mode === null || (st.mode & 0o111) === 0) {
+    throw new CotalError(
+      "program_not_executable",
+      `The program ${JSON.stringify(path)} is not an executable file; check its path and mode.`,
+    );
+  }
+}

@@ -4,6 +4,7 @@
  * restore re-signs the account under the target root's operator with the same keys, so the
  * space's existing credentials keep working on the new broker.
  */
+import { writeFileAtomic } from "./atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import {
   adoptSpaceAccount,
@@ -43,11 +44,8 @@ export interface BackupManifest {
   secrets: string[];
 }
 
-async function writePrivate(path: string, data: string | Uint8Array): Promise<void> {
-  const tmp = `${path}.tmp-${crypto.randomUUID()}`;
-  if (typeof data === "string") await Deno.writeTextFile(tmp, data, { mode: 0o600 });
-  else await Deno.writeFile(tmp, data, { mode: 0o600 });
-  await Deno.rename(tmp, path);
+function writePrivate(path: string, data: string | Uint8Array): Promise<void> {
+  return writeFileAtomic(path, data, { what: "The backup file" });
 }
 
 // Every Cotal cred may subscribe only to its own `_INBOX_<user key>` (see lib/wire/connect.ts).
@@ -266,7 +264,7 @@ export async function spaceRestore(root: string, dir: string): Promise<BackupMan
   } finally {
     await nc.close();
   }
-  await provisionSpace(adopted, live.url);
+  await provisionSpace(adopted, live.url, root);
   await startSpaceDaemons(root, store, adopted);
   await registerMesh({ space: m.space, root, url: live.url });
   return m;

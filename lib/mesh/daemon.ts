@@ -43,10 +43,12 @@ export interface StartedDaemon {
 
 // $1 log, $2 lock, $3 where to copy our stat line; then the daemon's argv. A start that finds
 // the lock held (a live daemon) gives up after a second with 75 (a liveness check holds a free
-// lock only for an instant).
+// lock only for an instant). The stat line also goes into the lock file itself: the holder's
+// pid and start time, for when its pid file is lost or corrupt (recordFromLock).
 const WRAPPER = 'log=$1 lock=$2 stat=$3; shift 3; exec 9>>"$lock" || exit 73; ' +
   "/usr/bin/flock -x -w 1 9 || exit 75; " +
-  'read -r line </proc/$$/stat && printf "%s\\n" "$line" >"$stat" || exit 74; ' +
+  'read -r line </proc/$$/stat && printf "%s\\n" "$line" >"$stat" && ' +
+  'printf "%s\\n" "$line" >"$lock" || exit 74; ' +
   'exec "$@" >>"$log" 2>&1';
 
 /** How long a start waits for the wrapper's stat line. */
@@ -143,4 +145,21 @@ export async function isLockHeld(lockFile: string): Promise<boolean> {
   } finally {
     f.close();
   }
+}
+
+/**
+ * The live holder of `lockFile` as a pid record, read from the stat line its start wrapper
+ * wrote into the lock: how `down` and `status` find a daemon whose pid file is gone or
+ * corrupt. Undefined when the lock is free or holds no readable line.
+ */
+export async function recordFromLock(
+  lockFile: string,
+  name: string,
+): Promise<PidRecord | undefined> {
+  if (!(await isLockHeld(lockFile))) return undefined;
+  const line = (await Deno.readTextFile(lockFile).catch(() => "")).trim().split("\n").at(-1) ?? "";
+  const pid = Number(line.slice(0, line.indexOf(" ")));
+  const startTime = startTimeFromStat(line);
+  if (!Number.isSafeInteger(pid) || pid <= 0 || startTime === undefined) return undefined;
+  return { pid, startTime, name, startedAt: "" };
 }

@@ -1,3 +1,6 @@
+import { CotalError } from "../errors.ts";
+import { writeError } from "./atomic_file.ts";
+
 /** Where one mesh keeps its state under its root (`.cotal` by default). */
 export interface MeshPaths {
   root: string;
@@ -35,7 +38,19 @@ export async function ensureMeshDirs(p: MeshPaths): Promise<void> {
       p.logDir,
     ]
   ) {
-    await Deno.mkdir(d, { recursive: true, mode: 0o700 });
-    await Deno.chmod(d, 0o700);
+    try {
+      await Deno.mkdir(d, { recursive: true, mode: 0o700 });
+      await Deno.chmod(d, 0o700);
+    } catch (err) {
+      if (err instanceof Deno.errors.AlreadyExists || err instanceof Deno.errors.NotADirectory) {
+        throw new CotalError(
+          "root_not_directory",
+          `The state root ${JSON.stringify(p.root)} (or ${
+            JSON.stringify(d)
+          } in it) is a file, not a directory; pass --root a directory.`,
+        );
+      }
+      throw writeError(d, "The state directory", err);
+    }
   }
 }

@@ -1,3 +1,4 @@
+import { writeFileAtomic } from "./atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import { spaceKeyHex } from "../workspace/mod.ts";
 
@@ -32,10 +33,10 @@ export async function registerMesh(entry: Omit<MeshEntry, "updatedAt">): Promise
   const dir = `${machineHome()}/meshes`;
   await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
   const path = entryPath(entry.space);
-  const tmp = `${path}.tmp-${crypto.randomUUID()}`;
   const full: MeshEntry = { ...entry, updatedAt: new Date().toISOString() };
-  await Deno.writeTextFile(tmp, JSON.stringify(full, null, 2) + "\n", { mode: 0o600 });
-  await Deno.rename(tmp, path);
+  await writeFileAtomic(path, JSON.stringify(full, null, 2) + "\n", {
+    what: "The machine's mesh registry entry",
+  });
 }
 
 /** Removes a space's entry when it names this root (another root's entry is left alone). */

@@ -1,3 +1,4 @@
+import { writeFileAtomic } from "./atomic_file.ts";
 import { CotalError } from "../errors.ts";
 
 /** What a pid file records: the pid and the process start time that pins its identity. */
@@ -42,9 +43,7 @@ export async function writePidFile(
     throw new CotalError("pid_gone", `${name} (pid ${pid}) exited before it could be recorded.`);
   }
   const rec: PidRecord = { pid, startTime, name, startedAt: new Date().toISOString() };
-  const tmp = `${path}.tmp-${crypto.randomUUID()}`;
-  await Deno.writeTextFile(tmp, JSON.stringify(rec) + "\n", { mode: 0o600 });
-  await Deno.rename(tmp, path);
+  await writeFileAtomic(path, JSON.stringify(rec) + "\n", { what: `The pid file of ${name}` });
   return rec;
 }
 

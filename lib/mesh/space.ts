@@ -64,17 +64,24 @@ export async function spaceAdd(
     );
   }
   await addSpaceRecord(root, space);
-  const live = await runningBroker(root);
-  if (live) {
-    await renderBrokerConfig(root, live);
-    await reloadBroker(root);
-    const store = workspaceSecretStore(root);
-    const account = (await loadSpaceAccount(store, space))!;
-    await provisionSpace(account, live.url);
-    // The space serves from here (account trusted, streams there); its daemons come next.
-    opts.onServing?.();
-    await startSpaceDaemons(root, store, account);
-    await registerMesh({ space, root, url: live.url });
+  try {
+    const live = await runningBroker(root);
+    if (live) {
+      await renderBrokerConfig(root, live);
+      await reloadBroker(root);
+      const store = workspaceSecretStore(root);
+      const account = (await loadSpaceAccount(store, space))!;
+      await provisionSpace(account, live.url, root);
+      // The space serves from here (account trusted, streams there); its daemons come next.
+      opts.onServing?.();
+      await startSpaceDaemons(root, store, account);
+      await registerMesh({ space, root, url: live.url });
+    }
+  } catch (err) {
+    // All or nothing: a space that could not be served is not left listed (every later
+    // `cotal up` would trip on it).
+    await removeSpace(root, space).catch(() => {});
+    throw err;
   }
   return { created: true };
 }
@@ -171,8 +178,17 @@ export async function spaceRm(
         "the root instead.",
     );
   }
+  return await removeSpace(root, space);
+}
+
+/** Stops a space's daemons and removes its streams, account, store dir and index entry. */
+async function removeSpace(
+  root: string,
+  space: string,
+): Promise<{ stopped: string[]; deletedStreams: string[] }> {
+  const index = await readSpaceIndex(root);
   const store = workspaceSecretStore(root);
-  const account = await loadSpaceAccount(store, space);
+  const account = await loadSpaceAccount(store, space).catch(() => undefined);
   const key = spaceKeyHex(space);
   const stopped: string[] = [];
   for (const c of await listComponents(root)) {
@@ -183,7 +199,7 @@ export async function spaceRm(
   }
   const live = await runningBroker(root);
   let deletedStreams: string[] = [];
-  if (live && account) deletedStreams = await deleteStreams(account, live.url);
+  if (live && account) deletedStreams = await deleteStreams(account, live.url).catch(() => []);
   index.spaces = index.spaces.filter((s) => s !== space);
   await writeSpaceIndex(root, index);
   await unregisterMesh(space, root);

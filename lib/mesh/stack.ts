@@ -1,7 +1,7 @@
 import { ensureServer, type FoundServer } from "../broker/mod.ts";
 import { CotalError } from "../errors.ts";
 import { spaceKeyHex } from "../workspace/mod.ts";
-import { startDaemon } from "./daemon.ts";
+import { recordFromLock, startDaemon } from "./daemon.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { isSameProcess, type PidRecord, readPidFile, stopRecorded } from "./pidfile.ts";
 import { fileSize, waitBrokerReady, waitLogLine } from "./ready.ts";
@@ -118,8 +118,9 @@ export async function stopComponent(
   root: string,
   id: string,
 ): Promise<"stopped" | "killed" | "not-running"> {
-  const { pidFile } = componentFiles(root, id);
-  const rec = await readPidFile(pidFile).catch(() => undefined);
+  const { pidFile, lockFile } = componentFiles(root, id);
+  const rec = await readPidFile(pidFile).catch(() => undefined) ??
+    await recordFromLock(lockFile, id);
   const result = rec ? await stopRecorded(rec) : "not-running";
   await Deno.remove(pidFile).catch(() => {});
   return result;
@@ -129,15 +130,24 @@ export async function stopComponent(
 export async function listComponents(root: string): Promise<ComponentStatus[]> {
   const p = meshPaths(root);
   const out: ComponentStatus[] = [];
-  let names: string[] = [];
+  let files: string[] = [];
   try {
-    names = [...Deno.readDirSync(p.runDir)].map((e) => e.name).filter((n) => n.endsWith(".pid"));
+    files = [...Deno.readDirSync(p.runDir)].map((e) => e.name);
   } catch {
     return out;
   }
-  for (const n of names.sort()) {
-    const id = n.slice(0, -4);
-    const rec = await readPidFile(`${p.runDir}/${n}`).catch(() => undefined);
+  // Every component with a pid file, and any whose pid file is gone but whose lock is held.
+  const ids = new Set(
+    files.filter((n) => n.endsWith(".pid") || n.endsWith(".lock")).map((n) =>
+      n.replace(/\.(pid|lock)$/, "")
+    ),
+  );
+  for (const id of [...ids].sort()) {
+    const hasPid = files.includes(`${id}.pid`);
+    const rec = (hasPid
+      ? await readPidFile(`${p.runDir}/${id}.pid`).catch(() => undefined)
+      : undefined) ?? await recordFromLock(componentFiles(root, id).lockFile, id);
+    if (!hasPid && !rec) continue;
     out.push({
       id,
       name: rec?.name ?? id,

@@ -1,3 +1,4 @@
+import { writeFileAtomic } from "./atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import {
   adoptSpaceAccount,
@@ -43,11 +44,11 @@ export async function readSpaceIndex(root: string): Promise<SpaceIndex> {
 
 /** Writes the index atomically. */
 export async function writeSpaceIndex(root: string, index: SpaceIndex): Promise<void> {
-  const tmp = `${root}/spaces.json.tmp-${crypto.randomUUID()}`;
-  await Deno.writeTextFile(tmp, JSON.stringify({ spaces: index.spaces }, null, 2) + "\n", {
-    mode: 0o600,
-  });
-  await Deno.rename(tmp, `${root}/spaces.json`);
+  await writeFileAtomic(
+    `${root}/spaces.json`,
+    JSON.stringify({ spaces: index.spaces }, null, 2) + "\n",
+    { what: "The root's space index" },
+  );
 }
 
 /** Loads the broker trust from the store; undefined when this root has none yet. */

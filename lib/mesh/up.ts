@@ -1,7 +1,15 @@
+import { writeFileAtomic } from "./atomic_file.ts";
 import { CotalError, isCotalError } from "../errors.ts";
+import { errorText } from "../wire/connect.ts";
 import { ManagerClient } from "../manager/control_client.ts";
 import { mintForRoot } from "./ops.ts";
-import { mintCreds, newIdentity, serverConfig, type SpaceAccountAuth } from "../trust/mod.ts";
+import {
+  mintCreds,
+  newIdentity,
+  serverConfig,
+  SPACE_JETSTREAM_LIMITS,
+  type SpaceAccountAuth,
+} from "../trust/mod.ts";
 import { ensureDefaultDeliveryClass, setupSpaceStreams } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
@@ -91,9 +99,7 @@ export async function renderBrokerConfig(
       logFile: componentFiles(root, "nats-server").logFile,
     },
   );
-  const tmp = `${p.brokerConfig}.tmp`;
-  await Deno.writeTextFile(tmp, config, { mode: 0o600 });
-  await Deno.rename(tmp, p.brokerConfig);
+  await writeFileAtomic(p.brokerConfig, config, { what: "The broker's configuration" });
   return { accounts, configPath: p.brokerConfig };
 }
 
@@ -112,23 +118,54 @@ export async function addSpaceRecord(root: string, space: string): Promise<boole
   return created;
 }
 
-/** Creates a space's streams, buckets and default delivery class with a short-lived provisioner. */
+/**
+ * Creates a space's streams, buckets and default delivery class with a short-lived provisioner.
+ * A broker that could not give the space its JetStream reservation (too little disk) is
+ * reported as such, read from its log under `root`.
+ */
 export async function provisionSpace(
   account: SpaceAccountAuth,
   servers: string,
+  root?: string,
 ): Promise<void> {
   const creds = await mintCreds(
     { space: account.space, account: account.account },
     await newIdentity(),
     "provisioner",
   );
-  await setupSpaceStreams({ servers, space: account.space, creds });
-  await ensureDefaultDeliveryClass({
-    servers,
-    space: account.space,
-    creds,
-    deliveryClass: "durable",
-  });
+  try {
+    await setupSpaceStreams({ servers, space: account.space, creds });
+    await ensureDefaultDeliveryClass({
+      servers,
+      space: account.space,
+      creds,
+      deliveryClass: "durable",
+    });
+  } catch (err) {
+    const log = root ? componentFiles(root, "nats-server").logFile : undefined;
+    const text = log ? await Deno.readTextFile(log).catch(() => "") : "";
+    const short = text.slice(-65536).match(/insufficient (storage|memory) resources available/g);
+    if (short) {
+      const gib = (SPACE_JETSTREAM_LIMITS.disk_storage! / 2 ** 30).toFixed(1);
+      throw new CotalError(
+        "storage_short",
+        `The broker could not reserve JetStream storage for space '${account.space}': each ` +
+          `space reserves ${gib} GiB on disk and ${
+            (SPACE_JETSTREAM_LIMITS.mem_storage! / 2 ** 20).toFixed(0)
+          } MiB of memory, and the broker offers 75 % of the disk that was free under ${
+            root ? meshPaths(root).jetstream : "its store"
+          } when it started; free space there (or put the root on a larger disk with --root), ` +
+          `then run 'cotal up' again.`,
+      );
+    }
+    if (isCotalError(err)) throw err;
+    throw new CotalError(
+      "provision_failed",
+      `Could not create the streams of space '${account.space}' (${errorText(err)})${
+        log ? `; see ${log}` : ""
+      }.`,
+    );
+  }
 }
 
 /** What `up` did, for its report and `--json`. */
@@ -218,11 +255,13 @@ export async function up(
   const started: string[] = [];
   const healthy: string[] = [];
   const watched: WatchedComponent[] = [];
+  const startedIds: string[] = [];
   // Reported by kind and space name (`delivery.default`); the ids carry the space's hex.
   const ensure = async (spec: ComponentSpec) => {
     const r = await ensureComponent(opts.root, spec, detach);
     const label = spec.space ? `${spec.id.split(".")[0]}.${spec.space}` : spec.id;
     (r.started ? started : healthy).push(label);
+    if (r.started) startedIds.push(spec.id);
     watched.push(spec);
     return r;
   };
@@ -231,7 +270,7 @@ export async function up(
     const broker = await ensure(brokerComponent(opts.root, server, rec));
     // A running broker may predate a space this up just added: it re-reads the config.
     if (!broker.started) await reloadBroker(opts.root);
-    for (const a of accounts) await provisionSpace(a, rec.url);
+    for (const a of accounts) await provisionSpace(a, rec.url, opts.root);
     await writeMeshRecord(rec);
     for (const a of accounts) {
       await ensureDaemonCreds(opts.root, store, a);
@@ -253,7 +292,12 @@ export async function up(
       (w.started ? started : healthy).push("watchdog");
     }
   } catch (err) {
+    // A failed up leaves nothing it started running: a foreground stack is all its own, a
+    // detached one keeps only what ran before this up.
     if (!detach) await down(opts.root).catch(() => {});
+    else {
+      for (const id of startedIds.reverse()) await stopComponent(opts.root, id).catch(() => {});
+    }
     throw err;
   }
   opts.say(`broker:  ${rec.url}`);

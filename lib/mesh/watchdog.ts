@@ -11,9 +11,12 @@
  *
  * @module
  */
+import { StorageFaultReader } from "./storage_fault.ts";
+import { writeFileAtomic } from "./atomic_file.ts";
 import { capLogFile } from "./log_cap.ts";
 import { CotalError } from "../errors.ts";
-import { isLockHeld, startDaemon } from "./daemon.ts";
+import { isLockHeld, recordFromLock, startDaemon } from "./daemon.ts";
+import { readPidFile } from "./pidfile.ts";
 import { meshPaths } from "./layout.ts";
 import { componentFiles, type ComponentSpec } from "./stack.ts";
 
@@ -36,7 +39,6 @@ function watchListPath(root: string): string {
 /** Records what the watchdog restarts (atomically, 0600). */
 export async function writeWatchList(root: string, components: WatchedComponent[]): Promise<void> {
   const path = watchListPath(root);
-  const tmp = `${path}.tmp-${crypto.randomUUID()}`;
   const list = components.map(({ id, name, command, args, env }) => ({
     id,
     name,
@@ -44,8 +46,9 @@ export async function writeWatchList(root: string, components: WatchedComponent[
     args,
     ...(env ? { env } : {}),
   }));
-  await Deno.writeTextFile(tmp, JSON.stringify(list, null, 2) + "\n", { mode: 0o600 });
-  await Deno.rename(tmp, path);
+  await writeFileAtomic(path, JSON.stringify(list, null, 2) + "\n", {
+    what: "The watchdog's list",
+  });
 }
 
 /** Reads the watch list; empty when `up` has written none. */
@@ -89,6 +92,7 @@ export class Watchdog {
   readonly #detach: boolean;
   readonly #log: (line: string) => void;
   readonly #tracks = new Map<string, Track>();
+  #brokerLog?: StorageFaultReader;
 
   constructor(opts: { root: string; detach: boolean; log: (line: string) => void }) {
     this.root = opts.root;
@@ -113,6 +117,33 @@ export class Watchdog {
     }
   }
 
+  /**
+   * True when the running broker logged a storage fault and was told to stop: the next passes
+   * find it dead and restart it with the usual backoff (see lib/mesh/storage_fault.ts).
+   */
+  async #storageFault(
+    files: { logFile: string; pidFile: string; lockFile: string },
+    upMs: number,
+  ): Promise<boolean> {
+    this.#brokerLog ??= new StorageFaultReader(files.logFile);
+    const fault = await this.#brokerLog.poll();
+    if (!fault || upMs < FAULT_RESTART_MIN_UP_MS) return false;
+    const rec = await readPidFile(files.pidFile).catch(() => undefined) ??
+      await recordFromLock(files.lockFile, "nats-server");
+    if (!rec) return false;
+    this.#log(
+      `watchdog: the broker cannot write (${fault.slice(0, 300)}); restarting it to resume`,
+    );
+    // The watchdog may run only /bin/sh: the signal goes through it.
+    await new Deno.Command("/bin/sh", {
+      args: ["-c", 'kill -TERM "$1"', "sh", String(rec.pid)],
+      stdout: "null",
+      stderr: "null",
+    }).output().catch(() => {});
+    this.#brokerLog.clear();
+    return true;
+  }
+
   /** One pass: every dead component whose backoff has passed is started again. */
   async check(now = Date.now()): Promise<void> {
     for (const c of await readWatchList(this.root)) {
@@ -127,6 +158,7 @@ export class Watchdog {
         }).catch((err) => this.#log(`watchdog: could not cap ${c.id}'s log (${err.message})`));
       }
       if (await isLockHeld(files.lockFile)) {
+        if (c.id === "nats-server" && await this.#storageFault(files, now - t.upSince)) continue;
         if (t.deadSince) t.deadSince = 0;
         if (t.failures && now - t.upSince >= RESTART_RESET_MS) t.failures = 0;
         continue;
@@ -161,6 +193,9 @@ export class Watchdog {
     }
   }
 }
+
+/** A broker alive for at least this long may be restarted for a storage fault. */
+export const FAULT_RESTART_MIN_UP_MS = 1_000;
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

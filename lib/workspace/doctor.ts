@@ -110,7 +110,8 @@ async function walkCreds(root: string, dir = "", out: string[] = []): Promise<st
   return out;
 }
 
-async function discoverSpaces(store: FsSecretStore): Promise<string[]> {
+/** The spaces whose account records a file store holds (a record must name its own file). */
+export async function discoverSpaces(store: FsSecretStore): Promise<string[]> {
   const spaces: string[] = [];
   let entries: Deno.DirEntry[];
   try {

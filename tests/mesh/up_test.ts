@@ -75,7 +75,7 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     await store.put(rwKey, "not a creds file SECRETBYTES");
     const doctor = await cotal(["doctor", "auth", "--json", "--root", root]);
     assert.equal(doctor.code, 1);
-    const row = JSON.parse(doctor.stdout).find((r: { kind: string }) =>
+    const row = JSON.parse(doctor.stdout).creds.find((r: { kind: string }) =>
       r.kind === "membership-rw.creds"
     );
     assert.equal(row.status, "unreadable");

@@ -1,6 +1,8 @@
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { doctorAuth, type DoctorAuthRow } from "../../workspace/doctor.ts";
+import { doctorStore, type StoreProblem } from "../../workspace/doctor_store.ts";
+import { workspaceSecretStore } from "../../workspace/mod.ts";
 import { resolveRoot, ROOT_FLAG } from "./common.ts";
 
 function remaining(s: number | undefined): string {
@@ -27,6 +29,15 @@ export function credRows(rows: DoctorAuthRow[]): string {
   ).join("\n");
 }
 
+/** One line per store problem, for people. */
+export function storeRows(problems: StoreProblem[]): string {
+  return problems.map((p) =>
+    `  ${p.code.padEnd(17)} ${p.message}${
+      p.fixed === undefined ? "" : p.fixed ? " -> fixed" : " -> not fixed"
+    }`
+  ).join("\n");
+}
+
 /** `cotal doctor auth [--fix]`. */
 export const doctorAuthCommand = defineCommand({
   kind: "command",
@@ -37,21 +48,31 @@ export const doctorAuthCommand = defineCommand({
     ...JSON_FLAG,
     fix: {
       type: "boolean",
-      description: "re-sign unhealthy daemon creds (same keys, same signing key; no network)",
+      description:
+        "re-sign unhealthy daemon creds (same keys, same signing key; no network) and tighten loose modes",
     },
   },
   async run({ values }) {
-    const rows = await doctorAuth(resolveRoot(values.root), undefined, {
-      fix: values.fix === true,
-    });
+    const root = resolveRoot(values.root);
+    const fix = values.fix === true;
+    const rows = await doctorAuth(root, undefined, { fix });
+    const store = await doctorStore(workspaceSecretStore(root), { fix });
     printResult(
       denoIo(),
       { json: values.json === true },
-      rows,
-      (r) => credRows(r) || "no creds stored",
+      { creds: rows, store },
+      (r) =>
+        [
+          credRows(r.creds) || "no creds stored",
+          ...(r.store.length ? ["", "store:", storeRows(r.store)] : []),
+        ].join("\n"),
     );
-    const bad = rows.some((r) => r.status === "expired" || r.status === "unreadable");
-    return bad && !values.fix ? 1 : 0;
+    // Anything still wrong after the run (fixed or not) makes a non-zero exit.
+    const badCred = rows.some((r) =>
+      (r.status === "expired" || r.status === "unreadable") && !(fix && r.fix?.ok)
+    );
+    const badStore = store.some((p) => !p.fixed);
+    return badCred || badStore ? 1 : 0;
   },
 });
 

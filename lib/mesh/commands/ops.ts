@@ -1,3 +1,4 @@
+import { writeFileAtomic } from "../atomic_file.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
@@ -35,11 +36,15 @@ export const mintCommand = defineCommand({
     profile: {
       type: "string",
       required: true,
-      description: `one of: ${Object.keys(PROFILES).join(", ")}`,
+      description: `one of: ${PROFILES.join(", ")}`,
     },
     actor: { type: "string", description: "the actor name (owner is 'local')" },
     ttl: { type: "string", value: "seconds", description: "lifetime; capped by the profile" },
-    out: { type: "string", value: "file", description: "write the creds file here (0600)" },
+    out: {
+      type: "string",
+      value: "file",
+      description: "write the creds file here (0600; never over an existing file)",
+    },
   },
   async run({ values }) {
     const space = assertValidSpaceName(values.space);
@@ -50,10 +55,8 @@ export const mintCommand = defineCommand({
       expiresInSeconds: parseTtl(values.ttl),
     });
     if (values.out) {
-      const tmp = `${values.out}.tmp-${crypto.randomUUID()}`;
-      await Deno.writeTextFile(tmp, creds, { mode: 0o600 });
-      await Deno.rename(tmp, values.out);
-      console.error(`wrote ${values.out}`);
+      await writeFileAtomic(values.out, creds, { noClobber: true, what: "--out" });
+      console.error(`wrote ${safeText(values.out)}`);
     } else {
       await Deno.stdout.write(new TextEncoder().encode(creds));
     }

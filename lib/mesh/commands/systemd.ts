@@ -1,3 +1,4 @@
+import { writeFileAtomic } from "../atomic_file.ts";
 import { defineCommand } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
@@ -109,9 +110,7 @@ export const systemdInstallCommand = defineCommand({
     for (const [name, text] of Object.entries(files)) {
       const path = `${values.dest}/${name}`;
       await Deno.mkdir(path.replace(/\/[^/]+$/, ""), { recursive: true });
-      const tmp = `${path}.tmp-${crypto.randomUUID()}`;
-      await Deno.writeTextFile(tmp, text, { mode: 0o644 });
-      await Deno.rename(tmp, path);
+      await writeFileAtomic(path, text, { mode: 0o644, what: "The unit file" });
       console.log(`wrote ${path}`);
     }
     console.log(

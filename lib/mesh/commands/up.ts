@@ -2,7 +2,9 @@ import { defineCommand, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { denoIo } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { down, up } from "../up.ts";
-import { listComponents, readMeshRecord, spaceComponentId } from "../stack.ts";
+import { componentFiles, listComponents, readMeshRecord, spaceComponentId } from "../stack.ts";
+import { lastStorageFault } from "../storage_fault.ts";
+import { safeText } from "../../cli/terminal.ts";
 import { readSpaceIndex } from "../trust_state.ts";
 import { mintForRoot } from "../ops.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
@@ -11,7 +13,9 @@ import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
 import { parsePort, resolveRoot, ROOT_FLAG } from "./common.ts";
 import { doctorAuth } from "../../workspace/doctor.ts";
-import { credRows } from "./doctor.ts";
+import { credRows, storeRows } from "./doctor.ts";
+import { doctorStore } from "../../workspace/doctor_store.ts";
+import { workspaceSecretStore } from "../../workspace/mod.ts";
 import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { DEFAULT_AGENT_IDS, parseIdRange } from "../../manager/sandbox/ids.ts";
 
@@ -172,9 +176,23 @@ export const statusCommand = defineCommand({
   flags: { ...ROOT_FLAG, ...JSON_FLAG },
   async run({ values }) {
     const root = resolveRoot(values.root);
+    const at = await Deno.stat(root).catch(() => undefined);
+    if (!at?.isDirectory) {
+      throw new CotalError(
+        at ? "root_not_directory" : "no_root",
+        `There is no Cotal state directory at ${JSON.stringify(root)}${
+          at ? " (it is a file)" : ""
+        }; pass --root the directory 'cotal up' used.`,
+      );
+    }
     const components = await listComponents(root);
     const creds = components.length ? await doctorAuth(root).catch(() => []) : [];
     const credsOk = creds.every((c) => c.status !== "expired" && c.status !== "unreadable");
+    const store = components.length ? await doctorStore(workspaceSecretStore(root)) : [];
+    // A running broker that logged a storage fault since it started refuses writes.
+    const brokerFault = components.some((c) => c.id === "nats-server" && c.state === "running")
+      ? await lastStorageFault(componentFiles(root, "nats-server").logFile)
+      : undefined;
     // Each running supervisor says which isolation it enforces, over its control rail.
     const isolation: Record<string, string> = {};
     const rec = await readMeshRecord(root);
@@ -187,21 +205,25 @@ export const statusCommand = defineCommand({
       );
     }
     const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
-      credsOk;
+      credsOk && store.length === 0 && brokerFault === undefined;
     printResult(
       denoIo(),
       { json: values.json === true },
-      { healthy, components, creds, isolation },
+      { healthy, components, ...(brokerFault ? { brokerFault } : {}), creds, store, isolation },
       (r) =>
         r.components.length
           ? [
             ...r.components.map((c) =>
               `${c.id.padEnd(44)} ${c.state}${c.pid ? ` (pid ${c.pid})` : ""}`
             ),
+            ...(r.brokerFault
+              ? [`broker cannot write: ${safeText(r.brokerFault)} (the watchdog restarts it)`]
+              : []),
             ...Object.entries(r.isolation).map(([sp, iso]) => `isolation (${sp}): ${iso}`),
             "",
             "creds:",
             credRows(r.creds) || "  none",
+            ...(r.store.length ? ["", "store:", storeRows(r.store)] : []),
           ].join("\n")
           : "nothing is running under this root; start it with 'cotal up'",
     );

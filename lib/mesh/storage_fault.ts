@@ -1,0 +1,78 @@
+/**
+ * A broker whose JetStream can no longer write. After a full disk, nats-server keeps failing
+ * writes even once space is free again ("Critical write error", "no space left on device"),
+ * and one that started on a too-full disk sized its JetStream from the little that was free and
+ * never looks again ("insufficient storage resources available", "JetStream file resource
+ * limits exceeded for server"); each needs a restart once space is back. The watchdog reads the
+ * broker's log as it grows and restarts the broker on such a line (with its usual backoff, so a
+ * disk that stays full is retried at most every 30 s); `status` reports the line.
+ *
+ * @module
+ */
+
+/** Broker log lines that mean JetStream cannot write. */
+export const STORAGE_FAULT_RE =
+  /no space left on device|Critical write error|insufficient storage resources available|JetStream (file|memory) resource limits exceeded for server/;
+
+const START_RE = /Starting nats-server/;
+/** How much of a log's end `status` reads for the current broker's lines. */
+const TAIL_BYTES = 256 * 1024;
+
+/** The last storage-fault line the broker logged since it last started, or undefined. */
+export async function lastStorageFault(logFile: string): Promise<string | undefined> {
+  let data: Uint8Array;
+  try {
+    data = await Deno.readFile(logFile);
+  } catch {
+    return undefined;
+  }
+  const lines = new TextDecoder().decode(data.subarray(Math.max(0, data.length - TAIL_BYTES)))
+    .split("\n");
+  let fault: string | undefined;
+  for (const line of lines) {
+    if (START_RE.test(line)) fault = undefined;
+    else if (STORAGE_FAULT_RE.test(line)) fault = line.trim();
+  }
+  return fault;
+}
+
+/**
+ * Follows a broker log as it grows: `poll()` returns the last storage-fault line logged since
+ * the broker last started (a later start line clears it) until `clear()` is called.
+ */
+export class StorageFaultReader {
+  readonly #logFile: string;
+  #at: number | undefined;
+  #fault: string | undefined;
+
+  constructor(logFile: string) {
+    this.#logFile = logFile;
+  }
+
+  /** Reads what was added since the last poll; the first poll looks at the log's tail. */
+  async poll(): Promise<string | undefined> {
+    let data: Uint8Array;
+    try {
+      data = await Deno.readFile(this.#logFile);
+    } catch {
+      return this.#fault;
+    }
+    // A log shorter than where we were was rotated: its lines start again at 0.
+    const from = this.#at === undefined
+      ? Math.max(0, data.length - TAIL_BYTES)
+      : data.length < this.#at
+      ? 0
+      : this.#at;
+    this.#at = data.length;
+    for (const line of new TextDecoder().decode(data.subarray(from)).split("\n")) {
+      if (START_RE.test(line)) this.#fault = undefined;
+      else if (STORAGE_FAULT_RE.test(line)) this.#fault = line.trim();
+    }
+    return this.#fault;
+  }
+
+  /** Forgets the current fault (the broker was told to stop). */
+  clear(): void {
+    this.#fault = undefined;
+  }
+}
