@@ -13,4 +13,6 @@ import "../lib/mesh/commands/doctor.ts";
 import "../lib/mesh/commands/agents.ts";
 import "../lib/mesh/commands/delivery.ts";
 
-Deno.exit(await dispatch(Deno.args, registry, { program: "cotal" }));
+import config from "../deno.json" with { type: "json" };
+
+Deno.exit(await dispatch(Deno.args, registry, { program: "cotal", version: config.version }));

@@ -19,6 +19,8 @@ export interface DispatchOptions {
   readonly program?: string;
   /** Where help and errors go; the process's stdout/stderr by default. */
   readonly io?: CliIo;
+  /** What `--version` prints after the program name. */
+  readonly version?: string;
 }
 
 /** The top-level command list. */
@@ -68,6 +70,10 @@ export async function dispatch(
     io.stdout(overviewText(registry, program));
     return 0;
   }
+  if (first === "--version" || first === "-V" || first === "version") {
+    io.stdout(`${program} ${options?.version ?? "(unversioned)"}\n`);
+    return 0;
+  }
   let json = wantsJson(argv);
   try {
     if (first === undefined || first.startsWith("-")) {
@@ -80,6 +86,17 @@ export async function dispatch(
       );
     }
     const found = findCommand(argv, registry);
+    // A group's name alone (`cotal space`): name its subcommands.
+    const subs = registry.list("command").map((c) => c.name)
+      .filter((n) => n.startsWith(`${first} `)).map((n) => n.slice(first.length + 1)).sort();
+    if (found === undefined && subs.length > 0) {
+      throw new CotalError(
+        "usage",
+        `"${first}" needs a subcommand: ${
+          subs.join(", ")
+        }; run "${program} ${first} <subcommand> --help".`,
+      );
+    }
     if (found === undefined) {
       throw new CotalError(
         "usage",

@@ -134,3 +134,25 @@ Deno.test("cli - dispatch lets non-Cotal errors propagate", async () => {
   ]);
   await assert.rejects(dispatch(["boom"], registry, { io: bufferIo() }), TypeError);
 });
+
+Deno.test("cli - --version prints the program and version; a group name alone lists its subcommands", async () => {
+  const { registry, io } = setup();
+  assert.equal(
+    await dispatch(["--version"], registry, { io, program: "cotal", version: "9.9.9" }),
+    0,
+  );
+  assert.equal(io.out, "cotal 9.9.9\n");
+  // "space" is itself a command here: it runs. A group with no command of its own lists.
+  registry.register([
+    defineCommand({
+      kind: "command",
+      name: "doctor auth",
+      summary: "Check creds.",
+      flags: {},
+      run: () => Promise.resolve(),
+    }),
+  ]);
+  const code = await dispatch(["doctor"], registry, { io, program: "cotal" });
+  assert.equal(code, 2);
+  assert.match(io.err, /"doctor" needs a subcommand: auth; run "cotal doctor <subcommand> --help"/);
+});
