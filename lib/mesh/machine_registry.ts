@@ -55,3 +55,23 @@ export async function lookupMesh(space: string): Promise<MeshEntry | undefined> 
   }
   return undefined;
 }
+
+/** Every registered mesh of this machine (entries that cannot be read are skipped). */
+export async function listMeshes(): Promise<MeshEntry[]> {
+  const out: MeshEntry[] = [];
+  let names: string[];
+  try {
+    names = [...Deno.readDirSync(`${machineHome()}/meshes`)].map((e) => e.name);
+  } catch {
+    return out;
+  }
+  for (const n of names.filter((n) => /^space\.[0-9a-f]{32}\.json$/.test(n)).sort()) {
+    try {
+      const v = JSON.parse(await Deno.readTextFile(`${machineHome()}/meshes/${n}`));
+      if (typeof v.root === "string" && typeof v.space === "string") out.push(v);
+    } catch {
+      // Unreadable: skipped.
+    }
+  }
+  return out;
+}

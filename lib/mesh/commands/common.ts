@@ -1,5 +1,5 @@
 import { CotalError } from "../../errors.ts";
-import { lookupMesh } from "../machine_registry.ts";
+import { listMeshes, lookupMesh } from "../machine_registry.ts";
 
 /** The `--root` flag every mesh command takes. */
 export const ROOT_FLAG = {
@@ -47,4 +47,27 @@ export async function resolveMeshRoot(flag: string | undefined, space: string): 
     `No mesh found for space '${space}': there is no ./.cotal here and the machine registry ` +
       "has no entry; pass --root <dir> or start one with 'cotal up'.",
   );
+}
+
+/**
+ * The root of an existing mesh for commands that act on a whole root (status, down, doctor,
+ * space list|rm|backup): `--root`, else `./.cotal` when it exists, else the one root the
+ * machine's registry knows (the same way ps and send find a mesh from any directory). Several
+ * registered roots and no `--root`: refused with their list.
+ */
+export async function resolveExistingRoot(flag: string | undefined): Promise<string> {
+  if (flag !== undefined) return resolveRoot(flag);
+  const local = resolveRoot(undefined);
+  if ((await Deno.stat(local).catch(() => undefined))?.isDirectory) return local;
+  const roots = [...new Set((await listMeshes()).map((e) => e.root))];
+  if (roots.length === 1) return roots[0];
+  if (roots.length > 1) {
+    throw new CotalError(
+      "several_meshes",
+      `There is no ./.cotal here and this machine runs meshes under ${
+        roots.join(", ")
+      }; pass --root <dir> to pick one.`,
+    );
+  }
+  return local;
 }

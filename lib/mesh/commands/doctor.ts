@@ -3,7 +3,7 @@ import { registry } from "../../registry.ts";
 import { doctorAuth, type DoctorAuthRow } from "../../workspace/doctor.ts";
 import { doctorStore, type StoreProblem } from "../../workspace/doctor_store.ts";
 import { workspaceSecretStore } from "../../workspace/mod.ts";
-import { resolveRoot, ROOT_FLAG } from "./common.ts";
+import { resolveExistingRoot, ROOT_FLAG } from "./common.ts";
 
 function remaining(s: number | undefined): string {
   if (s === undefined) return "";
@@ -53,7 +53,7 @@ export const doctorAuthCommand = defineCommand({
     },
   },
   async run({ values }) {
-    const root = resolveRoot(values.root);
+    const root = await resolveExistingRoot(values.root);
     const fix = values.fix === true;
     const rows = await doctorAuth(root, undefined, { fix });
     const store = await doctorStore(workspaceSecretStore(root), { fix });

@@ -4,7 +4,7 @@ import { assertValidSpaceName } from "../names.ts";
 import { spaceAdd, spaceList, spaceRm } from "../space.ts";
 import { spaceBackup, spaceRestore } from "../backup.ts";
 
-import { resolveRoot, ROOT_FLAG } from "./common.ts";
+import { resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common.ts";
 
 const SPACE_ARG = [{ name: "space", description: "the space's name", required: true }] as const;
 
@@ -36,7 +36,7 @@ export const spaceRmCommand = defineCommand({
   positionals: SPACE_ARG,
   async run({ values, positionals }) {
     const space = assertValidSpaceName(positionals[0]);
-    const result = await spaceRm(resolveRoot(values.root), space);
+    const result = await spaceRm(await resolveExistingRoot(values.root), space);
     printResult(
       denoIo(),
       { json: values.json === true },
@@ -53,7 +53,7 @@ export const spaceListCommand = defineCommand({
   summary: "list the spaces this root serves",
   flags: { ...ROOT_FLAG, ...JSON_FLAG },
   async run({ values }) {
-    const rows = await spaceList(resolveRoot(values.root));
+    const rows = await spaceList(await resolveExistingRoot(values.root));
     printResult(
       denoIo(),
       { json: values.json === true },
@@ -83,7 +83,11 @@ export const spaceBackupCommand = defineCommand({
   positionals: SPACE_ARG,
   async run({ values, positionals }) {
     const space = assertValidSpaceName(positionals[0]);
-    const m = await spaceBackup(resolveRoot(values.root), space, resolveRoot(values.to));
+    const m = await spaceBackup(
+      await resolveExistingRoot(values.root),
+      space,
+      resolveRoot(values.to),
+    );
     printResult(
       denoIo(),
       { json: values.json === true },

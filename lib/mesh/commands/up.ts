@@ -11,7 +11,7 @@ import { ManagerClient } from "../../manager/control_client.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
-import { parsePort, resolveRoot, ROOT_FLAG } from "./common.ts";
+import { parsePort, resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common.ts";
 import { doctorAuth } from "../../workspace/doctor.ts";
 import { credRows, storeRows } from "./doctor.ts";
 import { doctorStore } from "../../workspace/doctor_store.ts";
@@ -146,7 +146,7 @@ export const downCommand = defineCommand({
     },
   },
   async run({ values }) {
-    const result = await down(resolveRoot(values.root), {
+    const result = await down(await resolveExistingRoot(values.root), {
       keepAgents: values["keep-agents"] === true,
     });
     printResult(denoIo(), { json: values.json === true }, result, (r) => {
@@ -175,7 +175,7 @@ export const statusCommand = defineCommand({
   summary: "show each component of a root, its health, and the health of its creds",
   flags: { ...ROOT_FLAG, ...JSON_FLAG },
   async run({ values }) {
-    const root = resolveRoot(values.root);
+    const root = await resolveExistingRoot(values.root);
     const at = await Deno.stat(root).catch(() => undefined);
     if (!at?.isDirectory) {
       throw new CotalError(

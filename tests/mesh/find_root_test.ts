@@ -1,0 +1,48 @@
+/**
+ * Every command finds a running mesh the same way: `--root`, else `./.cotal`, else the one root
+ * the machine's registry knows. From another directory, status, space list, doctor and down
+ * used to say "nothing is running" / "nothing ran" while ps and send found the mesh.
+ */
+import assert from "node:assert/strict";
+import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
+Deno.test("mesh - from any directory, status, space list, doctor and down find the one running mesh", async () => {
+  const home = await tempDir("cotal-home-");
+  const root = await tempDir("cotal-findroot-");
+  const elsewhere = await tempDir("cotal-elsewhere-");
+  const cotal = async (args: string[], cwd = elsewhere) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, ...args],
+      cwd,
+      env: { COTAL_HOME: home },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    return {
+      code: out.code,
+      stdout: new TextDecoder().decode(out.stdout),
+      stderr: new TextDecoder().decode(out.stderr),
+    };
+  };
+  try {
+    const up = await cotal(["up", "--detach", "--root", root, "--port", `${freePort()}`]);
+    assert.equal(up.code, 0, up.stderr);
+    const status = await cotal(["status", "--json"]);
+    assert.equal(status.code, 0, status.stderr);
+    assert.ok(
+      JSON.parse(status.stdout).components.some((c: { id: string }) => c.id === "nats-server"),
+    );
+    const list = await cotal(["space", "list", "--json"]);
+    assert.equal(list.code, 0, list.stderr);
+    assert.deepEqual(JSON.parse(list.stdout).map((r: { space: string }) => r.space), ["default"]);
+    assert.equal((await cotal(["doctor", "auth", "--json"])).code, 0);
+    const down = await cotal(["down"]);
+    assert.equal(down.code, 0, down.stderr);
+    assert.match(down.stdout, /nats-server: stopped/);
+  } finally {
+    await cotal(["down", "--root", root]);
+    for (const d of [home, root, elsewhere]) await removeTempDir(d);
+  }
+});
