@@ -103,6 +103,15 @@ Deno.test("mesh - mint --out refuses a directory, a missing directory and an exi
     ]);
     assert.equal(ok.code, 0, ok.stderr);
     assert.equal((await Deno.stat(`${dir}/new.creds`)).mode! & 0o777, 0o600);
+    // It says when the cred stops working and how a NATS client must connect with it.
+    assert.match(
+      ok.stderr,
+      /expires \d{4}-.*Z \(in \d+ s\); a NATS client connects with inboxPrefix "_INBOX_U[A-Z0-9]+"/,
+    );
+    // The agent profile needs a lifecycle: a new one is made and printed.
+    const agent = await cotal(["mint", "--root", root, "--profile", "agent", "--actor", "a1"]);
+    assert.equal(agent.code, 0, agent.stderr);
+    assert.match(agent.stderr, /lifecycle uid [a-z0-9]{26,32} /);
     // Its help names the profiles, not array indices.
     assert.match((await cotal(["mint", "--help"])).stdout, /one of: [a-z-]+, [a-z-]+/);
   } finally {

@@ -1,3 +1,6 @@
+import { parseCreds } from "../../nats/creds.ts";
+import { decodeJwtUnverified } from "../../nats/jwt.ts";
+import { newLifecycleUid } from "../../wire/names.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
@@ -39,6 +42,11 @@ export const mintCommand = defineCommand({
       description: `one of: ${PROFILES.join(", ")}`,
     },
     actor: { type: "string", description: "the actor name (owner is 'local')" },
+    lifecycle: {
+      type: "string",
+      value: "uid",
+      description: "the agent profile's lifecycle uid (default: a new one, printed)",
+    },
     ttl: { type: "string", value: "seconds", description: "lifetime; capped by the profile" },
     out: {
       type: "string",
@@ -49,16 +57,34 @@ export const mintCommand = defineCommand({
   async run({ values }) {
     const space = assertValidSpaceName(values.space);
     const root = await resolveMeshRoot(values.root, space);
+    // An agent cred names its lifecycle: a given one, or a new one the operator is told.
+    const lifecycleUid = values.profile === "agent"
+      ? values.lifecycle ?? newLifecycleUid()
+      : values.lifecycle;
     const creds = await mintForRoot(root, space, {
       profile: values.profile,
       actor: values.actor,
       expiresInSeconds: parseTtl(values.ttl),
+      ...(lifecycleUid ? { lifecycleUid } : {}),
     });
     if (values.out) {
       await writeFileAtomic(values.out, creds, { noClobber: true, what: "--out" });
       console.error(`wrote ${safeText(values.out)}`);
     } else {
       await Deno.stdout.write(new TextEncoder().encode(creds));
+    }
+    // What a client needs to use it, and when it stops working.
+    const { jwt } = await parseCreds(creds);
+    const claims = decodeJwtUnverified(jwt);
+    if (claims.exp) {
+      console.error(
+        `expires ${new Date(claims.exp * 1000).toISOString()} (in ${
+          claims.exp - Math.floor(Date.now() / 1000)
+        } s); a NATS client connects with inboxPrefix "_INBOX_${claims.sub}"`,
+      );
+    }
+    if (values.profile === "agent" && !values.lifecycle) {
+      console.error(`lifecycle uid ${lifecycleUid} (its durables are provisioned by cotal spawn)`);
     }
   },
 });
