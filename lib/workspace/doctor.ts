@@ -21,7 +21,13 @@ import { TEMP_PREFIX } from "./store_key.ts";
 import type { SecretStore } from "./types.ts";
 
 /** A cred's health: past 75 % of its life is `near-expiry` (its renewal owner is late). */
-export type CredHealth = "healthy" | "near-expiry" | "expired" | "unbounded" | "unreadable";
+export type CredHealth =
+  | "healthy"
+  | "near-expiry"
+  | "expired"
+  | "unbounded"
+  | "unreadable"
+  | "missing";
 
 /** One row of the report. Never carries secret material. */
 export interface DoctorAuthRow {
@@ -65,6 +71,7 @@ const SPACE_KINDS = [
   CONNECTION_EVICTOR_CREDS_KIND,
 ];
 const DAEMON_KINDS = new Set([DELIVERY_CREDS_KIND, MEMBERSHIP_RW_CREDS_KIND]);
+const SYS_KINDS = new Set([MEMBERSHIP_OBSERVER_CREDS_KIND, CONNECTION_EVICTOR_CREDS_KIND]);
 
 /** Health of one creds text at `now`; pure. */
 export async function credHealth(
@@ -192,9 +199,24 @@ export async function doctorAuth(
     } catch (err) {
       detail = err instanceof CotalError ? err.code : "store_io";
     }
-    if (text === undefined && detail === undefined) continue;
     const kind = key.slice(key.lastIndexOf("/") + 1);
     const space = spaceOf.get(key);
+    if (text === undefined && detail === undefined) {
+      // A space's daemon cred that is not there runs its daemon degraded (or not at all): said.
+      if (space !== undefined) {
+        rows.push({
+          key,
+          kind,
+          space,
+          daemon: DAEMON_KINDS.has(kind),
+          status: "missing",
+          detail: SYS_KINDS.has(kind)
+            ? "a $SYS cred is minted only with the system seed: cotal down, then cotal up --rotate-sys"
+            : "cotal up mints it",
+        });
+      }
+      continue;
+    }
     const health = text !== undefined
       ? await credHealth(text, now)
       : { status: "unreadable" as const, detail };
@@ -209,7 +231,9 @@ export async function doctorAuth(
   if (!opts.fix) return rows;
 
   const toFix = new Set(
-    rows.filter((r) => r.daemon && r.status !== "healthy" && r.status !== "unreadable")
+    rows.filter((r) =>
+      r.daemon && r.status !== "healthy" && r.status !== "unreadable" && r.status !== "missing"
+    )
       .map((r) => r.space!),
   );
   for (const space of [...toFix].sort()) {

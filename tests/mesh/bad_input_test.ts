@@ -256,6 +256,18 @@ Deno.test("mesh - doctor auth names loose modes, a corrupt account record and me
     await Deno.writeTextFile(`${store}/space.${hex}/membership.json`, "{oops", { mode: 0o600 });
     const clean = await cotal(["doctor", "auth", "--json", "--root", root]);
     assert.equal(clean.code, 1);
+    // A space added while no $SYS seed was at hand runs without its observer cred: said.
+    const creds = JSON.parse(clean.stdout).creds as {
+      space?: string;
+      kind: string;
+      status: string;
+    }[];
+    assert.ok(
+      creds.some((c) =>
+        c.space === "team2" && c.kind === "membership-observer.creds" && c.status === "missing"
+      ),
+      JSON.stringify(creds),
+    );
     const found = JSON.parse(clean.stdout).store as { path: string; code: string }[];
     assert.deepEqual(
       found.map((p) => [p.path, p.code]).sort(),

@@ -114,7 +114,16 @@ Deno.test("workspace - doctorAuth --fix refuses a broken continuity and needs sp
   const delivery = await mintCreds(auth, newIdentity(), "delivery", { expiresAt: now + 100 });
   await store.put(deliveryCredsKey("alpha", C), delivery);
   await assert.rejects(doctorAuth("/unused", store), /pass the spaces/);
-  const rows = await doctorAuth("/unused", store, { spaces: ["alpha"], fix: true, now: now + 90 });
+  const all = await doctorAuth("/unused", store, { spaces: ["alpha"], fix: true, now: now + 90 });
+  // The three creds the space lacks are named missing, with what mints them.
+  const missing = all.filter((r) => r.status === "missing");
+  assert.deepEqual(missing.map((r) => r.kind).sort(), [
+    "connection-evictor.creds",
+    "membership-observer.creds",
+    "membership-rw.creds",
+  ]);
+  assert.ok(missing.every((r) => /cotal up/.test(r.detail!)));
+  const rows = all.filter((r) => r.status !== "missing");
   assert.equal(rows.length, 1);
   assert.equal(rows[0].status, "near-expiry");
   assert.equal(rows[0].fix?.ok, false);

@@ -69,7 +69,8 @@ export const doctorAuthCommand = defineCommand({
     );
     // Anything still wrong after the run (fixed or not) makes a non-zero exit.
     const badCred = rows.some((r) =>
-      (r.status === "expired" || r.status === "unreadable") && !(fix && r.fix?.ok)
+      (r.status === "expired" || r.status === "unreadable" || r.status === "missing") &&
+      !(fix && r.fix?.ok)
     );
     const badStore = store.some((p) => !p.fixed);
     return badCred || badStore ? 1 : 0;

@@ -187,7 +187,9 @@ export const statusCommand = defineCommand({
     }
     const components = await listComponents(root);
     const creds = components.length ? await doctorAuth(root).catch(() => []) : [];
-    const credsOk = creds.every((c) => c.status !== "expired" && c.status !== "unreadable");
+    const credsOk = creds.every((c) =>
+      c.status !== "expired" && c.status !== "unreadable" && c.status !== "missing"
+    );
     const store = components.length ? await doctorStore(workspaceSecretStore(root)) : [];
     // A running broker that logged a storage fault since it started refuses writes.
     const brokerFault = components.some((c) => c.id === "nats-server" && c.state === "running")
