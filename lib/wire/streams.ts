@@ -88,6 +88,8 @@ export const STREAM_LIMITS: Readonly<
 
 /** The largest row an agent can write to the presence bucket (its whole card fits in 4 KiB). */
 export const PRESENCE_MAX_ROW_BYTES = 64 * 1024;
+/** The largest row of the coordination buckets (channels, members, ACL, leases, set-aside). */
+export const COORDINATION_MAX_ROW_BYTES = 64 * 1024;
 
 /** Options shared by the space-setup calls. */
 export interface SpaceSetupOptions {
@@ -147,14 +149,19 @@ export function spaceStreamConfigs(space: string, opts: SpaceSetupOptions = {}):
       ...limits(STREAM_LIMITS.chat),
       max_msg_size: CHAT_MAX_MESSAGE_BYTES,
     }),
+    // DM and TASK refuse the 1001st message of a pair (discard new per subject) rather than
+    // drop its oldest: a member can aim broker answers at another pair's subject (the broker
+    // checks no reply subject), and must not evict what was acknowledged to others.
     messageStream(n.dm, [`${P}.inst.>`], r, {
       ...limits(STREAM_LIMITS.dm),
       discard: DiscardPolicy.New,
+      discard_new_per_subject: true,
     }),
     messageStream(n.task, [`${P}.svc.>`], r, {
       ...limits(STREAM_LIMITS.task),
       retention: RetentionPolicy.Workqueue,
       discard: DiscardPolicy.New,
+      discard_new_per_subject: true,
     }),
     messageStream(n.inbox, [`${P}.dinbox.>`], r, { ...limits(STREAM_LIMITS.inbox), ...plane3 }),
     // A member's durable copies: each lifecycle's one consumer reads its own subject, and what
@@ -224,13 +231,27 @@ export function spaceBucketConfigs(space: string, opts: SpaceSetupOptions = {}):
       maxRowBytes: PRESENCE_MAX_ROW_BYTES,
       rollups: false,
     }),
-    kvBucket(b.channels, r, { maxBytes: 16 * MIB }),
-    kvBucket(b.members, r),
-    kvBucket(b.acl, r),
+    // Coordination rows are small: a row cap refuses the large broker answers (a stream info
+    // of up to a MiB) a member can aim at a key, so a few requests cannot fill a bucket.
+    kvBucket(b.channels, r, { maxBytes: 16 * MIB, maxRowBytes: COORDINATION_MAX_ROW_BYTES }),
+    kvBucket(b.members, r, { maxRowBytes: COORDINATION_MAX_ROW_BYTES }),
+    kvBucket(b.acl, r, { maxRowBytes: COORDINATION_MAX_ROW_BYTES }),
     kvBucket(b.membership, r, { maxBytes: MEMBERSHIP_FEED_MAX_BYTES }),
-    kvBucket(b.delivery, r, { ttlMs: DELIVERY_LEASE_TTL_MS, maxBytes: MIB }),
-    kvBucket(b.manager, r, { ttlMs: MANAGER_LEASE_TTL_MS, maxBytes: MIB }),
-    kvBucket(b.setaside, r, { ttlMs: SETASIDE_TTL_MS, maxBytes: 16 * MIB }),
+    kvBucket(b.delivery, r, {
+      ttlMs: DELIVERY_LEASE_TTL_MS,
+      maxBytes: MIB,
+      maxRowBytes: COORDINATION_MAX_ROW_BYTES,
+    }),
+    kvBucket(b.manager, r, {
+      ttlMs: MANAGER_LEASE_TTL_MS,
+      maxBytes: MIB,
+      maxRowBytes: COORDINATION_MAX_ROW_BYTES,
+    }),
+    kvBucket(b.setaside, r, {
+      ttlMs: SETASIDE_TTL_MS,
+      maxBytes: 16 * MIB,
+      maxRowBytes: COORDINATION_MAX_ROW_BYTES,
+    }),
   ];
 }
 

@@ -160,3 +160,40 @@ Deno.test("security - answers aimed at a peer's presence key neither forge nor r
     await nc.close();
   }
 });
+
+Deno.test("security - 1,005 answers aimed at another pair's DM subject evict nothing: the pair's 1001st is refused instead", async () => {
+  await using mesh = await startMesh("refldm");
+  const mallory = await mesh.agent("mallory", policy);
+  const vict = await mesh.agent("vict", policy);
+  const op = await connectBroker({
+    servers: mesh.url,
+    creds: await mintCreds(mesh.auth, newIdentity(), "operator", {
+      principal: { owner: "local", actor: "operator" },
+    }),
+  });
+  const { nc } = await rawAs(mesh, mallory.creds, mallory.identity.id);
+  const pair = `${subjectRoot(mesh.space)}.inst.local.vict.local.operator`;
+  try {
+    // The operator's DM to Vict, stored before the flood.
+    const dm = {
+      id: "dm-before-flood",
+      from: { id: "local.operator" },
+      to: "local.vict",
+      parts: [{ kind: "text", text: "keep me" }],
+    };
+    await op.jetstream().publish(pair, enc(dm), { msgID: dm.id });
+    for (let i = 0; i < 1005; i++) nc.publish("$JS.API.INFO", new Uint8Array(), { reply: pair });
+    await nc.flush();
+    await new Promise((r) => setTimeout(r, 500));
+    // Vict comes online: the operator's DM is still there for it.
+    const v = vict.endpoint();
+    const got = collect<CotalMessageEvent>(v, "message");
+    await v.start();
+    await waitFor(() => got.some((e) => e.message.id === dm.id), {
+      what: "the DM stored before the flood",
+    });
+  } finally {
+    await nc.close();
+    await op.close();
+  }
+});

@@ -286,7 +286,13 @@ Deno.test("wire - setupSpaceStreams caps a space set up before the limits, in pl
     const jsm = await nc.jetstreamManager();
     // An older setup: DM unbounded, presence accepting rollups.
     const dm = spaceStreamConfigs(sb.space).find((c) => c.config.name === s.dm)!;
-    await jsm.streams.add({ ...dm.config, max_bytes: -1, max_age: 0, max_msgs_per_subject: -1 });
+    await jsm.streams.add({
+      ...dm.config,
+      max_bytes: -1,
+      max_age: 0,
+      max_msgs_per_subject: -1,
+      discard_new_per_subject: false,
+    });
     const pres = spaceBucketConfigs(sb.space).find((c) => c.config.name === `KV_${b.presence}`)!;
     await jsm.streams.add({ ...pres.config, allow_rollup_hdrs: true, max_msg_size: -1 });
     const r = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
@@ -294,6 +300,8 @@ Deno.test("wire - setupSpaceStreams caps a space set up before the limits, in pl
     const dmNow = (await jsm.streams.info(s.dm)).config;
     assert.equal(dmNow.max_bytes, STREAM_LIMITS.dm.maxBytes);
     assert.equal(dmNow.max_msgs_per_subject, 1000);
+    // A pair's 1001st DM is refused, never an older one dropped (answers aimed at a pair).
+    assert.equal(dmNow.discard_new_per_subject, true);
     const presNow = (await jsm.streams.info(`KV_${b.presence}`)).config;
     assert.equal(presNow.allow_rollup_hdrs, false);
     assert.equal(presNow.max_msg_size, 64 * 1024);
