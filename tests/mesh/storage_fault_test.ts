@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { connect, credsAuthenticator } from "nats";
 import { lastStorageFault, StorageFaultReader } from "../../lib/mesh/storage_fault.ts";
+import { readPidFile } from "../../lib/mesh/pidfile.ts";
 import { componentFiles } from "../../lib/mesh/stack.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
 
@@ -115,6 +116,7 @@ Deno.test({
       };
       try {
         for (let i = 0; i < 5; i++) await post(i, 60_000);
+        const brokerPid = (await readPidFile(componentFiles(root, "nats-server").pidFile))!.pid;
         // The disk fills: shrink it to what is used plus 1 MiB, and write until refused.
         await sh("mount", "-o", `remount,size=${(await usedKib(dir)) + 1024}k`, dir);
         let refused = 0;
@@ -129,8 +131,14 @@ Deno.test({
           if (!resumed) await new Promise((r) => setTimeout(r, 500));
         }
         assert.ok(resumed, "writes did not resume within 90 s of the disk being freed");
-        const wlog = await Deno.readTextFile(componentFiles(root, "watchdog").logFile);
-        assert.match(wlog, /the broker cannot write .*; restarting it to resume/);
+        // nats-server 2.15 latches the write error (writes resume only after a restart, which
+        // is the watchdog's); 2.10 recovers by itself. Whichever it was, writes resumed, and a
+        // broker that was restarted was restarted by the watchdog, for the storage fault.
+        const after = (await readPidFile(componentFiles(root, "nats-server").pidFile))!.pid;
+        if (after !== brokerPid) {
+          const wlog = await Deno.readTextFile(componentFiles(root, "watchdog").logFile);
+          assert.match(wlog, /the broker cannot write .*; restarting it to resume/);
+        }
         // Every acknowledged post is still stored (read back as an observer).
         const obs = await cotal(["mint", "--root", root, "--profile", "observer"]);
         const oc = await connect({
