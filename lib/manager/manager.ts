@@ -15,13 +15,11 @@
  */
 import { limitLog } from "../log_limit.ts";
 import type { Msg, NatsConnection, Subscription } from "nats";
-import { connect, connectWhenUp } from "../nats/connect.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { CotalEndpoint } from "../endpoint/endpoint.ts";
 import type { Presence } from "../endpoint/types.ts";
 import type { DeploymentLayout } from "../permissions.ts";
 import { registry, type Runtime, type RuntimeExit } from "../registry.ts";
-import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
 import { CREDENTIAL_LIFETIMES, mintCreds, newIdentity, type SpaceAuth } from "../trust/mod.ts";
 import { errorText } from "../wire/connect.ts";
 import { newLifecycleUid } from "../wire/names.ts";
@@ -38,7 +36,6 @@ import {
   type IndexedAgent,
   type LifecycleContext,
   mintAgentCreds,
-  readIndex,
   removeAgentDir,
   teardownFootprint,
   writeIndex,
@@ -54,22 +51,18 @@ import {
   probeIsolation,
 } from "./sandbox/isolation.ts";
 import { AgentIdPool } from "./sandbox/ids.ts";
-import {
-  clearSocketDir,
-  prepareAgent,
-  removeStaleCgroup,
-  runnerSandbox,
-  socketDirFor,
-  writeLaunch,
-} from "./agent_setup.ts";
+import { prepareAgent, runnerSandbox, socketDirFor, writeLaunch } from "./agent_setup.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { healSpace } from "./space_heal.ts";
+import { onRunnerExit } from "./restarts.ts";
+import { rosterRow, rosterRows, sweepRoster } from "./roster.ts";
+import { connectSupervisor, probeCreds, watchSupervisorConnection } from "./manager_broker.ts";
 import { HolderLock } from "../workspace/holder_lock.ts";
 import { assertProgram, parseSpawnRequest } from "./spawn_request.ts";
 import { lifecycleTag } from "../wire/names.ts";
 import { startRunner } from "./start_runner.ts";
 import { dispatchControl, handleControlMessage } from "./control_server.ts";
-import { awaitPresence, describeExit, recordCrash } from "./readiness.ts";
+import { awaitPresence } from "./readiness.ts";
 import { remintAndLog } from "./daemon_remint.ts";
 import {
   AGENT_REMINT_FRACTION,
@@ -294,45 +287,24 @@ export class Manager {
     return chooseIsolation({ ...request, ...this.#host });
   }
 
-  async #connect(): Promise<NatsConnection> {
-    try {
-      const opts = {
-        servers: this.#servers,
-        // Read at every (re)connect: a renewal swaps the text and reconnects onto it.
-        authenticator: credsAuthenticatorFast(() => this.#creds),
-        inboxPrefix: `_INBOX_${this.#identity.id}`,
-        name: `cotal-supervise:${this.space}`,
-        maxReconnectAttempts: -1,
-        reconnectTimeWait: 250,
-      };
-      if (!this.#opts.waitForBroker) return await connect(opts);
-      return await connectWhenUp(opts, {
-        waiting: (why) => this.#log(`manager: the broker is not up (${why}); waiting for it`),
-        signal: this.#stopping.signal,
-      });
-    } catch (err) {
-      throw new CotalError(
-        "broker_connect_failed",
-        `The manager could not connect to ${this.#servers.join(", ")} (${
-          errorText(err)
-        }); check the broker runs and holds this space's account.`,
-      );
-    }
+  #connect(): Promise<NatsConnection> {
+    return connectSupervisor({
+      servers: this.#servers,
+      creds: () => this.#creds,
+      connId: this.#identity.id,
+      space: this.space,
+      waitForBroker: this.#opts.waitForBroker,
+      log: this.#log,
+      signal: this.#stopping.signal,
+    });
   }
 
   #watchConnection(nc: NatsConnection): void {
-    (async () => {
-      for await (const st of nc.status()) {
-        if (st.type === "disconnect") this.#log("manager: broker connection lost; reconnecting");
-        else if (st.type === "reconnect") {
-          this.#log("manager: broker connection back");
-          // A restarted broker lost the memory-backed presence bucket: put it back.
-          void this.#track(
-            this.#healSpace().catch((err) => this.#log(`manager: ${errorText(err)}`)),
-          );
-        }
-      }
-    })().catch(() => {});
+    // A restarted broker lost the memory-backed presence bucket: put it back.
+    watchSupervisorConnection(nc, this.#log, () =>
+      void this.#track(
+        this.#healSpace().catch((err) => this.#log(`manager: ${errorText(err)}`)),
+      ));
   }
 
   /** This instance's holder lock: what lets its successor prove a crash (see `HolderLock`). */
@@ -372,7 +344,13 @@ export class Manager {
 
   #runDaemonRemint(): void {
     const run = () =>
-      remintAndLog(this.root, this.space, this.#store, (c) => this.#probe(c), (l) => this.#log(l));
+      remintAndLog(
+        this.root,
+        this.space,
+        this.#store,
+        (c) => probeCreds(this.#servers, c),
+        (l) => this.#log(l),
+      );
     const tick = () => {
       this.#track(
         run().catch((err) => this.#log(`manager: daemon re-sign failed (${errorText(err)})`)),
@@ -382,44 +360,23 @@ export class Manager {
     tick();
   }
 
-  async #probe(creds: string): Promise<boolean> {
-    const nc = await connect({
-      servers: this.#servers,
-      authenticator: credsAuthenticatorFast(creds),
-      maxReconnectAttempts: 0,
-      name: "cotal-supervise preflight",
-    });
-    await nc.close();
-    return true;
-  }
-
   #track<T>(p: Promise<T>): Promise<T> {
     this.#inflight.add(p);
     p.finally(() => this.#inflight.delete(p)).catch(() => {});
     return p;
   }
 
-  /**
-   * Clears what a previous manager (same instance) left: its sandboxes died with it (bwrap's
-   * --die-with-parent; a deno-only runner ends when its control channel drops), so its
-   * sockets, devpts mounts, cgroups and agent dirs are what is left. Agents on its roster are
-   * kept to be spawned again (their lifecycle, creds and durables stay); a row without a
-   * request (an older index) is torn down.
-   */
+  /** Clears what a previous manager left and keeps its roster to spawn again (roster.ts). */
   async #sweep(): Promise<void> {
-    const left = await readIndex(this.#ctx, this.instanceId);
-    await clearSocketDir(this.#socketDir);
-    for (const a of left) {
-      if (this.#host?.cgroup) await removeStaleCgroup(this.#host.cgroup, a.name, a.lifecycleUid);
-      if (a.request) {
-        await removeAgentDir(a.agentDir);
-        this.#kept.set(a.name, a);
-        continue;
-      }
-      await teardownFootprint(this.#ctx, a);
-      this.#log(`manager: swept ${a.name} (left by a previous manager)`);
-    }
-    if (left.length) await this.#saveIndex();
+    const { kept, found } = await sweepRoster(
+      this.#ctx,
+      this.instanceId,
+      this.#socketDir,
+      this.#host?.cgroup,
+      this.#log,
+    );
+    for (const a of kept) this.#kept.set(a.name, a);
+    if (found) await this.#saveIndex();
   }
 
   /** Spawns the kept roster again, one by one; one that cannot come back is torn down. */
@@ -440,18 +397,7 @@ export class Manager {
   }
 
   #saveIndex(): Promise<void> {
-    const rows: IndexedAgent[] = [...this.#agents.values()].filter((a) => a.status !== "retired")
-      .map((a) => ({
-        name: a.plan.name,
-        principal: a.plan.principal,
-        lifecycleUid: a.plan.lifecycleUid,
-        agentDir: a.plan.agentDir,
-        credsKey: a.plan.credsKey,
-        ...(a.handle ? { pid: a.handle.pid } : {}),
-        ...(a.request ? { request: { ...a.request } } : {}),
-      }));
-    for (const [name, row] of this.#kept) if (!this.#agents.has(name)) rows.push(row);
-    return writeIndex(this.#ctx, this.instanceId, rows);
+    return writeIndex(this.#ctx, this.instanceId, rosterRows(this.#agents, this.#kept));
   }
 
   async #serve(): Promise<void> {
@@ -664,45 +610,14 @@ export class Manager {
   }
 
   #onExit(agent: ManagedAgent, exit: RuntimeExit): void {
-    if (agent.status === "stopping" || agent.status === "starting" || this.#state !== "running") {
-      return;
-    }
-    agent.endSessions("process-exit");
-    const overBudget = recordCrash(agent, exit, Date.now());
-    if (overBudget) {
-      agent.status = "retired";
-      agent.reason = overBudget;
-      clearTimeout(agent.renewTimer);
-      this.#log(`manager: ${agent.plan.name} ${agent.reason}`);
-      this.#track(
-        (async () => {
-          await agent.sandbox?.close();
-          agent.slot = undefined;
-          await teardownFootprint(this.#ctx, agent.plan);
-          await this.#saveIndex();
-        })().catch(() => {}),
-      );
-      return;
-    }
-    agent.status = "restarting";
-    agent.restartsUsed++;
-    agent.reason = `restarted after ${describeExit(exit)}`;
-    this.#log(`manager: ${agent.plan.name} exited (${describeExit(exit)}); restarting`);
-    this.#track((async () => {
-      await new Promise((r) => setTimeout(r, 200 * agent.crashes.length));
-      if (agent.status !== "restarting" || this.#state !== "running") return;
-      try {
-        await this.#startRunner(agent);
-        agent.status = "running";
-        await this.#saveIndex();
-      } catch (err) {
-        agent.status = "retired";
-        agent.reason = `retired: restart failed (${errorText(err)})`;
-        await agent.sandbox?.close();
-        agent.slot = undefined;
-        await teardownFootprint(this.#ctx, agent.plan);
-      }
-    })());
+    onRunnerExit(agent, exit, {
+      running: () => this.#state === "running",
+      startRunner: (a) => this.#startRunner(a),
+      teardown: (a) => teardownFootprint(this.#ctx, a.plan),
+      saveIndex: () => this.#saveIndex(),
+      track: (p) => this.#track(p),
+      log: this.#log,
+    });
   }
 
   /** Stops one agent for a later start to bring back: its roster row, lifecycle and durables stay. */
@@ -714,14 +629,8 @@ export class Manager {
     await a.stopRunner().catch(() => {});
     await a.sandbox?.close();
     await removeAgentDir(a.plan.agentDir);
-    this.#kept.set(a.plan.name, {
-      name: a.plan.name,
-      principal: a.plan.principal,
-      lifecycleUid: a.plan.lifecycleUid,
-      agentDir: a.plan.agentDir,
-      credsKey: a.plan.credsKey,
-      request: { ...a.request },
-    });
+    const { pid: _pid, ...row } = rosterRow(a);
+    this.#kept.set(a.plan.name, row);
     this.#agents.delete(a.plan.name);
     await this.#saveIndex().catch(() => {});
     this.#log(`manager: stopped ${a.plan.name} (kept on the roster)`);
