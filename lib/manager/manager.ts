@@ -75,16 +75,6 @@ import {
   RENEW_FRACTION,
 } from "./manager_types.ts";
 
-export {
-  AGENT_REMINT_FRACTION,
-  DAEMON_REMINT_INTERVAL_MS,
-  managerInstanceId,
-  type ManagerOptions,
-  type ManagerStatus,
-  MAX_AGENTS,
-  RENEW_FRACTION,
-} from "./manager_types.ts";
-
 type State = "idle" | "starting" | "running" | "stopping" | "stopped";
 
 function hostPort(url: string): string {

@@ -16,14 +16,14 @@
  *
  * @module
  */
+export { Manager } from "./manager.ts";
 export {
   AGENT_REMINT_FRACTION,
   DAEMON_REMINT_INTERVAL_MS,
-  Manager,
   type ManagerOptions,
   type ManagerStatus,
   MAX_AGENTS,
-} from "./manager.ts";
+} from "./manager_types.ts";
 export {
   type AgentRow,
   type AgentStatus,

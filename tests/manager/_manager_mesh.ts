@@ -7,7 +7,8 @@ import { startTestBroker, tempDir, type TestBroker, uniqueSpace } from "../_harn
 import { CotalEndpoint } from "../../lib/endpoint/mod.ts";
 import type { CotalMessageEvent } from "../../lib/endpoint/events.ts";
 import { ManagerClient } from "../../lib/manager/control_client.ts";
-import { Manager, type ManagerOptions } from "../../lib/manager/manager.ts";
+import { Manager } from "../../lib/manager/manager.ts";
+import type { ManagerOptions } from "../../lib/manager/manager_types.ts";
 import { ensureBrokerAuth, ensureSpaceAccount } from "../../lib/mesh/trust_state.ts";
 import {
   composeSpaceAuth,
