@@ -14,7 +14,7 @@
  * @module
  */
 import { limitLog } from "../log_limit.ts";
-import type { Msg, NatsConnection, Subscription } from "nats";
+import type { NatsConnection, Subscription } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
 import { CotalEndpoint } from "../endpoint/endpoint.ts";
 import type { Presence } from "../endpoint/types.ts";
@@ -28,7 +28,7 @@ import { getSpaceAuth } from "../workspace/space_auth.ts";
 import { controlTrustOf, ControlVerifier } from "./control_auth.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { AttachSessions } from "./attach.ts";
-import { CONTROL_VERSION, type JsonObject, serveFilters } from "./control_rail.ts";
+import { CONTROL_VERSION, type JsonObject } from "./control_rail.ts";
 import "./connectors.ts";
 import { MANAGER_LEASE_TTL_MS, ManagerLease } from "./lease.ts";
 import {
@@ -61,7 +61,7 @@ import { HolderLock } from "../workspace/holder_lock.ts";
 import { assertProgram, parseSpawnRequest } from "./spawn_request.ts";
 import { lifecycleTag } from "../wire/names.ts";
 import { startRunner } from "./start_runner.ts";
-import { dispatchControl, handleControlMessage } from "./control_server.ts";
+import { serveControl } from "./control_serve.ts";
 import { awaitPresence } from "./readiness.ts";
 import { remintAndLog } from "./daemon_remint.ts";
 import {
@@ -391,33 +391,16 @@ export class Manager {
   }
 
   async #serve(): Promise<void> {
-    const nc = this.#nc!;
-    const f = serveFilters(this.space, this.instanceId);
-    const cb = (_err: unknown, m: Msg) => void this.#track(this.#handle(m));
-    this.#subs.push(nc.subscribe(f.one, { queue: "manager", callback: cb }));
-    this.#subs.push(nc.subscribe(f.inst, { callback: cb }));
-    // The broker has the subscriptions before start() resolves: a request sent right after
-    // start() on another connection is not dropped for want of a subscriber.
-    await nc.flush();
-  }
-
-  #handle(m: Msg): Promise<void> {
-    return handleControlMessage(m, {
-      space: this.space,
-      instanceId: this.instanceId,
-      epoch: this.epoch,
-      verify: (m, caller, nonce, once) =>
-        this.#verifier!.verify(m.subject, m.data, m.headers, caller, nonce, once),
-      publish: (to, data) => this.#nc?.publish(to, data),
-      log: (l) => this.#log(l),
-      dispatch: (command, args, caller) => {
-        if (this.#state !== "running") {
-          throw new CotalError(
-            "unavailable",
-            "The manager is stopping; try again when it is back.",
-          );
-        }
-        return dispatchControl(command, args, caller, {
+    this.#subs.push(
+      ...await serveControl(this.#nc!, {
+        space: this.space,
+        instanceId: this.instanceId,
+        epoch: this.epoch,
+        verifier: this.#verifier!,
+        running: () => this.#state === "running",
+        track: (p) => void this.#track(p),
+        log: this.#log,
+        ops: {
           status: () => this.status(),
           ps: () => this.ps(),
           spawn: (a) => this.spawn(a),
@@ -425,9 +408,9 @@ export class Manager {
           agent: (name) => this.#get(name),
           attach: (agent, size) => this.#sessions!.open(agent, size),
           log: (l) => this.#log(l),
-        });
-      },
-    });
+        },
+      }),
+    );
   }
 
   #get(name: string): ManagedAgent {
