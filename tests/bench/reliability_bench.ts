@@ -248,7 +248,19 @@ async function supervisorKill() {
   const cotal = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
   const run = async (...args: string[]) => {
     const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", cotal, ...args, "--root", root],
+      args: [
+        "run",
+        "-A",
+        cotal,
+        ...(args.includes("--")
+          ? [
+            ...args.slice(0, args.indexOf("--")),
+            "--root",
+            root,
+            ...args.slice(args.indexOf("--")),
+          ]
+          : [...args, "--root", root]),
+      ],
       stdout: "piped",
       stderr: "piped",
     }).output();

@@ -12,10 +12,18 @@ import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts
 
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
 
+function withRoot(args: string[], root: string): string[] {
+  const end = args.indexOf("--");
+  return end < 0
+    ? [...args, "--root", root]
+    : [...args.slice(0, end), "--root", root, ...args.slice(end)];
+}
+
 function cli(root: string) {
   return async (...args: string[]) => {
     const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", COTAL, ...args, "--root", root],
+      // --root before any `--`: after it, it would be the spawned program's argument.
+      args: ["run", "-A", COTAL, ...withRoot(args, root)],
       stdout: "piped",
       stderr: "piped",
     }).output();
