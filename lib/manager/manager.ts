@@ -13,10 +13,9 @@
  *
  * @module
  */
-import { limitLog } from "../log_limit.ts";
 import type { NatsConnection, Subscription } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
-import { CotalEndpoint } from "../endpoint/endpoint.ts";
+import type { CotalEndpoint } from "../endpoint/endpoint.ts";
 import type { Presence } from "../endpoint/types.ts";
 import type { DeploymentLayout } from "../permissions.ts";
 import { registry, type Runtime, type RuntimeExit } from "../registry.ts";
@@ -35,7 +34,6 @@ import {
   agentCredsKey,
   type IndexedAgent,
   type LifecycleContext,
-  mintAgentCreds,
   removeAgentDir,
   teardownFootprint,
   writeIndex,
@@ -51,12 +49,18 @@ import {
   probeIsolation,
 } from "./sandbox/isolation.ts";
 import { AgentIdPool } from "./sandbox/ids.ts";
-import { prepareAgent, runnerSandbox, socketDirFor, writeLaunch } from "./agent_setup.ts";
+import { prepareAgent, runnerSandbox, socketDirFor } from "./agent_setup.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { healSpace } from "./space_heal.ts";
 import { onRunnerExit } from "./restarts.ts";
 import { rosterRow, rosterRows, sweepRoster } from "./roster.ts";
-import { connectSupervisor, probeCreds, watchSupervisorConnection } from "./manager_broker.ts";
+import {
+  connectSupervisor,
+  probeCreds,
+  startSupervisorEndpoint,
+  watchSupervisorConnection,
+} from "./manager_broker.ts";
+import { scheduleAgentRenewal } from "./agent_renewal.ts";
 import { HolderLock } from "../workspace/holder_lock.ts";
 import { assertProgram, parseSpawnRequest } from "./spawn_request.ts";
 import { lifecycleTag } from "../wire/names.ts";
@@ -65,7 +69,6 @@ import { serveControl } from "./control_serve.ts";
 import { awaitPresence } from "./readiness.ts";
 import { remintAndLog } from "./daemon_remint.ts";
 import {
-  AGENT_REMINT_FRACTION,
   DAEMON_REMINT_INTERVAL_MS,
   DEFAULT_AGENT_CREDS_TTL_SECONDS,
   managerInstanceId,
@@ -216,21 +219,13 @@ export class Manager {
       await this.#sweep();
       await this.#healSpace();
       await Deno.mkdir(agentsRootOf(this.#layout()), { recursive: true, mode: 0o700 });
-      this.#endpoint = new CotalEndpoint({
+      this.#endpoint = await startSupervisorEndpoint({
         space: this.space,
         servers: this.#servers,
-        card: { name: "manager", kind: "endpoint", ...this.#principal },
+        principal: this.#principal,
         creds: () => this.#mintSelf(),
-        consume: false,
+        log: this.#log,
       });
-      // Warnings are often caused by what members write (a malformed presence row): at most a
-      // few of each kind a minute reach the log.
-      const warn = limitLog(this.#log);
-      this.#endpoint.addEventListener(
-        "warning",
-        (ev) => warn(ev.error.code ?? "warning", `manager: ${ev.error.message}`),
-      );
-      await this.#endpoint.start();
       this.#endpoint.setActivity(`supervisor (${this.#runtime.name})`);
       this.#sessions = new AttachSessions(() => this.#nc!, this.space, this.epoch);
       await this.#serve();
@@ -568,18 +563,13 @@ export class Manager {
   }
 
   #scheduleAgentRenewal(agent: ManagedAgent, ttlSeconds?: number): void {
-    const ttl = (ttlSeconds ?? CREDENTIAL_LIFETIMES.agent.defaultTtlSeconds) * 1000;
-    agent.renewTimer = setTimeout(async () => {
-      if (agent.status === "retired" || agent.status === "stopping") return;
-      try {
-        const creds = await mintAgentCreds(this.#ctx, agent.plan, ttlSeconds);
-        await this.#store.put(agent.plan.credsKey, creds);
-        await writeLaunch(this.#ctx, agent, this.#servers, creds);
-      } catch (err) {
-        this.#log(`manager: could not renew ${agent.plan.name}'s cred (${errorText(err)})`);
-      }
-      this.#scheduleAgentRenewal(agent, ttlSeconds);
-    }, Math.max(1_000, ttl * AGENT_REMINT_FRACTION));
+    scheduleAgentRenewal(agent, {
+      ctx: this.#ctx,
+      store: this.#store,
+      servers: this.#servers,
+      ttlSeconds,
+      log: this.#log,
+    });
   }
 
   #onExit(agent: ManagedAgent, exit: RuntimeExit): void {

@@ -6,6 +6,9 @@
  * @module
  */
 import type { NatsConnection } from "nats";
+import { CotalEndpoint } from "../endpoint/endpoint.ts";
+import { limitLog } from "../log_limit.ts";
+import type { Principal } from "../wire/names.ts";
 import { connect, connectWhenUp } from "../nats/connect.ts";
 import { CotalError } from "../errors.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
@@ -79,4 +82,32 @@ export async function probeCreds(servers: string[], creds: string): Promise<bool
   });
   await nc.close();
   return true;
+}
+
+/**
+ * The supervisor's own endpoint (presence as `manager`, the roster it reads; it consumes
+ * nothing). Its warnings are often caused by what members write (a malformed presence row): at
+ * most a few of each kind a minute reach the log.
+ */
+export async function startSupervisorEndpoint(opts: {
+  space: string;
+  servers: string[];
+  principal: Principal;
+  creds: () => Promise<string>;
+  log: (line: string) => void;
+}): Promise<CotalEndpoint> {
+  const ep = new CotalEndpoint({
+    space: opts.space,
+    servers: opts.servers,
+    card: { name: "manager", kind: "endpoint", ...opts.principal },
+    creds: opts.creds,
+    consume: false,
+  });
+  const warn = limitLog(opts.log);
+  ep.addEventListener(
+    "warning",
+    (ev) => warn(ev.error.code ?? "warning", `manager: ${ev.error.message}`),
+  );
+  await ep.start();
+  return ep;
 }
