@@ -143,9 +143,13 @@ export class RenewalEvent extends Event {
  * `history` on the channels concerned may still hold them.
  */
 export class GapEvent extends Event {
+  /** How many copies meant for this member were refused (its backlog was full). */
   readonly count: number;
+  /** The first copy missed: message id, channel, CHAT sequence, when. */
   readonly first: GapEnd;
+  /** The last copy missed. */
   readonly last: GapEnd;
+  /** The event for one gap marker read from the member's DLV subject. */
   constructor(marker: GapMarker) {
     super("gap");
     this.count = marker.count;
