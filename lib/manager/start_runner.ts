@@ -278,6 +278,10 @@ export async function startRunner(
   );
   if (cgroup && sync) {
     let child: number | undefined;
+    // What bwrap says before the sandbox runs is its own error ("bwrap: Can't mount ..."): kept
+    // so a failed start names its cause.
+    const early = boundedOutput(result.handle);
+    const exited = new Promise<void>((res) => result.handle.onExit(() => res()));
     try {
       child = await awaitChildPid(sync.infoRead);
       joinAgentCgroup(cgroup, child);
@@ -285,11 +289,26 @@ export async function startRunner(
       // Never let a sandbox outside its cgroup go on: its first process (the PID namespace's
       // init, whose death ends the namespace) and bwrap itself are killed before the block
       // pipe closes.
+      const gone = child !== undefined && !processExists(child);
       if (child) signalProcess(child, "SIGKILL");
       signalProcess(result.handle.pid, "SIGKILL");
       closeFd(sync.blockWrite);
-      throw err;
+      // bwrap prints its reason as it exits: wait (briefly) for it.
+      await deadline(exited, 2_000);
+      early.stop();
+      const said = early.text();
+      const why = gone
+        ? new CotalError(
+          "sandbox_start_failed",
+          "the sandbox ended while bwrap was setting it up.",
+        )
+        : err;
+      if (why instanceof CotalError && said) {
+        throw new CotalError(why.code, `${why.message} bwrap said: ${said}`);
+      }
+      throw why;
     }
+    early.stop();
     releaseBlock(sync.blockWrite);
   }
   return {
@@ -298,4 +317,43 @@ export async function startRunner(
     isolation: opts.isolation,
     runtime: runtime.name,
   };
+}
+
+/** The first bytes a handle prints, as one printable line (at most 300 characters). */
+function boundedOutput(handle: RuntimeHandle): { text(): string; stop(): void } {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const stop = handle.onData((d) => {
+    if (size >= 4096) return;
+    chunks.push(d.slice(0, 4096 - size));
+    size += Math.min(d.length, 4096 - size);
+  });
+  return {
+    stop,
+    text() {
+      const all = new Uint8Array(size);
+      let at = 0;
+      for (const c of chunks) {
+        all.set(c, at);
+        at += c.length;
+      }
+      return new TextDecoder().decode(all).replace(/[^\x20-\x7e]+/g, " ").trim().slice(0, 300);
+    },
+  };
+}
+
+function processExists(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `p`, or nothing once `ms` pass. */
+async function deadline(p: Promise<void>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([p, new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
 }

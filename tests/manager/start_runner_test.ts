@@ -312,3 +312,21 @@ async function copyTree(from: string, to: string): Promise<void> {
   const out = await new Deno.Command("/bin/cp", { args: ["-a", from, to] }).output();
   assert.ok(out.success, new TextDecoder().decode(out.stderr));
 }
+
+Deno.test("manager - a sandbox bwrap cannot set up fails the start with bwrap's own reason, and nothing runs", async () => {
+  const spec: AgentSpec = { kind: "program", command: "/bin/sh", args: ["-c", "echo ran"] };
+  await using fx = await sandboxedAgent(spec);
+  const missing = `/nonexistent-${crypto.randomUUID()}`;
+  await assert.rejects(
+    startRunner({
+      ...fx.runner,
+      sandbox: { ...fx.runner.sandbox, expose: [missing] },
+      runtime: await createRuntime("process"),
+    }),
+    (e) =>
+      isCotalError(e, "sandbox_start_failed") &&
+      /bwrap exited before it reported its sandbox.s pid|the sandbox ended while bwrap was setting it up/
+        .test(e.message) &&
+      e.message.includes(`bwrap said: bwrap: Can't find source path ${missing}`),
+  );
+});

@@ -98,6 +98,7 @@ export async function awaitChildPid(
 ): Promise<number> {
   const until = Date.now() + deadlineMs;
   let text = "";
+  let closed = false;
   try {
     while (Date.now() < until) {
       const chunk = readNow(infoRead);
@@ -110,6 +111,7 @@ export async function awaitChildPid(
       if (chunk.length === 0) {
         const m = /"child-pid"\s*:\s*(\d+)/.exec(text);
         if (m) return Number(m[1]);
+        closed = true;
         break;
       }
       text += new TextDecoder().decode(chunk);
@@ -120,7 +122,9 @@ export async function awaitChildPid(
   }
   throw new CotalError(
     "sandbox_start_failed",
-    "bwrap did not report its sandbox's pid (it failed to set the sandbox up, or timed out).",
+    closed
+      ? "bwrap exited before it reported its sandbox's pid (it could not set the sandbox up)."
+      : `bwrap did not report its sandbox's pid within ${Math.round(deadlineMs / 1000)} s.`,
   );
 }
 
