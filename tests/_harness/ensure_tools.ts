@@ -1,8 +1,12 @@
 /**
- * Run before the suite (`deno task test`): finds nats-server or installs it into the project
- * cache, printing progress, so the first test does not pay the install inside its timeout.
+ * Run before the suite (`deno task test`): finds nats-server and bwrap or installs them into the
+ * project cache, printing progress, so no test pays an install inside its timeout and parallel
+ * test files never install the same tool at once.
  */
 import { ensureServer } from "../../lib/broker/mod.ts";
+import { ensureBwrap } from "../../lib/manager/sandbox/bwrap.ts";
 
 const found = await ensureServer({ onProgress: (line) => console.error(`nats-server: ${line}`) });
 console.error(`nats-server: using ${found.version.text} at ${found.path} (${found.source})`);
+const bwrap = await ensureBwrap({ onProgress: (line) => console.error(`bwrap: ${line}`) });
+console.error(`bwrap: using ${bwrap.path} (${bwrap.source})`);

@@ -129,7 +129,9 @@ export function bwrapSuites(osRelease?: string): string[] {
 export async function installBwrap(opts: EnsureBwrapOptions = {}): Promise<FoundBwrap> {
   const cacheDir = opts.cacheDir ?? projectCacheDir();
   const target = cachedBwrapPath(cacheDir);
-  const staged = `${target}.new`;
+  // Each install stages its own file: two at once (parallel callers on a fresh cache) must
+  // never write into the inode the other one renames into place.
+  const staged = `${target}.new-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
   await fetchDebBinary({
     pkg: "bubblewrap",
     inside: ["usr/bin/bwrap"],
