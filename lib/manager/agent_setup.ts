@@ -219,6 +219,7 @@ export async function prepareAgent(
       limits: p.limits,
       net: p.net,
       servers: opts.servers,
+      inboxPrefix: `_INBOX_${p.identity.id}`,
       ...(p.workdir ? { workdir: p.workdir } : {}),
       ...(bwrap && p.isolation.cgroup ? { cgroupHost: p.isolation.cgroup } : {}),
       seccomp: bwrap,

@@ -30,6 +30,7 @@ import {
 } from "../../lib/manager/sandbox/plan.ts";
 import { RELAY_PORT } from "../../lib/manager/sandbox/relay.ts";
 import { freshAgentDir } from "../../lib/manager/lifecycle.ts";
+import { credsId } from "../trust/_helpers.ts";
 import type { RunnerOptions } from "../../lib/manager/start_runner.ts";
 
 let creds: Promise<string> | undefined;
@@ -166,6 +167,7 @@ export async function sandboxedAgent(
     limits,
     net,
     servers: fx.layout.broker.map((b) => `nats://${b}`),
+    inboxPrefix: `_INBOX_${credsId(await testCreds())}`,
     ...(opts.workdir ? { workdir: opts.workdir } : {}),
     ...(mode === "bwrap" && isolation.cgroup ? { cgroupHost: isolation.cgroup } : {}),
     seccomp: mode === "bwrap",

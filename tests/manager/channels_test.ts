@@ -28,6 +28,8 @@ function echoServer(): { port: number; close(): void; accepted(): number } {
   return { port: (l.addr as Deno.NetAddr).port, close: () => l.close(), accepted: () => n };
 }
 
+const GUARD = { inboxPrefix: "_INBOX_test" };
+
 async function readSome(c: Deno.Conn): Promise<string> {
   const buf = new Uint8Array(256);
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -46,7 +48,7 @@ Deno.test("channels - the relay carries bytes both ways, and at most 16 connecti
   const relay = await BrokerRelay.listen(`${dir}/0.broker`, [
     "nats://127.0.0.1:1", // refused: the relay moves on to the next server
     `nats://127.0.0.1:${broker.port}`,
-  ]);
+  ], GUARD);
   const conns: Deno.UnixConn[] = [];
   try {
     const c = await Deno.connect({ transport: "unix", path: relay.path });
@@ -72,7 +74,7 @@ Deno.test("channels - the relay carries bytes both ways, and at most 16 connecti
 Deno.test("channels - the runner's loopback forward reaches the broker through the relay", async () => {
   const dir = await tempDir("cotal-relay-");
   const broker = echoServer();
-  const relay = await BrokerRelay.listen(`${dir}/0.broker`, [`127.0.0.1:${broker.port}`]);
+  const relay = await BrokerRelay.listen(`${dir}/0.broker`, [`127.0.0.1:${broker.port}`], GUARD);
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();

@@ -50,6 +50,8 @@ export interface AgentSandboxOptions {
   readonly limits: AgentLimits;
   readonly net: NetMode;
   readonly servers: readonly string[];
+  /** The agent's inbox prefix (`_INBOX_<id>`): the only reply subjects its relay passes. */
+  readonly inboxPrefix: string;
   readonly workdir?: string;
   readonly cgroupHost?: CgroupHost;
   readonly seccomp: boolean;
@@ -128,7 +130,12 @@ export class AgentSandbox {
       control = await ControlChannel.listen(controlPath, owner);
       if (opts.mode === "bwrap" && opts.net === "relay") {
         const brokerPath = agentSocketPath(opts.socketDir, opts.slot, "broker");
-        relay = await BrokerRelay.listen(brokerPath, opts.servers, owner);
+        relay = await BrokerRelay.listen(
+          brokerPath,
+          opts.servers,
+          { inboxPrefix: opts.inboxPrefix },
+          owner,
+        );
       }
       if (opts.mode === "bwrap" && opts.cgroupHost) {
         cgroup = createAgentCgroup(

@@ -3,10 +3,13 @@
  * binds into the sandbox, relayed to the broker. Inside, the runner forwards a loopback port
  * of its own namespace to that socket, so the agent's NATS client (and its program's) dials
  * `127.0.0.1:<port>` as usual and reaches the broker and nothing else: no host loopback
- * service, no other machine, and nothing on the host can dial in.
+ * service, no other machine, and nothing on the host can dial in. What the agent sends goes
+ * through its {@linkcode ProtocolGuard} (reply subjects only to its own inbox, see there).
  *
  * @module
  */
+
+import { type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
 
 /** The loopback port the runner forwards inside the agent's namespace. */
 export const RELAY_PORT = 4222;
@@ -62,33 +65,109 @@ export async function splice(a: Deno.Conn, b: Deno.Conn): Promise<void> {
   close();
 }
 
+/**
+ * Relays one agent connection: the broker's bytes as they come, the agent's through its
+ * {@linkcode ProtocolGuard}. A refusal tells the agent why (`-ERR`) and ends both sides.
+ */
+export async function guardedSplice(
+  agent: Deno.Conn,
+  broker: Deno.Conn,
+  guard: ProtocolGuard,
+): Promise<void> {
+  // One writer to the agent at a time: the broker's bytes and a refusal never interleave.
+  let toAgent = Promise.resolve();
+  const sendAgent = (b: Uint8Array) => (toAgent = toAgent.then(() => writeAll(agent, b)));
+  const down = (async () => {
+    const buf = new Uint8Array(64 * 1024);
+    for (;;) {
+      const n = await broker.read(buf);
+      if (n === null) return;
+      await sendAgent(buf.slice(0, n));
+    }
+  })().catch(() => {});
+  const up = (async () => {
+    const buf = new Uint8Array(64 * 1024);
+    for (;;) {
+      const n = await agent.read(buf);
+      if (n === null) return;
+      const step = guard.push(buf.subarray(0, n));
+      if (step.out.length) await writeAll(broker, joinBytes(step.out));
+      if (step.refused) {
+        closeQuietly(broker);
+        // The reason sits between single quotes; the guard's reasons never contain one.
+        const why = step.refused.replace(/'/g, "");
+        await sendAgent(new TextEncoder().encode(`-ERR 'cotal relay: ${why}'\r\n`));
+        return;
+      }
+    }
+  })().catch(() => {});
+  await Promise.race([down, up]);
+  await toAgent.catch(() => {});
+  closeQuietly(agent);
+  closeQuietly(broker);
+}
+
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  for (let at = 0; at < bytes.length;) at += await conn.write(bytes.subarray(at));
+}
+
+function joinBytes(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+function closeQuietly(c: Deno.Conn): void {
+  try {
+    c.close();
+  } catch {
+    // Already closed.
+  }
+}
+
 /** The supervisor's end: one listener per agent, each connection relayed to the broker. */
 export class BrokerRelay {
   readonly path: string;
   readonly #listener: Deno.Listener;
   readonly #servers: readonly string[];
+  readonly #policy: GuardPolicy;
   readonly #open = new Set<Promise<void>>();
   readonly #conns = new Set<Deno.Conn>();
   #closed = false;
 
-  private constructor(path: string, listener: Deno.Listener, servers: readonly string[]) {
+  private constructor(
+    path: string,
+    listener: Deno.Listener,
+    servers: readonly string[],
+    policy: GuardPolicy,
+  ) {
     this.path = path;
     this.#listener = listener;
     this.#servers = servers;
+    this.#policy = policy;
     this.#accept();
   }
 
-  /** Listens on `path` (0600, owned by `owner` when given) and relays to `servers`. */
+  /**
+   * Listens on `path` (0600, owned by `owner` when given) and relays to `servers` what
+   * `policy` allows.
+   */
   static async listen(
     path: string,
     servers: readonly string[],
+    policy: GuardPolicy,
     owner?: { uid: number; gid: number },
   ): Promise<BrokerRelay> {
     await Deno.remove(path).catch(() => {});
     const listener = Deno.listen({ transport: "unix", path });
     await Deno.chmod(path, 0o600);
     if (owner) await Deno.chown(path, owner.uid, owner.gid);
-    return new BrokerRelay(path, listener, servers);
+    return new BrokerRelay(path, listener, servers, policy);
   }
 
   async #accept(): Promise<void> {
@@ -107,7 +186,7 @@ export class BrokerRelay {
             return;
           }
           this.#conns.add(up);
-          await splice(conn, up);
+          await guardedSplice(conn, up, new ProtocolGuard(this.#policy));
           this.#conns.delete(up);
         })().catch(() => {}).finally(() => this.#conns.delete(conn));
         this.#open.add(p);

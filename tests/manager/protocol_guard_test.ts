@@ -1,0 +1,138 @@
+/**
+ * The relay's protocol guard on its own: what a sandboxed agent may send the broker, chunked
+ * any way, in canonical form; and each refusal, with its reason. The same attacks through a
+ * real supervisor, relay and broker are in tests/security/relay_guard_test.ts.
+ */
+import assert from "node:assert/strict";
+import { GUARD_MAX_PAYLOAD, ProtocolGuard } from "../../lib/manager/sandbox/protocol_guard.ts";
+
+const INBOX = "_INBOX_UAGENT";
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** Feeds `text` in chunks of `step` bytes; returns what went on and the refusal. */
+function feed(text: string | Uint8Array, step = Infinity): { out: string; refused?: string } {
+  const g = new ProtocolGuard({ inboxPrefix: INBOX });
+  const bytes = typeof text === "string" ? enc.encode(text) : text;
+  let out = "";
+  for (let at = 0; at < bytes.length; at += Math.min(step, bytes.length)) {
+    const r = g.push(bytes.subarray(at, at + Math.min(step, bytes.length)));
+    out += r.out.map((b) => dec.decode(b)).join("");
+    if (r.refused) return { out, refused: r.refused };
+  }
+  return { out };
+}
+
+const CLIENT = [
+  'CONNECT {"verbose":false,"jwt":"eyJ","sig":"x"}\r\n',
+  "PING\r\n",
+  "SUB _INBOX_UAGENT.> 1\r\n",
+  "SUB cotal.s.chat.*.*.general q 2\r\n",
+  "PUB cotal.s.chat.local.a.general 5\r\nhello\r\n",
+  "PUB $JS.API.INFO _INBOX_UAGENT.abc 0\r\n\r\n",
+  "HPUB cotal.s.inst.local.b.local.a _INBOX_UAGENT.r1 12 17\r\nNATS/1.0\r\n\r\nhello\r\n",
+  'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 46\r\n{"stream_name":"CHAT_s","config":{"name":"h"}}\r\n',
+  "PUB $JS.API.STREAM.INFO.KV_x _INBOX_UAGENT.i 0\r\n\r\n",
+  "UNSUB 1 5\r\n",
+  "UNSUB 2\r\n",
+  "PONG\r\n",
+].join("");
+
+Deno.test("protocol guard - what a client sends passes unchanged, however it is chunked", () => {
+  for (const step of [Infinity, 1, 2, 3, 7, 64]) {
+    const r = feed(CLIENT, step);
+    assert.equal(r.refused, undefined, `step ${step}`);
+    assert.equal(r.out, CLIENT, `step ${step}`);
+  }
+});
+
+Deno.test("protocol guard - lenient spellings reach the broker in one canonical form", () => {
+  const r = feed('pub\tcotal.x  _INBOX_UAGENT.a\t3\nabc\r\nping\nConnect   { "a" : 1 }\r\n');
+  assert.equal(r.refused, undefined);
+  assert.equal(r.out, 'PUB cotal.x _INBOX_UAGENT.a 3\r\nabc\r\nPING\r\nCONNECT {"a":1}\r\n');
+});
+
+function refused(text: string, why: RegExp): void {
+  const r = feed(text);
+  assert.ok(r.refused, `not refused: ${JSON.stringify(text.slice(0, 80))}`);
+  assert.match(r.refused!, why);
+}
+
+Deno.test("protocol guard - a reply subject outside the agent's own inbox is refused (aimed answers)", () => {
+  const why = /a reply subject must be under the inbox of this agent, _INBOX_UAGENT\.>/;
+  refused("PUB $JS.API.INFO cotal.s.chat.local.operator.general 0\r\n\r\n", why);
+  refused("PUB $JS.API.INFO $KV.cotal_acl_s.x 0\r\n\r\n", why);
+  refused(
+    "HPUB $JS.API.INFO $KV.cotal_presence_s.local.operator 12 12\r\nNATS/1.0\r\n\r\n\r\n",
+    why,
+  );
+  // The inbox itself, a sibling's inbox and a prefix that only starts alike.
+  refused("PUB $JS.API.INFO _INBOX_UAGENT 0\r\n\r\n", why);
+  refused("PUB $JS.API.INFO _INBOX_UOTHER.x 0\r\n\r\n", why);
+  refused("PUB $JS.API.INFO _INBOX_UAGENTX.x 0\r\n\r\n", why);
+  // Nothing of a refused line goes on.
+  assert.equal(feed("PING\r\nPUB a cotal.x 0\r\n\r\n").out, "PING\r\n");
+});
+
+Deno.test("protocol guard - a consumer create may not aim its deliveries, in any spelling the broker reads", () => {
+  const create = (body: string) =>
+    `PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c ${
+      enc.encode(body).length
+    }\r\n${body}\r\n`;
+  const aimed = /a consumer deliver subject must be under the inbox of this agent/;
+  refused(create('{"config":{"deliver_subject":"$KV.cotal_acl_s.x"}}'), aimed);
+  refused(create('{"config":{"deliver\\u005fsubject":"$KV.cotal_acl_s.x"}}'), aimed);
+  refused(create('{"config":{"deliver_subject":5}}'), aimed);
+  const spelled = /field name that is not lowercase ASCII/;
+  refused(create('{"config":{"DELIVER_SUBJECT":"$KV.cotal_acl_s.x"}}'), spelled);
+  refused(create('{"config":{"deliver_\u017fubject":"$KV.cotal_acl_s.x"}}'), spelled);
+  refused(create('{"CONFIG":{"deliver_subject":"x"}}'), spelled);
+  refused(create('{"config":"x"}'), /config is not an object/);
+  refused(create("not json"), /not JSON/);
+  refused(
+    `PUB $JS.API.CONSUMER.DURABLE.CREATE.CHAT_s.d _INBOX_UAGENT.c 40\r\n{"config":{"deliver_subject":"a.b.c.d"}}\r\n`,
+    aimed,
+  );
+  // Headers first: the body after them is what is checked.
+  const body = '{"config":{"deliver_subject":"evil"}}';
+  const h = "NATS/1.0\r\n\r\n";
+  refused(
+    `HPUB $JS.API.CONSUMER.CREATE.X.y _INBOX_UAGENT.c ${h.length} ${
+      h.length + body.length
+    }\r\n${h}${body}\r\n`,
+    aimed,
+  );
+  // Its own inbox is fine.
+  assert.equal(feed(create('{"config":{"deliver_subject":"_INBOX_UAGENT.d"}}')).refused, undefined);
+});
+
+Deno.test("protocol guard - a stream info may not list subjects or deletions (amplified answers)", () => {
+  const info = (body: string) =>
+    `PUB $JS.API.STREAM.INFO.CHAT_s _INBOX_UAGENT.i ${body.length}\r\n${body}\r\n`;
+  refused(info('{"subjects_filter":">"}'), /may not list subjects/);
+  refused(info('{"deleted_details":true}'), /may not list subjects/);
+  refused(info('{"Subjects_Filter":">"}'), /not lowercase ASCII/);
+  assert.equal(feed(info("{}")).refused, undefined);
+});
+
+Deno.test("protocol guard - malformed or foreign operations end the connection", () => {
+  refused("INFO {}\r\n", /the operation "INFO" is not one a client sends/);
+  refused("MSG a 1 0\r\n\r\n", /the operation "MSG"/);
+  refused("PUB a 3\r\nabcdef\r\n", /not followed by CRLF/);
+  refused("PUB a b c 3\r\nabc\r\n", /PUB has 4 arguments/);
+  refused("PUB a -3\r\n", /size that is not a number/);
+  refused(`PUB a ${GUARD_MAX_PAYLOAD + 1}\r\n`, /larger than the broker limit of 1 MiB/);
+  refused("HPUB a 10 5\r\n", /headers larger than its message/);
+  refused("PUB a\x01b 0\r\n\r\n", /malformed argument/);
+  refused("CONNECT [1]\r\n", /CONNECT is not an object/);
+  refused("CONNECT {\r\n", /not followed by JSON/);
+  refused("PING x\r\n", /PING takes no arguments/);
+  refused("SUB a\r\n", /SUB takes/);
+  refused("UNSUB 1 x\r\n", /UNSUB takes/);
+  refused(" PING\r\n", /not an operation/);
+  refused("x".repeat(70_000), /longer than 64 KiB/);
+  // Once refused, always refused.
+  const g = new ProtocolGuard({ inboxPrefix: INBOX });
+  assert.ok(g.push(enc.encode("INFO {}\r\n")).refused);
+  assert.ok(g.push(enc.encode("PING\r\n")).refused);
+});
