@@ -136,3 +136,67 @@ Deno.test("protocol guard - malformed or foreign operations end the connection",
   assert.ok(g.push(enc.encode("INFO {}\r\n")).refused);
   assert.ok(g.push(enc.encode("PING\r\n")).refused);
 });
+
+Deno.test("protocol guard - a message goes on only whole, and a large one arrives intact", () => {
+  const g = new ProtocolGuard({ inboxPrefix: INBOX });
+  const body = new Uint8Array(GUARD_MAX_PAYLOAD).map((_, i) => i % 251);
+  const msg = new Uint8Array([...enc.encode(`PUB big ${body.length}\r\n`), ...body, 13, 10]);
+  const out: Uint8Array[] = [];
+  for (let at = 0; at < msg.length; at += 65_536) {
+    const r = g.push(msg.slice(at, at + 65_536));
+    assert.equal(r.refused, undefined);
+    // Nothing before the last chunk: a PUB line never reaches the broker without its body.
+    if (at + 65_536 < msg.length) assert.equal(r.out.length, 0);
+    out.push(...r.out.map((b) => b.slice()));
+  }
+  const sent = new Uint8Array(out.reduce((n, b) => n + b.length, 0));
+  let at = 0;
+  for (const b of out) {
+    sent.set(b, at);
+    at += b.length;
+  }
+  assert.deepEqual(sent, msg);
+  // A refused body: the operations before it go on, nothing of it does.
+  const r = feed(
+    'PING\r\nPUB $JS.API.STREAM.INFO.S _INBOX_UAGENT.i 23\r\n{"subjects_filter":">"}\r\nPING\r\n',
+    5,
+  );
+  assert.match(r.refused!, /may not list subjects/);
+  assert.equal(r.out, "PING\r\n");
+});
+
+Deno.test("protocol guard - the byte-level reading of canonical PUB lines decides as the full parser does", () => {
+  // "PUB" takes the byte-level path when canonical; "Pub" always takes the full parser.
+  const subjects = [
+    "a",
+    "$JS.API.INFO",
+    "$JS.API.STREAM.INFO.S",
+    "x".repeat(4096),
+    "x".repeat(4097),
+  ];
+  const replies = [
+    undefined,
+    "_INBOX_UAGENT.r",
+    "_INBOX_UAGENT.",
+    "_INBOX_UAGENT",
+    "_INBOX_UAGENTX.r",
+    "r",
+  ];
+  const bodies = ["", "{}", '{"subjects_filter":">"}', "hello"];
+  let n = 0;
+  for (const subject of subjects) {
+    for (const reply of replies) {
+      for (const body of bodies) {
+        for (const size of [String(body.length), `00${body.length}`]) {
+          const tail = `${subject}${reply === undefined ? "" : ` ${reply}`} ${size}\r\n${body}\r\n`;
+          const fast = feed(`PUB ${tail}`);
+          const full = feed(`Pub ${tail}`);
+          assert.equal(fast.refused, full.refused, tail.slice(0, 60));
+          if (!fast.refused) assert.equal(fast.out, `PUB ${tail}`);
+          n++;
+        }
+      }
+    }
+  }
+  assert.equal(n, 240);
+});

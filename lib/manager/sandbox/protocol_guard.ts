@@ -43,7 +43,6 @@ export interface GuardStep {
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-const CRLF = enc.encode("\r\n");
 const SIZE = /^[0-9]{1,10}$/;
 
 /** A subject, queue or sid token: printable ASCII, no whitespace. */
@@ -51,87 +50,201 @@ function token(t: string): boolean {
   return t.length > 0 && t.length <= 4096 && /^[\x21-\x7e]+$/.test(t);
 }
 
-/** A PUB/HPUB line was read: its body comes next. */
-const AWAIT_BODY = Symbol("await body");
-
-interface Pending {
-  readonly head: string;
+/** A PUB/HPUB line: what its body must be checked against. */
+interface Publish {
   readonly subject: string;
   readonly headerBytes: number;
   readonly size: number;
 }
 
-/** Checks one connection's client-to-broker bytes, chunk by chunk. */
+/**
+ * Checks one connection's client-to-broker bytes, chunk by chunk. A line already in canonical
+ * form (what a NATS client library sends) and every message body go on as views of the bytes
+ * read, so the common case costs a scan and no copy. A PUB goes on only with its whole body.
+ */
 export class ProtocolGuard {
   readonly #policy: GuardPolicy;
-  #buf: Uint8Array = new Uint8Array(0);
-  #pending?: Pending;
+  /** `<inboxPrefix>.` as bytes. */
+  readonly #inbox: Uint8Array;
+  /** Copies of bytes not yet part of a complete operation (the caller reuses its buffer). */
+  #rest: Uint8Array[] = [];
+  #restBytes = 0;
+  /** Bytes the next operation needs before it is worth looking at again. */
+  #need = 0;
   #refused?: string;
 
   constructor(policy: GuardPolicy) {
     this.#policy = policy;
+    this.#inbox = enc.encode(`${policy.inboxPrefix}.`);
   }
 
-  /** Takes the next bytes the agent sent; returns what goes on to the broker. */
+  /**
+   * Takes the next bytes the agent sent; returns what goes on to the broker. The pieces may be
+   * views of `chunk`: write them before `chunk`'s buffer is reused.
+   */
   push(chunk: Uint8Array): GuardStep {
     if (this.#refused) return { out: [], refused: this.#refused };
-    this.#buf = concat(this.#buf, chunk);
+    if (this.#restBytes + chunk.length < this.#need) {
+      this.#rest.push(chunk.slice());
+      this.#restBytes += chunk.length;
+      return { out: [] };
+    }
+    const buf = this.#rest.length ? concatAll([...this.#rest, chunk]) : chunk;
+    this.#rest = [];
+    this.#restBytes = 0;
+    this.#need = 0;
     const out: Uint8Array[] = [];
+    // A run of input bytes that goes on unchanged, emitted as one view.
+    let runStart = -1;
+    let runEnd = -1;
+    const raw = (a: number, b: number) => {
+      if (runStart >= 0 && runEnd === a) {
+        runEnd = b;
+        return;
+      }
+      if (runStart >= 0) out.push(buf.subarray(runStart, runEnd));
+      runStart = a;
+      runEnd = b;
+    };
+    const rewritten = (text: string) => {
+      if (runStart >= 0) out.push(buf.subarray(runStart, runEnd));
+      runStart = -1;
+      out.push(enc.encode(`${text}\r\n`));
+    };
+    let pos = 0;
     try {
       for (;;) {
-        const piece = this.#next();
-        if (piece === undefined) break;
-        if (piece !== AWAIT_BODY) out.push(piece);
+        const nl = buf.indexOf(0x0a, pos);
+        if (nl < 0) {
+          if (buf.length - pos > GUARD_MAX_LINE) refuse("a protocol line is longer than 64 KiB");
+          break;
+        }
+        if (nl - pos > GUARD_MAX_LINE) refuse("a protocol line is longer than 64 KiB");
+        const crlf = nl > pos && buf[nl - 1] === 0x0d;
+        const bytes = buf.subarray(pos, crlf ? nl - 1 : nl);
+        let canonical = "";
+        let publish: Publish | undefined;
+        let same = crlf && (publish = this.#canonicalPub(bytes)) !== undefined;
+        if (!same) {
+          const line = lineText(bytes);
+          ({ canonical, publish } = this.#line(line));
+          same = crlf && canonical === line;
+        }
+        if (!publish) {
+          if (same) raw(pos, nl + 1);
+          else rewritten(canonical);
+          pos = nl + 1;
+          continue;
+        }
+        const body = nl + 1;
+        if (buf.length - body < publish.size + 2) {
+          // Not all here: look again (from this line) once it can be.
+          this.#need = body - pos + publish.size + 2;
+          break;
+        }
+        if (buf[body + publish.size] !== 0x0d || buf[body + publish.size + 1] !== 0x0a) {
+          refuse("a message is not followed by CRLF where its size says it ends");
+        }
+        this.#checkBody(
+          publish.subject,
+          buf.subarray(body + publish.headerBytes, body + publish.size),
+        );
+        if (same) raw(pos, body);
+        else rewritten(canonical);
+        raw(body, body + publish.size + 2);
+        pos = body + publish.size + 2;
       }
     } catch (err) {
       if (!(err instanceof Refusal)) throw err;
       this.#refused = err.message;
+      // What came before the refused operation still goes on, in order; nothing of it.
+      if (runStart >= 0) out.push(buf.subarray(runStart, runEnd));
       return { out, refused: err.message };
+    }
+    if (runStart >= 0) out.push(buf.subarray(runStart, runEnd));
+    if (pos < buf.length) {
+      this.#rest = [buf.slice(pos)];
+      this.#restBytes = buf.length - pos;
     }
     return { out };
   }
 
   /**
-   * One complete operation in canonical form; {@linkcode AWAIT_BODY} after a PUB line (its
-   * body is next); undefined until more bytes arrive.
+   * A `PUB <subject> [<reply>] <size>` line already in canonical form, read straight from its
+   * bytes (what client libraries send for every message); undefined for anything else, which
+   * {@linkcode ProtocolGuard.#line} then reads in full. Refuses what `#line` would refuse.
    */
-  #next(): Uint8Array | typeof AWAIT_BODY | undefined {
-    if (this.#pending) return this.#payload(this.#pending);
-    const nl = this.#buf.indexOf(0x0a);
-    if (nl < 0) {
-      if (this.#buf.length > GUARD_MAX_LINE) refuse("a protocol line is longer than 64 KiB");
+  #canonicalPub(b: Uint8Array): Publish | undefined {
+    if (b.length < 7 || b[0] !== 0x50 || b[1] !== 0x55 || b[2] !== 0x42 || b[3] !== 0x20) {
       return undefined;
     }
-    if (nl > GUARD_MAX_LINE) refuse("a protocol line is longer than 64 KiB");
-    let line = dec.decode(this.#buf.subarray(0, nl));
-    this.#buf = this.#buf.subarray(nl + 1);
-    if (line.endsWith("\r")) line = line.slice(0, -1);
-    return this.#line(line);
+    // Token bounds: printable ASCII separated by exactly one space.
+    const cuts = [4];
+    for (let i = 4; i < b.length; i++) {
+      const c = b[i];
+      if (c === 0x20) {
+        if (i === cuts[cuts.length - 1] || cuts.length === 3) return undefined;
+        cuts.push(i + 1);
+      } else if (c < 0x21 || c > 0x7e) {
+        return undefined;
+      }
+    }
+    if (cuts[cuts.length - 1] === b.length) return undefined;
+    const end = (k: number) => (k + 1 < cuts.length ? cuts[k + 1] - 1 : b.length);
+    const last = cuts.length - 1;
+    let size = 0;
+    if (end(last) - cuts[last] > 10) return undefined;
+    for (let i = cuts[last]; i < end(last); i++) {
+      if (b[i] < 0x30 || b[i] > 0x39) return undefined;
+      size = size * 10 + b[i] - 0x30;
+    }
+    if (end(0) - cuts[0] > 4096 || (cuts.length === 3 && end(1) - cuts[1] > 4096)) {
+      return undefined;
+    }
+    if (size > GUARD_MAX_PAYLOAD) refuse("a message is larger than the broker limit of 1 MiB");
+    if (cuts.length === 3) {
+      const inbox = this.#inbox;
+      const start = cuts[1];
+      const ok = end(1) - start > inbox.length &&
+        inbox.every((c, i) => b[start + i] === c);
+      if (!ok) {
+        refuse(
+          `a reply subject must be under the inbox of this agent, ${this.#policy.inboxPrefix}.>`,
+        );
+      }
+    }
+    // Only a JetStream API subject's body is read: its name is all that is needed as text.
+    const api = end(0) - cuts[0] > 8 && b[cuts[0]] === 0x24 && b[cuts[0] + 1] === 0x4a;
+    const subject = api
+      ? String.fromCharCode.apply(null, b.subarray(cuts[0], end(0)) as unknown as number[])
+      : "";
+    return { subject, headerBytes: 0, size };
   }
 
-  #line(line: string): Uint8Array | typeof AWAIT_BODY {
+  /** The canonical form of one line (without CRLF), and for a PUB/HPUB what its body needs. */
+  #line(line: string): { canonical: string; publish?: Publish } {
     const m = /^([A-Za-z]+)(?:[ \t]+(.*))?$/.exec(line);
     if (!m) refuse("a protocol line is not an operation");
     const op = m[1].toUpperCase();
     const rest = (m[2] ?? "").trim();
-    if (op === "CONNECT") return enc.encode(`CONNECT ${connectJson(rest)}\r\n`);
+    if (op === "CONNECT") return { canonical: `CONNECT ${connectJson(rest)}` };
     const args = rest === "" ? [] : rest.split(/[ \t]+/);
     if (!args.every(token)) refuse(`${op} has a malformed argument`);
     switch (op) {
       case "PING":
       case "PONG":
         if (args.length) refuse(`${op} takes no arguments`);
-        return enc.encode(`${op}\r\n`);
+        return { canonical: op };
       case "SUB":
         if (args.length !== 2 && args.length !== 3) {
           refuse("SUB takes a subject, a queue and an id");
         }
-        return enc.encode(`SUB ${args.join(" ")}\r\n`);
+        return { canonical: `SUB ${args.join(" ")}` };
       case "UNSUB":
         if (args.length !== 1 && !(args.length === 2 && SIZE.test(args[1]))) {
           refuse("UNSUB takes an id and a count");
         }
-        return enc.encode(`UNSUB ${args.join(" ")}\r\n`);
+        return { canonical: `UNSUB ${args.join(" ")}` };
       case "PUB":
         return this.#publish(op, args, false);
       case "HPUB":
@@ -141,7 +254,7 @@ export class ProtocolGuard {
     }
   }
 
-  #publish(op: string, args: string[], headers: boolean): typeof AWAIT_BODY {
+  #publish(op: string, args: string[], headers: boolean): { canonical: string; publish: Publish } {
     const sizes = headers ? 2 : 1;
     if (args.length !== 1 + sizes && args.length !== 2 + sizes) {
       refuse(`${op} has ${args.length} arguments`);
@@ -158,24 +271,10 @@ export class ProtocolGuard {
     if (reply !== undefined && !(reply.startsWith(inbox) && reply.length > inbox.length)) {
       refuse(`a reply subject must be under the inbox of this agent, ${inbox}>`);
     }
-    const head = headers
+    const canonical = headers
       ? `HPUB ${subject}${reply ? ` ${reply}` : ""} ${headerBytes} ${size}`
       : `PUB ${subject}${reply ? ` ${reply}` : ""} ${size}`;
-    this.#pending = { head, subject, headerBytes, size };
-    return AWAIT_BODY;
-  }
-
-  /** The message body of a PUB/HPUB once it is all here (with its CRLF). */
-  #payload(p: Pending): Uint8Array | undefined {
-    if (this.#buf.length < p.size + 2) return undefined;
-    if (this.#buf[p.size] !== 0x0d || this.#buf[p.size + 1] !== 0x0a) {
-      refuse("a message is not followed by CRLF where its size says it ends");
-    }
-    const body = this.#buf.slice(0, p.size);
-    this.#buf = this.#buf.subarray(p.size + 2);
-    this.#pending = undefined;
-    this.#checkBody(p.subject, body.subarray(p.headerBytes));
-    return concat(concat(enc.encode(`${p.head}\r\n`), body), CRLF);
+    return { canonical, publish: { subject, headerBytes, size } };
   }
 
   /** JetStream API bodies that would aim the broker's deliveries or blow its answers up. */
@@ -238,10 +337,23 @@ function connectJson(text: string): string {
   return JSON.stringify(v);
 }
 
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  if (a.length === 0) return b.slice();
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
+function concatAll(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
   return out;
+}
+
+/**
+ * One line as text: byte for byte (Latin-1) for the short lines of PUB and SUB, whose tokens
+ * must be printable ASCII anyway; UTF-8 for a CONNECT, whose JSON may carry any text.
+ */
+function lineText(bytes: Uint8Array): string {
+  if (bytes.length > 4096 || (bytes.length >= 7 && (bytes[0] | 0x20) === 0x63)) {
+    return dec.decode(bytes);
+  }
+  return String.fromCharCode.apply(null, bytes as unknown as number[]);
 }

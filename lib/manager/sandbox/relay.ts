@@ -74,52 +74,37 @@ export async function guardedSplice(
   broker: Deno.Conn,
   guard: ProtocolGuard,
 ): Promise<void> {
-  // One writer to the agent at a time: the broker's bytes and a refusal never interleave.
-  let toAgent = Promise.resolve();
-  const sendAgent = (b: Uint8Array) => (toAgent = toAgent.then(() => writeAll(agent, b)));
+  // One writer per side: the broker's bytes and a refusal reach the agent in order. Writes are
+  // queued behind the writer's backpressure, so reading the next chunk overlaps the last write.
+  const toAgent = agent.writable.getWriter();
+  const toBroker = broker.writable.getWriter();
   const down = (async () => {
-    const buf = new Uint8Array(64 * 1024);
-    for (;;) {
-      const n = await broker.read(buf);
-      if (n === null) return;
-      await sendAgent(buf.slice(0, n));
+    for await (const chunk of broker.readable) {
+      await toAgent.ready;
+      toAgent.write(chunk).catch(() => {});
     }
   })().catch(() => {});
   const up = (async () => {
-    const buf = new Uint8Array(64 * 1024);
-    for (;;) {
-      const n = await agent.read(buf);
-      if (n === null) return;
-      const step = guard.push(buf.subarray(0, n));
-      if (step.out.length) await writeAll(broker, joinBytes(step.out));
+    // Each chunk of the stream is a fresh buffer: the guard's views stay valid while queued.
+    for await (const chunk of agent.readable) {
+      const step = guard.push(chunk);
+      for (const piece of step.out) {
+        await toBroker.ready;
+        toBroker.write(piece).catch(() => {});
+      }
       if (step.refused) {
         closeQuietly(broker);
         // The reason sits between single quotes; the guard's reasons never contain one.
         const why = step.refused.replace(/'/g, "");
-        await sendAgent(new TextEncoder().encode(`-ERR 'cotal relay: ${why}'\r\n`));
+        await toAgent.write(new TextEncoder().encode(`-ERR 'cotal relay: ${why}'\r\n`));
         return;
       }
     }
   })().catch(() => {});
   await Promise.race([down, up]);
-  await toAgent.catch(() => {});
+  await Promise.race([toAgent.ready, new Promise((r) => setTimeout(r, 1_000))]).catch(() => {});
   closeQuietly(agent);
   closeQuietly(broker);
-}
-
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  for (let at = 0; at < bytes.length;) at += await conn.write(bytes.subarray(at));
-}
-
-function joinBytes(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }
 
 function closeQuietly(c: Deno.Conn): void {
