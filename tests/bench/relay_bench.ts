@@ -18,10 +18,10 @@ import { credsAuthenticatorFast } from "../../lib/trust/mod.ts";
 import { tempDir } from "../_harness/broker.ts";
 import { startMesh } from "../endpoint/_mesh.ts";
 
-const ROUNDS = 5;
+const ROUNDS = 9;
 const RTT_PER_ROUND = 300;
 const ACKED_PER_ROUND = 3_000;
-const CORE_PER_ROUND = 20_000;
+const CORE_PER_ROUND = 40_000;
 const IN_FLIGHT = 64;
 
 interface Column {
