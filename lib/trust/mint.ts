@@ -130,6 +130,28 @@ export async function mintCreds(
   profile: Profile,
   opts: MintOpts = {},
 ): Promise<string> {
+  checkIdentity(identity);
+  return await renderCreds(await signUserJwt(auth, identity.id, profile, opts), identity.seed);
+}
+
+/**
+ * The user JWT of a `profile` credential for the user key `publicKey`, signed with `auth`'s
+ * account signing key: what {@linkcode mintCreds} signs, without the holder's seed (a signer
+ * never sees one). Refuses what `mintCreds` refuses.
+ *
+ * @example
+ * ```ts
+ * const auth = await createSpaceAuth("demo");
+ * const me = newIdentity();
+ * const jwt = await signUserJwt(auth, me.id, "observer");
+ * ```
+ */
+export async function signUserJwt(
+  auth: MintAuth,
+  publicKey: string,
+  profile: Profile,
+  opts: MintOpts = {},
+): Promise<string> {
   if (!isProfile(profile)) {
     const sys = profile === "membership-observer" || profile === "connection-evictor";
     refuse(
@@ -142,17 +164,19 @@ export async function mintCreds(
     );
   }
   checkSigner(auth);
-  checkIdentity(identity);
+  if (!isPublicKey(publicKey, "user")) {
+    refuse("invalid_identity", "The identity id is not a user public key (U…); use newIdentity().");
+  }
   const now = Math.floor(Date.now() / 1000);
   const exp = resolveExpiry(profile, opts, now);
-  const connId = opts.connId ?? identity.id;
+  const connId = opts.connId ?? publicKey;
   const perms = permissionsFor(auth.space, profile, { ...opts, connId });
   assertExplicitPermissions(perms, profile);
   const principal = opts.principal ?? { owner: "local", actor: connId };
   const signer = await accountSigner(auth.account);
   const jwt = await encodeJwt(
     {
-      sub: identity.id,
+      sub: publicKey,
       name: profile,
       exp,
       nats: {
@@ -173,5 +197,5 @@ export async function mintCreds(
       `The ${profile} JWT is ${jwt.length} bytes, over the ${MAX_USER_JWT_BYTES}-byte limit the broker's control line allows; grant fewer channels (use a wildcard subtree).`,
     );
   }
-  return await renderCreds(jwt, identity.seed);
+  return jwt;
 }

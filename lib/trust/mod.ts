@@ -36,6 +36,7 @@ export {
   MAX_USER_JWT_BYTES,
   mintCreds,
   principalTags,
+  signUserJwt,
 } from "./mint.ts";
 export { isProfile, type PermissionOpts, permissionsFor, PROFILES } from "./profiles.ts";
 export {
@@ -94,3 +95,9 @@ export type {
   SysAccountKeys,
   SysCredentialKind,
 } from "./types.ts";
+export {
+  type CredentialSigner,
+  localSigner,
+  mintWith,
+  type SignRequest,
+} from "./credential_signer.ts";

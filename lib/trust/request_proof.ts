@@ -1,0 +1,187 @@
+/**
+ * Proof of the caller on a request over the broker. A rail's subject names its caller and the
+ * broker lets only that caller's creds publish there; but the broker never checks a reply
+ * subject, so a member can aim a broker answer (a publish ack, an API reply) at a rail's
+ * subjects. A subject alone therefore does not prove who sent a request. Each request carries
+ * its caller's user JWT and an ed25519 signature, made with that JWT's key, over a context
+ * string (one per rail), the subject, a timestamp and the body's hash; the server takes it only
+ * when the JWT is signed by the space's account, is one of the profiles the rail admits, names
+ * the subject's caller, and the signature verifies within a frozen window, and (for requests
+ * with effects) once. The manager's control rail and the signer's rail both use it.
+ *
+ * @module
+ */
+import { headers as natsHeaders, type MsgHdrs } from "nats";
+import { CotalError } from "../errors.ts";
+import { base64urlDecode, base64urlEncode } from "../nats/base64url.ts";
+import { parseCreds } from "../nats/creds.ts";
+import { decodeJwt } from "../nats/jwt.ts";
+import type { UserClaims } from "../nats/types.ts";
+import { publicKeyFromSeed } from "../nats/nkeys.ts";
+import { seedSigner, type Signer, verifySignature } from "../nats/signer.ts";
+import type { MintAuth } from "./types.ts";
+
+/** How far a request's timestamp may be from the server's clock (frozen: no request widens it). */
+export const REQUEST_PROOF_WINDOW_MS = 60_000;
+/** The most nonces of requests with effects remembered inside the window. */
+export const REQUEST_REPLAY_CAP = 100_000;
+
+const H_JWT = "Cotal-Caller-Jwt";
+const H_TS = "Cotal-Ts";
+const H_SIG = "Cotal-Sig";
+const ENCODER = new TextEncoder();
+
+async function signingInput(
+  context: string,
+  subject: string,
+  ts: number,
+  body: Uint8Array,
+): Promise<Uint8Array> {
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", body as BufferSource));
+  return ENCODER.encode(`${context}\n${subject}\n${ts}\n${base64urlEncode(hash)}`);
+}
+
+/** What a caller signs with: its JWT and its key. */
+export interface RequestProver {
+  readonly jwt: string;
+  readonly signer: Signer;
+}
+
+/** The prover of the holder of `creds`. */
+export async function requestProver(creds: string): Promise<RequestProver> {
+  const { jwt, seed } = await parseCreds(creds);
+  return { jwt, signer: await seedSigner(seed) };
+}
+
+/** The headers proving that `prover` sends `body` on `subject` now, on the rail `context`. */
+export async function proveRequest(
+  prover: RequestProver,
+  context: string,
+  subject: string,
+  body: Uint8Array,
+  now = Date.now(),
+): Promise<MsgHdrs> {
+  const sig = await prover.signer.sign(await signingInput(context, subject, now, body));
+  const h = natsHeaders();
+  h.set(H_JWT, prover.jwt);
+  h.set(H_TS, String(now));
+  h.set(H_SIG, base64urlEncode(sig));
+  return h;
+}
+
+/** The keys a server trusts to sign its callers' JWTs. */
+export interface RequestTrust {
+  /** The space's account public key (`A…`). */
+  readonly accountPub: string;
+  /** Keys that may sign user JWTs of the account: the account key and its signing keys. */
+  readonly issuers: readonly string[];
+}
+
+/** The keys of `auth`'s account: its own and its signing key. */
+export async function requestTrustOf(auth: Pick<MintAuth, "account">): Promise<RequestTrust> {
+  const { pub, signingSeed } = auth.account;
+  const signingPub = (auth.account as { signingPub?: string }).signingPub ??
+    await publicKeyFromSeed(signingSeed);
+  return { accountPub: pub, issuers: [pub, signingPub] };
+}
+
+/** How one rail checks its requests. */
+export interface RequestRail {
+  /** The string every signature covers (one per rail and version). */
+  readonly context: string;
+  /** The credential profiles whose holders may call. */
+  readonly profiles: readonly string[];
+  /** The refusal's code, and its sentence's end (what to use instead). */
+  readonly code: string;
+  readonly what: string;
+  readonly hint: string;
+}
+
+/** Checks a rail's requests against a space's keys and remembers the nonces of requests. */
+export class RequestVerifier {
+  readonly #trust: RequestTrust;
+  readonly #rail: RequestRail;
+  readonly #now: () => number;
+  /** nonce → when it may be forgotten (its timestamp plus the window). */
+  readonly #seen = new Map<string, number>();
+
+  constructor(trust: RequestTrust, rail: RequestRail, opts: { now?: () => number } = {}) {
+    this.#trust = trust;
+    this.#rail = rail;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  #refuse(detail: string): never {
+    throw new CotalError(
+      this.#rail.code,
+      `The ${this.#rail.what} was refused: ${detail}. ${this.#rail.hint}`,
+    );
+  }
+
+  /**
+   * The caller's verified claims when `headers` prove that a holder of an admitted profile of
+   * this space named `caller` sent `body` on `subject` within the window; throws the rail's
+   * code otherwise. With `once`, a nonce seen before is refused (a replay).
+   */
+  async verify(
+    subject: string,
+    body: Uint8Array,
+    headers: MsgHdrs | undefined,
+    caller: { owner: string; actor: string },
+    nonce: string,
+    once: boolean,
+  ): Promise<UserClaims> {
+    const jwt = headers?.get(H_JWT) ?? "";
+    const tsText = headers?.get(H_TS) ?? "";
+    const sig = base64urlDecode(headers?.get(H_SIG) ?? "");
+    if (!jwt || !tsText || !sig) this.#refuse("it carries no caller proof");
+    const ts = Number(tsText);
+    const now = this.#now();
+    if (!Number.isSafeInteger(ts) || Math.abs(now - ts) > REQUEST_PROOF_WINDOW_MS) {
+      this.#refuse(
+        `its timestamp is more than ${REQUEST_PROOF_WINDOW_MS / 1000} s from the server's clock`,
+      );
+    }
+    let claims: UserClaims;
+    try {
+      claims = await decodeJwt(jwt, { type: "user", now: Math.floor(now / 1000) });
+    } catch (err) {
+      this.#refuse(`its caller JWT does not verify (${(err as Error).message})`);
+    }
+    const { accountPub, issuers } = this.#trust;
+    if (!issuers.includes(claims.iss)) this.#refuse("its caller JWT is not signed by this space");
+    if (claims.iss !== accountPub && claims.nats.issuer_account !== accountPub) {
+      this.#refuse("its caller JWT names another account");
+    }
+    if (!this.#rail.profiles.includes(claims.name ?? "")) {
+      this.#refuse(
+        `its caller JWT is a ${JSON.stringify(claims.name)} credential, not ${
+          this.#rail.profiles.join(" or ")
+        }`,
+      );
+    }
+    const tags = claims.nats.tags ?? [];
+    if (!tags.includes(`owner:${caller.owner}`) || !tags.includes(`actor:${caller.actor}`)) {
+      this.#refuse("its caller JWT names another caller than its subject");
+    }
+    const input = await signingInput(this.#rail.context, subject, ts, body);
+    if (!await verifySignature(claims.sub, input, sig)) {
+      this.#refuse("its signature does not verify");
+    }
+    if (!once) return claims;
+    this.#forget(now);
+    if (this.#seen.has(nonce)) this.#refuse("its nonce was used before (a replay)");
+    if (this.#seen.size >= REQUEST_REPLAY_CAP) this.#refuse("too many requests inside the window");
+    this.#seen.set(nonce, ts + REQUEST_PROOF_WINDOW_MS);
+    return claims;
+  }
+
+  #forget(now: number): void {
+    // Insertion order is arrival order, near enough timestamp order: stop at the first that
+    // still counts (a replay past its window fails the timestamp check anyway).
+    for (const [nonce, until] of this.#seen) {
+      if (until >= now) break;
+      this.#seen.delete(nonce);
+    }
+  }
+}
