@@ -22,7 +22,13 @@ export interface LimitedLog {
 /** Wraps `log` so each key writes at most `burst` lines per `windowMs`. */
 export function limitLog(
   log: (line: string) => void,
-  opts: { burst?: number; windowMs?: number; now?: () => number } = {},
+  opts: {
+    burst?: number;
+    windowMs?: number;
+    now?: () => number;
+    /** The line that sums up `dropped` lines of `key` (default: a sentence). */
+    summary?: (key: string, dropped: number) => string;
+  } = {},
 ): LimitedLog {
   const burst = opts.burst ?? LOG_BURST;
   const windowMs = opts.windowMs ?? LOG_WINDOW_MS;
@@ -30,9 +36,10 @@ export function limitLog(
   const keys = new Map<string, { since: number; written: number; dropped: number }>();
   const summary = (key: string, dropped: number) =>
     log(
-      `${dropped} more line(s) of kind ${key} were not logged (at most ${burst} per ${
-        windowMs / 1000
-      } s)`,
+      opts.summary?.(key, dropped) ??
+        `${dropped} more line(s) of kind ${key} were not logged (at most ${burst} per ${
+          windowMs / 1000
+        } s)`,
     );
   const limited = ((key: string, line: string) => {
     const t = now();

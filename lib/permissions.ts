@@ -14,6 +14,7 @@ export const EXECUTABLES = Object.freeze(
     "cotal-auth-service",
     "cotal-delivery",
     "cotal-supervise",
+    "cotal-signer",
     "cotal-agent",
     "cotal-watchdog",
   ] as const,
@@ -27,6 +28,7 @@ export const ENTRY_POINTS: Readonly<Record<Executable, string>> = Object.freeze(
   "cotal-auth-service": "cmd/auth-service.ts",
   "cotal-delivery": "cmd/delivery.ts",
   "cotal-supervise": "cmd/supervise.ts",
+  "cotal-signer": "cmd/signer.ts",
   "cotal-agent": "cmd/agent.ts",
   "cotal-watchdog": "cmd/watchdog.ts",
 });
@@ -222,6 +224,14 @@ export function permissionsFor(
       // heap (and the RSS) to ~200 MB; with these ~90 MB at no measured throughput cost
       // (docs/BENCHMARKS.md, delivery section).
       p.v8 = ["--max-semi-space-size=1", "--optimize-for-size"];
+      break;
+    case "cotal-signer":
+      // The signer records (operator and account seeds) and nothing else of the store; its
+      // audit trail in the logs; the broker. No run, no FFI, no env beyond its own.
+      p.read = [d.signer];
+      p.write = [d.logDir];
+      p.env = ["COTAL_*"];
+      p.v8 = ["--max-semi-space-size=1"];
       break;
     case "cotal-watchdog":
       // The watch list, the components' pid files and liveness locks, their logs: nothing of

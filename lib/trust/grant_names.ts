@@ -137,3 +137,16 @@ export function kvGet(bucket: string): string[] {
 export function kvKey(bucket: string, key: string): string {
   return `$KV.${bucket}.${key}`;
 }
+
+/**
+ * The signer's rail (lib/signer): a caller asks on `<root>.sign.req.<owner>.<actor>.<nonce>`,
+ * naming itself (the broker lets each caller publish only under its own name), and the answer
+ * comes on `<root>.sign.reply.<owner>.<actor>.<nonce>` (derived from the request's subject,
+ * never from a reply subject the caller names).
+ */
+export const signRail = {
+  request: (root: string, owner: string, actor: string, nonce: string) =>
+    `${root}.sign.req.${owner}.${actor}.${nonce}`,
+  reply: (root: string, owner: string, actor: string, nonce: string) =>
+    `${root}.sign.reply.${owner}.${actor}.${nonce}`,
+} as const;

@@ -84,6 +84,8 @@ const TABLE: Record<CredentialKind, LifetimePolicy> = {
   "control-caller": policy("one-shot", 5 * MINUTE, HOUR),
   operator: policy("one-shot", 5 * MINUTE, HOUR),
   probe: policy("one-shot", MINUTE, 5 * MINUTE),
+  // The signer mints its own from the seed it holds, and renews them itself.
+  signer: policy("standing-renewable", DAY, 7 * DAY),
   "membership-observer": policy("rotation-renewed", ROTATION_RENEWED_TTL_SEC, 30 * DAY),
   "connection-evictor": policy("rotation-renewed", ROTATION_RENEWED_TTL_SEC, 30 * DAY),
 };

@@ -101,3 +101,14 @@ export {
   mintWith,
   type SignRequest,
 } from "./credential_signer.ts";
+export {
+  proveRequest,
+  REQUEST_PROOF_WINDOW_MS,
+  type RequestProver,
+  requestProver,
+  type RequestRail,
+  type RequestTrust,
+  requestTrustOf,
+  RequestVerifier,
+} from "./request_proof.ts";
+export { signRail } from "./grant_names.ts";

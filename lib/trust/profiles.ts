@@ -30,6 +30,7 @@ import {
   membershipRwGrants,
   provisionerGrants,
   purgerGrants,
+  signerGrants,
   supervisorGrants,
   teardownGrants,
 } from "./profiles_infra.ts";
@@ -51,6 +52,7 @@ const GRANTS: Readonly<Record<Profile, (ctx: GrantContext, g: GrantSet) => void>
   "control-caller": controlCallerGrants,
   operator: operatorGrants,
   probe: probeGrants,
+  signer: signerGrants,
 });
 
 /** Every data-account profile, in matrix order. */

@@ -4,7 +4,16 @@
  *
  * @module
  */
-import { js, JS_INFO, kvGet, kvKey, kvRead, kvStream, lifecycleKey } from "./grant_names.ts";
+import {
+  js,
+  JS_INFO,
+  kvGet,
+  kvKey,
+  kvRead,
+  kvStream,
+  lifecycleKey,
+  signRail,
+} from "./grant_names.ts";
 import type { GrantContext, GrantSet } from "./profile_context.ts";
 import { watchBuckets } from "./profiles_members.ts";
 
@@ -29,6 +38,19 @@ export function supervisorGrants(ctx: GrantContext, g: GrantSet): void {
   g.pub(`${P}.ep.reply.manager.*.*.*.*.*.*`);
   g.pub(`${P}.eps.manager.*.*.out`);
   g.sub(`${P}.eps.manager.*.*.in`);
+  // The signer's rail, as itself: with a remote signer the manager holds no signing seed.
+  g.pub(signRail.request(P, o, a, "*"));
+  g.sub(signRail.reply(P, o, a, "*"));
+}
+
+/**
+ * The signer daemon (lib/signer): takes every caller's request on the signer rail (a queue
+ * group), answers on the reply rail. Nothing else: no JetStream, no messaging plane.
+ */
+export function signerGrants(ctx: GrantContext, g: GrantSet): void {
+  const P = ctx.names.root;
+  g.pub(signRail.reply(P, "*", "*", "*"));
+  g.sub(signRail.request(P, "*", "*", "*"));
 }
 
 /**

@@ -20,7 +20,8 @@ export type Profile =
   | "backup"
   | "control-caller"
   | "operator"
-  | "probe";
+  | "probe"
+  | "signer";
 
 /** The two system-account (`$SYS`) credential kinds; minted only while the SYS seed is in memory. */
 export type SysCredentialKind = "membership-observer" | "connection-evictor";

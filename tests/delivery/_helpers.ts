@@ -43,7 +43,13 @@ import {
   streamNames,
 } from "../../lib/wire/mod.ts";
 import { decodeFrame } from "../../lib/delivery/mod.ts";
-import { deliveryLockPath, denoRunFlags } from "../../lib/permissions.ts";
+import {
+  deliveryLockPath,
+  denoRunFlags,
+  type DeploymentLayout,
+  ENTRY_POINTS,
+  type Executable,
+} from "../../lib/permissions.ts";
 import { resignedFor } from "../_harness/short_creds.ts";
 
 /** One provisioned agent. */
@@ -262,24 +268,34 @@ export function startDaemonProcess(s: DeliverySpace, extra: string[] = []): Daem
     broker: [`127.0.0.1:${port}`],
     spaceKey: `space.${spaceKeyHex(s.space)}`,
   };
-  const flags = denoRunFlags("cotal-delivery", layout);
   // The holder lock `cotal up` gives it, in the dir `up` makes.
   const lock = deliveryLockPath(layout, layout.spaceKey);
   Deno.mkdirSync(lock.slice(0, lock.lastIndexOf("/")), { recursive: true, mode: 0o700 });
+  return startExecutable("cotal-delivery", layout, [
+    "--space",
+    s.space,
+    "--server",
+    s.url,
+    "--root",
+    s.root,
+    "--lock-file",
+    lock,
+    ...extra,
+  ]);
+}
+
+/** Starts one of Cotal's executables as a real process under its permission row for `layout`. */
+export function startExecutable(
+  exe: Executable,
+  layout: DeploymentLayout,
+  args: string[],
+): DaemonProcess {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
-      ...flags,
-      new URL("../../cmd/delivery.ts", import.meta.url).pathname,
-      "--space",
-      s.space,
-      "--server",
-      s.url,
-      "--root",
-      s.root,
-      "--lock-file",
-      lock,
-      ...extra,
+      ...denoRunFlags(exe, layout),
+      new URL(`../../${ENTRY_POINTS[exe]}`, import.meta.url).pathname,
+      ...args,
     ],
     stdin: "null",
     stdout: "null",

@@ -1,0 +1,74 @@
+/**
+ * cotal-signer: the one process that holds a space's signing seeds; every other component asks
+ * it for user JWTs over the broker (lib/signer). A thin composition root: parse the flags, load
+ * the space's trust records, serve until SIGTERM.
+ * @module
+ */
+import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
+import { isCotalError } from "../lib/errors.ts";
+import { runSigner, signerAuditPath } from "../lib/signer/mod.ts";
+import { getSpaceAuth, workspaceSecretStore } from "../lib/workspace/mod.ts";
+
+const command: CommandSpec = {
+  name: "signer",
+  summary: "signs a space's user JWTs for the components its policy admits; holds the seeds",
+  flags: {
+    space: { type: "string", required: true, description: "the space whose account signs" },
+    server: {
+      type: "string",
+      description: "broker URL(s), comma separated (default nats://127.0.0.1:4222)",
+      value: "url",
+    },
+    root: {
+      type: "string",
+      required: true,
+      description: "the state directory whose secret store holds the space's trust records",
+      value: "dir",
+    },
+    audit: {
+      type: "string",
+      description: "the audit trail (default <root>/logs/signer.<space key>.audit.jsonl)",
+      value: "file",
+    },
+  },
+};
+
+async function main(argv: string[]): Promise<number> {
+  if (helpRequested(command, argv)) {
+    console.log(
+      helpText(command, "cotal-signer").replaceAll("cotal-signer signer", "cotal-signer"),
+    );
+    return 0;
+  }
+  let stopRequested = false;
+  let signer: Awaited<ReturnType<typeof runSigner>> | undefined;
+  let done: () => void = () => {};
+  const stopped = new Promise<void>((r) => (done = r));
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    Deno.addSignalListener(sig, () => {
+      stopRequested = true;
+      void signer?.stop().finally(done);
+    });
+  }
+  try {
+    const args = parseCommandArgs(command, argv, { program: "cotal-signer" });
+    const root = String(args.values.root).replace(/\/+$/, "");
+    const space = String(args.values.space);
+    const servers = String(args.values.server ?? "nats://127.0.0.1:4222").split(",");
+    const auth = await getSpaceAuth(workspaceSecretStore(root), space);
+    signer = await runSigner({
+      auth,
+      servers,
+      auditPath: args.values.audit ? String(args.values.audit) : signerAuditPath(root, space),
+    });
+  } catch (err) {
+    const text = isCotalError(err) ? err.message : String(err);
+    console.error(`cotal-signer: ${text}`);
+    return isCotalError(err, "usage") ? 2 : 1;
+  }
+  if (stopRequested) await signer.stop().finally(done);
+  await stopped;
+  return 0;
+}
+
+Deno.exit(await main(Deno.args));

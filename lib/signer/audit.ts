@@ -1,0 +1,127 @@
+/**
+ * The signer's audit trail: one JSON line per decision (caller, the profile asked for, the
+ * subject public key, the TTL, allowed or refused and why), appended to a file only the signer
+ * writes. What others send cannot flood it: a refusal is written at most a few times per caller
+ * and code each minute and then summed up; allowed signatures are bounded by the caller's rate;
+ * and the file is rotated at {@linkcode AUDIT_MAX_BYTES} (one previous file kept).
+ *
+ * @module
+ */
+import { CotalError } from "../errors.ts";
+import { type LimitedLog, limitLog } from "../log_limit.ts";
+
+/** The size at which the trail is rotated to `<file>.1`. */
+export const AUDIT_MAX_BYTES = 16 * 1024 * 1024;
+
+/** One decision of the signer. */
+export interface AuditEntry {
+  /** ISO time of the decision. */
+  readonly at: string;
+  /** `<owner>.<actor>` the request's subject named. */
+  readonly caller: string;
+  /** The caller's verified profile, when its proof verified. */
+  readonly callerProfile?: string;
+  /** The profile asked for. */
+  readonly profile?: string;
+  /** The public key the credential is for. */
+  readonly subject?: string;
+  /** The TTL signed (or asked for), seconds. */
+  readonly ttlSeconds?: number;
+  readonly decision: "allowed" | "refused";
+  /** The refusal's code. */
+  readonly code?: string;
+  /** A summary line: how many refusals of this caller and code were not written. */
+  readonly notWritten?: number;
+}
+
+/** Appends decisions to `path` (0600). */
+export class AuditLog {
+  readonly path: string;
+  readonly #refusals: LimitedLog;
+  #size: number;
+
+  /** Opens (creates, 0600, in a 0700 dir) the trail at `path`; a trail it cannot write is refused. */
+  constructor(path: string) {
+    this.path = path;
+    try {
+      Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")) || "/", { recursive: true, mode: 0o700 });
+      Deno.writeFileSync(path, new Uint8Array(), { append: true, mode: 0o600 });
+    } catch (err) {
+      throw new CotalError(
+        "audit_unwritable",
+        `The signer's audit trail ${path} cannot be written (${
+          (err as Error).message
+        }); give the signer a writable log directory.`,
+      );
+    }
+    try {
+      this.#size = Deno.statSync(path).size;
+    } catch {
+      this.#size = 0;
+    }
+    this.#refusals = limitLog((line) => this.#write(line), {
+      summary: (key, notWritten) => {
+        const [caller, code] = key.split(" ");
+        return JSON.stringify({
+          at: new Date().toISOString(),
+          caller,
+          decision: "refused",
+          code,
+          notWritten,
+        });
+      },
+    });
+  }
+
+  /** Writes `entry` (a refusal through the per caller-and-code limit). */
+  record(entry: Omit<AuditEntry, "at">): void {
+    const line = JSON.stringify({ at: new Date().toISOString(), ...entry });
+    if (entry.decision === "allowed") this.#write(line);
+    else this.#refusals(`${entry.caller} ${entry.code}`, line);
+  }
+
+  /** Writes the summaries of refusals still only counted. */
+  flush(): void {
+    this.#refusals.flush();
+  }
+
+  #write(line: string): void {
+    const bytes = new TextEncoder().encode(`${line}\n`);
+    if (this.#size + bytes.length > AUDIT_MAX_BYTES) {
+      try {
+        Deno.renameSync(this.path, `${this.path}.1`);
+      } catch {
+        // Nothing to rotate.
+      }
+      this.#size = 0;
+    }
+    try {
+      Deno.writeFileSync(this.path, bytes, { append: true, mode: 0o600 });
+      this.#size += bytes.length;
+    } catch {
+      // A full disk must not stop the signer; the broker's own limits still hold.
+    }
+  }
+}
+
+/** Every entry of the trail at `path` (the rotated file first), oldest first. */
+export async function readAudit(path: string): Promise<AuditEntry[]> {
+  const out: AuditEntry[] = [];
+  for (const file of [`${path}.1`, path]) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(file);
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n")) {
+      if (!line) continue;
+      try {
+        out.push(JSON.parse(line) as AuditEntry);
+      } catch {
+        // A torn last line after a crash.
+      }
+    }
+  }
+  return out;
+}

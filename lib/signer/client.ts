@@ -1,0 +1,130 @@
+/**
+ * `remoteSigner`: a {@linkcode CredentialSigner} that asks the space's `cotal-signer` over the
+ * broker, so the caller never holds a signing seed. Each request is proven with the caller's
+ * own creds (its JWT and a signature by its key); the answer comes on the caller's reply rail.
+ *
+ * @module
+ */
+import type { NatsConnection, Subscription } from "nats";
+import { CotalError } from "../errors.ts";
+import { signRail, spaceNames } from "../trust/grant_names.ts";
+import { proveRequest, requestProver } from "../trust/request_proof.ts";
+import type { CredentialSigner, SignRequest } from "../trust/credential_signer.ts";
+import { SIGN_CONTEXT, type SignWireRequest } from "./serve.ts";
+
+/** How long a signing request waits for the signer by default. */
+export const SIGN_TIMEOUT_MS = 10_000;
+
+/** Options of {@linkcode remoteSigner}. */
+export interface RemoteSignerOptions {
+  /** A connection holding the caller's creds (their grants reach the signer rail). */
+  readonly nc: NatsConnection;
+  readonly space: string;
+  /** The caller's principal, as its creds name it. */
+  readonly principal: { readonly owner: string; readonly actor: string };
+  /** The caller's current creds text (renewed creds are picked up on the next request). */
+  readonly creds: () => string | Promise<string>;
+  readonly timeoutMs?: number;
+}
+
+/** A signer behind the broker; `close()` ends its reply subscription. */
+export interface RemoteSigner extends CredentialSigner {
+  close(): void;
+}
+
+/**
+ * Asks the space's signer for each JWT.
+ *
+ * @example
+ * ```ts
+ * const signer = remoteSigner({ nc, space, principal, creds: () => myCreds });
+ * const creds = await mintWith(signer, newIdentity(), "agent", { lifecycleUid, principal });
+ * ```
+ */
+export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
+  const root = spaceNames(opts.space).root;
+  const { owner, actor } = opts.principal;
+  const timeoutMs = opts.timeoutMs ?? SIGN_TIMEOUT_MS;
+  const waiting = new Map<string, (body: unknown) => void>();
+  const replyPrefix = `${root}.sign.reply.${owner}.${actor}.`;
+  const sub: Subscription = opts.nc.subscribe(signRail.reply(root, owner, actor, "*"), {
+    callback: (_err, m) => {
+      const done = waiting.get(m.subject.slice(replyPrefix.length));
+      if (!done) return;
+      try {
+        done(JSON.parse(new TextDecoder().decode(m.data)));
+      } catch {
+        // Not an answer of the signer's: keep waiting for the real one.
+      }
+    },
+  });
+
+  const sign = async (req: SignRequest): Promise<string> => {
+    const { expiresAt, connId, ...rest } = req.opts ?? {};
+    if (connId !== undefined && connId !== req.publicKey) {
+      throw new CotalError(
+        "signer_bad_request",
+        "A remote signer signs creds whose inbox is their own key; drop the connId option.",
+      );
+    }
+    const wireOpts = expiresAt === undefined
+      ? rest
+      : { ...rest, expiresInSeconds: expiresAt - Math.floor(Date.now() / 1000) };
+    const body: SignWireRequest = {
+      v: 1,
+      publicKey: req.publicKey,
+      profile: req.profile,
+      opts: wireOpts,
+    };
+    const nonce = crypto.randomUUID().replaceAll("-", "");
+    const subject = signRail.request(root, owner, actor, nonce);
+    const data = new TextEncoder().encode(JSON.stringify(body));
+    const headers = await proveRequest(
+      await requestProver(await opts.creds()),
+      SIGN_CONTEXT,
+      subject,
+      data,
+    );
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      const answer = await new Promise<unknown>((resolve, reject) => {
+        waiting.set(nonce, resolve);
+        timer = setTimeout(
+          () =>
+            reject(
+              new CotalError(
+                "signer_unreachable",
+                `The signer of space ${
+                  JSON.stringify(opts.space)
+                } did not answer within ${timeoutMs} ms; check that cotal-signer runs (cotal status).`,
+              ),
+            ),
+          timeoutMs,
+        );
+        opts.nc.publish(subject, data, { headers });
+      });
+      const a = answer as {
+        ok?: boolean;
+        jwt?: unknown;
+        error?: { code?: unknown; message?: unknown };
+      };
+      if (a.ok === true && typeof a.jwt === "string") return a.jwt;
+      throw new CotalError(
+        typeof a.error?.code === "string" ? a.error.code : "signer_failed",
+        typeof a.error?.message === "string"
+          ? a.error.message
+          : "The signer answered without a JWT.",
+      );
+    } finally {
+      clearTimeout(timer);
+      waiting.delete(nonce);
+    }
+  };
+
+  return {
+    space: opts.space,
+    where: "remote",
+    sign,
+    close: () => sub.unsubscribe(),
+  };
+}

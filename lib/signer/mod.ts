@@ -1,0 +1,46 @@
+/**
+ * lib/signer: the space's signer as a daemon (`cotal-signer`) and its client. The signer alone
+ * loads a space's signing seeds; a supervisor (or any admitted component) asks it for user JWTs
+ * with {@linkcode remoteSigner}, a `CredentialSigner` (lib/trust) whose caller never holds a
+ * seed. What it signs for whom is frozen policy ({@linkcode SIGNER_POLICY}); every decision is
+ * audited ({@linkcode readAudit}).
+ *
+ * @module
+ */
+import { spaceKeyHex } from "../workspace/keys.ts";
+
+export { AUDIT_MAX_BYTES, type AuditEntry, AuditLog, readAudit } from "./audit.ts";
+export {
+  type RemoteSigner,
+  remoteSigner,
+  type RemoteSignerOptions,
+  SIGN_TIMEOUT_MS,
+} from "./client.ts";
+export {
+  CallerRate,
+  type ProfileRule,
+  SIGNER_CALLERS,
+  SIGNER_POLICY,
+  SIGNER_RATE,
+  SIGNER_RESERVED_ACTORS,
+} from "./policy.ts";
+export {
+  type RunningSigner,
+  runSigner,
+  type RunSignerOptions,
+  SIGNER_CREDS_TTL_SECONDS,
+} from "./run.ts";
+export {
+  MAX_SIGN_REQUEST_BYTES,
+  serveSigner,
+  SIGN_CONTEXT,
+  type SignerServeOptions,
+  type SignerStats,
+  type SignWireOpts,
+  type SignWireRequest,
+} from "./serve.ts";
+
+/** The default audit trail of the signer of `space` under `root`. */
+export function signerAuditPath(root: string, space: string): string {
+  return `${root}/logs/signer.space.${spaceKeyHex(space)}.audit.jsonl`;
+}

@@ -1,0 +1,77 @@
+/**
+ * What the signer signs, for whom: frozen server-side constants. A request names a profile, a
+ * public key and mint options; nothing in it widens a cap here.
+ *
+ * @module
+ */
+import type { Profile } from "../trust/types.ts";
+
+/** How one requested profile is bounded. */
+export interface ProfileRule {
+  /** The longest TTL signed, in seconds (also within the profile's own maximum). */
+  readonly maxTtlSeconds: number;
+  /** Only for the caller's own public key (a renewal of itself). */
+  readonly selfOnly?: boolean;
+}
+
+const MINUTE = 60;
+const DAY = 86_400;
+
+/**
+ * Caller profile → the profiles it may ask for. The supervisor: its agents' creds (a day, as
+ * it renews them at 75 %), the one-shot provisioner and deprovisioner it provisions and tears
+ * an agent down with, control-caller creds for agents it lets command it, and its own renewal.
+ * Nothing else may call; no caller gets admin, observer, delivery, teardown or backup.
+ */
+export const SIGNER_POLICY: Readonly<
+  Record<string, Readonly<Partial<Record<Profile, ProfileRule>>>>
+> = Object.freeze({
+  supervisor: Object.freeze({
+    agent: Object.freeze({ maxTtlSeconds: DAY }),
+    provisioner: Object.freeze({ maxTtlSeconds: 5 * MINUTE }),
+    deprovisioner: Object.freeze({ maxTtlSeconds: 5 * MINUTE }),
+    "control-caller": Object.freeze({ maxTtlSeconds: 5 * MINUTE }),
+    supervisor: Object.freeze({ maxTtlSeconds: DAY, selfOnly: true }),
+  }),
+});
+
+/** The caller profiles the signer rail admits. */
+export const SIGNER_CALLERS: readonly string[] = Object.freeze(Object.keys(SIGNER_POLICY));
+
+/** Requests one caller may make: a steady rate and a burst (a token bucket). */
+export const SIGNER_RATE = Object.freeze({ perSecond: 1_000, burst: 2_000 });
+
+/** Principal names no signed credential may speak as (the mesh's own roles). */
+export const SIGNER_RESERVED_ACTORS: readonly string[] = Object.freeze([
+  "operator",
+  "manager",
+  "delivery",
+  "auth",
+  "system",
+  "signer",
+]);
+
+/** A token bucket per caller key. */
+export class CallerRate {
+  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  readonly #now: () => number;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  /** Whether `caller` may make one more request now (and takes it). */
+  take(caller: string): boolean {
+    const t = this.#now();
+    const b = this.#buckets.get(caller) ?? { tokens: SIGNER_RATE.burst, at: t };
+    b.tokens = Math.min(
+      SIGNER_RATE.burst,
+      b.tokens + ((t - b.at) / 1000) * SIGNER_RATE.perSecond,
+    );
+    b.at = t;
+    this.#buckets.set(caller, b);
+    if (b.tokens < 1) return false;
+    b.tokens -= 1;
+    return true;
+  }
+}

@@ -1,0 +1,247 @@
+/**
+ * The signer's rail: requests for user JWTs, each proven by its caller, checked against the
+ * frozen policy (lib/signer/policy.ts) and the caller's rate, signed with the space's account
+ * key, answered on the reply rail derived from the request's subject, and audited.
+ *
+ * Wire: a request on `<root>.sign.req.<owner>.<actor>.<nonce>` carries the caller proof
+ * headers (lib/trust/request_proof.ts, context {@linkcode SIGN_CONTEXT}) and the JSON body
+ * {@linkcode SignWireRequest}; the answer on `<root>.sign.reply.<owner>.<actor>.<nonce>` is
+ * `{ ok: true, jwt }` or `{ ok: false, error: { code, message } }`. No seed crosses the wire:
+ * the caller sends a public key and renders the creds with its own seed.
+ *
+ * @module
+ */
+import type { Msg, NatsConnection, Subscription } from "nats";
+import { CotalError } from "../errors.ts";
+import { resolveExpiry } from "../trust/lifetimes.ts";
+import { signUserJwt } from "../trust/mint.ts";
+import { isProfile } from "../trust/profiles.ts";
+import { signRail } from "../trust/grant_names.ts";
+import { type RequestTrust, RequestVerifier } from "../trust/request_proof.ts";
+import { spaceNames } from "../trust/grant_names.ts";
+import type { MintAuth, MintOpts, Principal, Profile } from "../trust/types.ts";
+import type { AuditLog } from "./audit.ts";
+import { CallerRate, SIGNER_CALLERS, SIGNER_POLICY, SIGNER_RESERVED_ACTORS } from "./policy.ts";
+
+/** The string every signer request's proof covers. */
+export const SIGN_CONTEXT = "cotal-sign-request-v1";
+
+/** The JSON body of a signing request. */
+export interface SignWireRequest {
+  readonly v: 1;
+  readonly publicKey: string;
+  readonly profile: string;
+  readonly opts?: SignWireOpts;
+}
+
+/** The mint options a request may carry (no `expiresAt`, no `connId`: see {@linkcode serveSigner}). */
+export type SignWireOpts = Pick<
+  MintOpts,
+  | "principal"
+  | "lifecycleUid"
+  | "allowSubscribe"
+  | "allowPublish"
+  | "role"
+  | "deprovisionTarget"
+  | "expiresInSeconds"
+>;
+
+const WIRE_OPTS: ReadonlySet<string> = new Set([
+  "principal",
+  "lifecycleUid",
+  "allowSubscribe",
+  "allowPublish",
+  "role",
+  "deprovisionTarget",
+  "expiresInSeconds",
+]);
+
+/** The largest request body taken (an agent's grant lists are the long part). */
+export const MAX_SIGN_REQUEST_BYTES = 64 * 1024;
+
+/** What {@linkcode serveSigner} needs. */
+export interface SignerServeOptions {
+  readonly nc: NatsConnection;
+  readonly auth: MintAuth;
+  readonly trust: RequestTrust;
+  readonly audit: AuditLog;
+  readonly now?: () => number;
+}
+
+/** Counts since start. */
+export interface SignerStats {
+  allowed: number;
+  refused: number;
+}
+
+function refuse(code: string, message: string): never {
+  throw new CotalError(code, message);
+}
+
+/** Checks a request body's shape; the mint itself checks the values. */
+function parseRequest(data: Uint8Array): SignWireRequest {
+  if (data.length > MAX_SIGN_REQUEST_BYTES) {
+    refuse("signer_bad_request", `The request is over ${MAX_SIGN_REQUEST_BYTES} bytes.`);
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(new TextDecoder().decode(data));
+  } catch {
+    refuse("signer_bad_request", "The request body is not JSON.");
+  }
+  const r = v as Partial<SignWireRequest>;
+  if (typeof v !== "object" || v === null || r.v !== 1) {
+    refuse("signer_bad_request", "The request is not a version 1 signing request.");
+  }
+  if (typeof r.publicKey !== "string" || typeof r.profile !== "string") {
+    refuse("signer_bad_request", "The request needs a publicKey and a profile.");
+  }
+  if (r.opts !== undefined && (typeof r.opts !== "object" || r.opts === null)) {
+    refuse("signer_bad_request", "The request's opts is not an object.");
+  }
+  for (const k of Object.keys(r.opts ?? {})) {
+    if (!WIRE_OPTS.has(k)) {
+      refuse("signer_bad_request", `The option ${JSON.stringify(k)} is not one a signer takes.`);
+    }
+  }
+  return r as SignWireRequest;
+}
+
+function samePrincipal(a: Principal | undefined, b: { owner: string; actor: string }): boolean {
+  return !!a && a.owner === b.owner && a.actor === b.actor;
+}
+
+function reserved(actor: string): boolean {
+  return SIGNER_RESERVED_ACTORS.some((r) => actor === r || actor.startsWith(`${r}_`));
+}
+
+/**
+ * Serves the signer rail of `auth`'s space on `nc` until the returned `stop()`. Each request
+ * is refused (and audited) unless its proof verifies for an admitted caller profile, the caller
+ * is within its rate, the policy lets that caller profile ask for the profile, the TTL is within
+ * the policy's cap, a self-only profile is asked for the caller's own key and principal, and no
+ * agent or control-caller speaks as a reserved name.
+ */
+export function serveSigner(opts: SignerServeOptions): {
+  stop(): Promise<void>;
+  readonly stats: SignerStats;
+} {
+  const { nc, auth, audit } = opts;
+  const root = spaceNames(auth.space).root;
+  const verifier = new RequestVerifier(opts.trust, {
+    context: SIGN_CONTEXT,
+    profiles: SIGNER_CALLERS,
+    code: "signer_unauthenticated",
+    what: "signing request",
+    hint: "Ask with a remote signer holding the caller's own creds of this space.",
+  }, opts.now ? { now: opts.now } : {});
+  const rate = new CallerRate(opts.now);
+  const stats: SignerStats = { allowed: 0, refused: 0 };
+  const prefix = `${root}.sign.req.`;
+
+  const handle = async (m: Msg): Promise<void> => {
+    const [owner, actor, nonce, ...extra] = m.subject.slice(prefix.length).split(".");
+    if (!owner || !actor || !nonce || extra.length) return;
+    const caller = `${owner}.${actor}`;
+    const answer = (body: unknown) =>
+      nc.publish(
+        signRail.reply(root, owner, actor, nonce),
+        new TextEncoder().encode(JSON.stringify(body)),
+      );
+    let callerProfile: string | undefined;
+    let req: SignWireRequest | undefined;
+    let ttl: number | undefined;
+    try {
+      const claims = await verifier.verify(
+        m.subject,
+        m.data,
+        m.headers,
+        { owner, actor },
+        nonce,
+        true,
+      );
+      callerProfile = claims.name;
+      // Counted only once proven: anything aimed at a caller's subject by someone else (a
+      // broker answer carries no proof) cannot spend that caller's rate.
+      if (!rate.take(caller)) {
+        refuse("signer_rate_limited", "Too many signing requests from this caller; slow down.");
+      }
+      req = parseRequest(m.data);
+      const profile = req.profile;
+      const rule = isProfile(profile)
+        ? SIGNER_POLICY[callerProfile!]?.[profile as Profile]
+        : undefined;
+      if (!rule) {
+        refuse(
+          "signer_profile_refused",
+          `A ${callerProfile} may not ask for ${JSON.stringify(profile)} credentials.`,
+        );
+      }
+      const o = req.opts ?? {};
+      const now = Math.floor((opts.now?.() ?? Date.now()) / 1000);
+      ttl = resolveExpiry(profile as Profile, o, now) - now;
+      if (ttl > rule.maxTtlSeconds) {
+        refuse(
+          "signer_ttl_refused",
+          `A ${profile} credential from the signer lives at most ${rule.maxTtlSeconds} s; ${ttl} s was asked.`,
+        );
+      }
+      if (rule.selfOnly) {
+        if (req.publicKey !== claims.sub || !samePrincipal(o.principal, { owner, actor })) {
+          refuse(
+            "signer_not_self",
+            `A ${profile} credential is signed only for the caller itself (its key and principal).`,
+          );
+        }
+      } else if (o.principal && reserved(o.principal.actor)) {
+        refuse(
+          "signer_reserved_name",
+          `The name ${
+            JSON.stringify(o.principal.actor)
+          } is the mesh's own; no signed credential speaks as it.`,
+        );
+      }
+      const jwt = await signUserJwt(auth, req.publicKey, profile as Profile, {
+        ...o,
+        expiresInSeconds: ttl,
+      });
+      stats.allowed++;
+      audit.record({
+        caller,
+        callerProfile,
+        profile,
+        subject: req.publicKey,
+        ttlSeconds: ttl,
+        decision: "allowed",
+      });
+      answer({ ok: true, jwt });
+    } catch (err) {
+      const e = err instanceof CotalError
+        ? err
+        : new CotalError("signer_failed", `The signer could not sign: ${(err as Error).message}`);
+      stats.refused++;
+      audit.record({
+        caller,
+        ...(callerProfile ? { callerProfile } : {}),
+        ...(req ? { profile: String(req.profile), subject: String(req.publicKey) } : {}),
+        ...(ttl !== undefined ? { ttlSeconds: ttl } : {}),
+        decision: "refused",
+        code: e.code,
+      });
+      answer({ ok: false, error: { code: e.code, message: e.message } });
+    }
+  };
+
+  const sub: Subscription = nc.subscribe(signRail.request(root, "*", "*", "*"), {
+    queue: "signer",
+    callback: (_err, m) => void handle(m),
+  });
+  return {
+    stats,
+    async stop() {
+      sub.unsubscribe();
+      await nc.flush().catch(() => {});
+      audit.flush();
+    },
+  };
+}
