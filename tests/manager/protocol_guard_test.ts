@@ -79,7 +79,7 @@ Deno.test("protocol guard - a consumer create may not aim its deliveries, in any
     `PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c ${
       enc.encode(body).length
     }\r\n${body}\r\n`;
-  const aimed = /a consumer deliver subject must be under the inbox of this agent/;
+  const aimed = /a consumer of an agent has no deliver subject/;
   refused(create('{"config":{"deliver_subject":"$KV.cotal_acl_s.x"}}'), aimed);
   refused(create('{"config":{"deliver\\u005fsubject":"$KV.cotal_acl_s.x"}}'), aimed);
   refused(create('{"config":{"deliver_subject":5}}'), aimed);
@@ -102,8 +102,8 @@ Deno.test("protocol guard - a consumer create may not aim its deliveries, in any
     }\r\n${h}${body}\r\n`,
     aimed,
   );
-  // Its own inbox is fine.
-  assert.equal(feed(create('{"config":{"deliver_subject":"_INBOX_UAGENT.d"}}')).refused, undefined);
+  // Not even its own inbox: agents read by pulling.
+  refused(create('{"config":{"deliver_subject":"_INBOX_UAGENT.d"}}'), aimed);
 });
 
 Deno.test("protocol guard - a stream info may not list subjects or deletions (amplified answers)", () => {
@@ -192,11 +192,52 @@ Deno.test("protocol guard - the byte-level reading of canonical PUB lines decide
           const fast = feed(`PUB ${tail}`);
           const full = feed(`Pub ${tail}`);
           assert.equal(fast.refused, full.refused, tail.slice(0, 60));
-          if (!fast.refused) assert.equal(fast.out, `PUB ${tail}`);
+          if (!fast.refused && !subject.startsWith("$JS.API.")) {
+            assert.equal(fast.out, `PUB ${tail}`);
+          }
           n++;
         }
       }
     }
   }
   assert.equal(n, 240);
+});
+
+Deno.test("protocol guard - the broker reads the JetStream API body the guard checked (red team 5: M, O, N)", () => {
+  // A repeated key: JSON.parse keeps the last, nats-server merges the first into the struct.
+  const dup =
+    '{"config":{"deliver_subject":"cotal.s.inst.local.a.local.a","name":"h"},"config":{}}';
+  const r = feed(
+    `PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c ${dup.length}\r\n${dup}\r\n`,
+  );
+  assert.equal(r.refused, undefined);
+  assert.equal(
+    r.out,
+    'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 13\r\n{"config":{}}\r\n',
+  );
+  // Headers stay, the body is re-serialized, the sizes follow.
+  const h = "NATS/1.0\r\nX: 1\r\n\r\n";
+  const body = '{ "batch" : 1 ,"batch":2}';
+  const hr = feed(
+    `HPUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX_UAGENT.n ${h.length} ${
+      h.length + body.length
+    }\r\n${h}${body}\r\n`,
+    3,
+  );
+  assert.equal(hr.refused, undefined);
+  assert.equal(
+    hr.out,
+    `HPUB $JS.API.CONSUMER.MSG.NEXT.S.c _INBOX_UAGENT.n ${h.length} ${
+      h.length + 11
+    }\r\n${h}{"batch":2}\r\n`,
+  );
+  // A megabyte of keys is refused before it is parsed.
+  const big = `{${Array.from({ length: 1000 }, (_, i) => `"k${i}":1`).join(",")}}`;
+  const b = feed(`PUB $JS.API.STREAM.INFO.S _INBOX_UAGENT.i ${big.length}\r\n${big}\r\n`);
+  assert.match(b.refused!, /a JetStream API request is larger than 8 KiB/);
+  // Data publishes are not JSON-checked (and pass byte for byte).
+  assert.equal(
+    feed("PUB cotal.s.chat.local.a.g 3\r\n{x}\r\n").out,
+    "PUB cotal.s.chat.local.a.g 3\r\n{x}\r\n",
+  );
 });

@@ -71,6 +71,25 @@ export async function run(ctx) {
   await attempt("deliver", (nc) => nc.publish("$JS.API.CONSUMER.CREATE." + T.chatStream + "." + T.hist + "." + T.histFilter,
     JSON.stringify({ stream_name: T.chatStream, config: { name: T.hist, filter_subject: T.histFilter, DELIVER_SUBJECT: T.aclKey } }),
     { reply: "_INBOX_" + nkey + ".c" }));
+  // Red team 5, M and O: a repeated "config" key. JSON.parse keeps the last (empty) one; the
+  // broker's decoder would merge the first, with its deliver subject, into the consumer.
+  const hist = "chathist_" + m.principal.owner + "-" + m.principal.actor + "-" + m.lifecycleUid;
+  await attempt("M_dup", async (nc) => {
+    const body = '{"stream_name":"' + T.chatStream + '","config":{"name":"' + hist +
+      '","filter_subject":"' + T.histFilter + '","deliver_subject":"' + T.aclKey +
+      '"},"config":{"name":"' + hist + '","filter_subject":"' + T.histFilter + '"}}';
+    const r = await nc.request(
+      "$JS.API.CONSUMER.CREATE." + T.chatStream + "." + hist + "." + T.histFilter,
+      body,
+      { timeout: 3000 },
+    );
+    report.M_dup_answer = new TextDecoder().decode(r.data).slice(0, 300);
+  });
+  // Red team 5, N: a stream info of a megabyte of keys, to keep the guard parsing.
+  await attempt("N_big", (nc) => {
+    const keys = Array.from({ length: 20000 }, (_, i) => '"k' + i + '":1').join(",");
+    nc.publish("$JS.API.STREAM.INFO." + T.chatStream, "{" + keys + "}", { reply: "_INBOX_" + nkey + ".b" });
+  });
   // Raw bytes, lowercase and tabs, before any CONNECT.
   try {
     const c = await Deno.connect({ hostname: "127.0.0.1", port: 4222 });
@@ -134,7 +153,7 @@ Deno.test("security - aimed answers and aimed deliveries from a sandboxed agent 
     });
     await watcher.flush();
     const work = await agentWorkdir("cotal-relay-guard-work-");
-    await ctl.request("spawn", {
+    const hostile = await ctl.request<AgentRow>("spawn", {
       agent: "module",
       module: src,
       name: "hostile",
@@ -165,6 +184,23 @@ Deno.test("security - aimed answers and aimed deliveries from a sandboxed agent 
       /^-ERR 'cotal relay: a reply subject must be under the inbox of this agent,/,
     );
     assert.equal(r.ownPresence, "ok");
+    assert.match(r.N_big, /cotal relay: a JetStream API request is larger than 8 KiB/);
+    // The repeated key reached the broker as the guard read it: a pull consumer, no deliveries.
+    assert.equal(r.M_dup, "still open");
+    assert.match(r.M_dup_answer, /"type":"io.nats.jetstream.api.v1.consumer_create_response"/);
+    const admin = await connectBroker({
+      servers: mesh.url,
+      creds: await mintCreds(mesh.auth, newIdentity(), "admin"),
+    });
+    try {
+      const made = await (await admin.jetstreamManager()).consumers.info(
+        st.chat,
+        `chathist_local-hostile-${hostile.lifecycleUid}`,
+      );
+      assert.equal(made.config.deliver_subject, undefined);
+    } finally {
+      await admin.close();
+    }
 
     // Nothing landed where it was aimed.
     const jsm = await nc.jetstreamManager();

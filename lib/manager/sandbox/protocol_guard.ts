@@ -28,6 +28,12 @@
 export const GUARD_MAX_LINE = 65_536;
 /** Largest message: the broker's default `max_payload` (1 MiB). */
 export const GUARD_MAX_PAYLOAD = 1_048_576;
+/**
+ * Largest JetStream API request body: the requests an agent makes (a consumer create, a pull,
+ * a stream info, a stored-message get) are a few hundred bytes; parsing is what the guard
+ * spends its time on, so a megabyte of keys is refused before it is read.
+ */
+export const GUARD_MAX_API_BODY = 8 * 1024;
 
 /** What the guard checks a connection against. */
 export interface GuardPolicy {
@@ -44,6 +50,12 @@ export interface GuardStep {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 const SIZE = /^[0-9]{1,10}$/;
+const CRLF = enc.encode("\r\n");
+
+/** A canonical PUB/HPUB line with its total size (its last token) replaced. */
+function withSize(line: string, size: number): string {
+  return `${line.slice(0, line.lastIndexOf(" "))} ${size}`;
+}
 
 /** A subject, queue or sid token: printable ASCII, no whitespace. */
 function token(t: string): boolean {
@@ -145,13 +157,21 @@ export class ProtocolGuard {
         if (buf[body + publish.size] !== 0x0d || buf[body + publish.size + 1] !== 0x0a) {
           refuse("a message is not followed by CRLF where its size says it ends");
         }
-        this.#checkBody(
+        const checked = this.#checkBody(
           publish.subject,
           buf.subarray(body + publish.headerBytes, body + publish.size),
         );
-        if (same) raw(pos, body);
-        else rewritten(canonical);
-        raw(body, body + publish.size + 2);
+        if (checked) {
+          // The checked body goes on, with the line re-written for its size.
+          const size = publish.headerBytes + checked.length;
+          // (A line read on the byte path is canonical as it stands.)
+          rewritten(withSize(canonical || lineText(bytes), size));
+          out.push(buf.subarray(body, body + publish.headerBytes), checked, CRLF);
+        } else {
+          if (same) raw(pos, body);
+          else rewritten(canonical);
+          raw(body, body + publish.size + 2);
+        }
         pos = body + publish.size + 2;
       }
     } catch (err) {
@@ -277,14 +297,18 @@ export class ProtocolGuard {
     return { canonical, publish: { subject, headerBytes, size } };
   }
 
-  /** JetStream API bodies that would aim the broker's deliveries or blow its answers up. */
-  #checkBody(subject: string, body: Uint8Array): void {
-    if (!subject.startsWith("$JS.API.")) return;
-    const api = subject.slice("$JS.API.".length).toUpperCase();
-    const create = api.startsWith("CONSUMER.CREATE.") || api.startsWith("CONSUMER.DURABLE.CREATE.");
-    const info = api.startsWith("STREAM.INFO.");
-    if (!create && !info) return;
-    if (body.length === 0) return;
+  /**
+   * A JetStream API request body, checked and re-serialized (undefined for any other subject).
+   * What the broker reads is then exactly what was checked: a repeated key (which nats-server's
+   * decoder merges into what it already read, where `JSON.parse` keeps only the last) or any
+   * other parser difference cannot carry a field past the check.
+   */
+  #checkBody(subject: string, body: Uint8Array): Uint8Array | undefined {
+    if (!subject.startsWith("$JS.API.")) return undefined;
+    if (body.length === 0) return undefined;
+    if (body.length > GUARD_MAX_API_BODY) {
+      refuse(`a JetStream API request is larger than ${GUARD_MAX_API_BODY / 1024} KiB`);
+    }
     let req: unknown;
     try {
       req = JSON.parse(dec.decode(body));
@@ -292,17 +316,20 @@ export class ProtocolGuard {
       refuse("a JetStream API request body is not JSON");
     }
     const r = plainKeys(req, "a JetStream API request");
-    if (info && (r.subjects_filter !== undefined || r.deleted_details !== undefined)) {
+    const api = subject.slice("$JS.API.".length);
+    if (
+      api.startsWith("STREAM.INFO.") &&
+      (r.subjects_filter !== undefined || r.deleted_details !== undefined)
+    ) {
       refuse("a stream info request may not list subjects or deleted messages");
     }
-    if (create) {
+    if (api.startsWith("CONSUMER.CREATE.") || api.startsWith("CONSUMER.DURABLE.CREATE.")) {
       const cfg = r.config === undefined ? {} : plainKeys(r.config, "a consumer config");
-      const to = cfg.deliver_subject;
-      const inbox = `${this.#policy.inboxPrefix}.`;
-      if (to !== undefined && !(typeof to === "string" && to.startsWith(inbox))) {
-        refuse(`a consumer deliver subject must be under the inbox of this agent, ${inbox}>`);
+      if (cfg.deliver_subject !== undefined) {
+        refuse("a consumer of an agent has no deliver subject (agents read by pulling)");
       }
     }
+    return enc.encode(JSON.stringify(r));
   }
 }
 
