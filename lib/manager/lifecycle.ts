@@ -9,7 +9,7 @@
  */
 import { CotalError, isCotalError } from "../errors.ts";
 import type { DeploymentLayout } from "../permissions.ts";
-import { type MintAuth, mintCreds, newIdentity } from "../trust/mod.ts";
+import { type CredentialSigner, mintWith, newIdentity } from "../trust/mod.ts";
 import { deprovisionAgent, provisionAgent } from "../wire/provision.ts";
 import type { Principal } from "../wire/names.ts";
 import { spaceSecretKey } from "../workspace/keys.ts";
@@ -22,7 +22,8 @@ import type { JsonObject } from "./control_rail.ts";
 export interface LifecycleContext {
   readonly space: string;
   readonly servers: readonly string[];
-  readonly auth: MintAuth;
+  /** Signs every credential the lifecycle needs (in process, or the space's cotal-signer). */
+  readonly signer: CredentialSigner;
   readonly store: SecretStore;
   /** Whether the store was injected (key composition); default the workspace store. */
   readonly injected: boolean;
@@ -89,7 +90,7 @@ export function mintAgentCreds(
   plan: AgentPlan,
   ttlSeconds?: number,
 ): Promise<string> {
-  return mintCreds(ctx.auth, plan.identity, "agent", {
+  return mintWith(ctx.signer, plan.identity, "agent", {
     principal: plan.principal,
     lifecycleUid: plan.lifecycleUid,
     allowSubscribe: plan.channels.allowSubscribe,
@@ -143,12 +144,12 @@ export async function provisionFootprint(
   subscribe: readonly string[] | undefined,
   ttlSeconds?: number,
 ): Promise<string> {
-  const provisioner = await mintCreds(ctx.auth, newIdentity(), "provisioner");
+  const provisioner = await mintWith(ctx.signer, newIdentity(), "provisioner");
   const p = await provisionAgent({
     servers: [...ctx.servers],
     creds: provisioner,
     space: ctx.space,
-    auth: ctx.auth,
+    auth: ctx.signer,
     identity: plan.identity,
     principal: plan.principal,
     lifecycleUid: plan.lifecycleUid,
@@ -178,7 +179,7 @@ export async function teardownFootprint(
   let removed: string[] = [];
   let aclPurged = false;
   try {
-    const creds = await mintCreds(ctx.auth, newIdentity(), "deprovisioner", {
+    const creds = await mintWith(ctx.signer, newIdentity(), "deprovisioner", {
       deprovisionTarget: { ...a.principal, lifecycleUid: a.lifecycleUid },
     });
     const r = await deprovisionAgent({

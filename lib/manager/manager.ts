@@ -19,12 +19,12 @@ import type { CotalEndpoint } from "../endpoint/endpoint.ts";
 import type { Presence } from "../endpoint/types.ts";
 import type { DeploymentLayout } from "../permissions.ts";
 import { registry, type Runtime, type RuntimeExit } from "../registry.ts";
-import { CREDENTIAL_LIFETIMES, mintCreds, newIdentity, type SpaceAuth } from "../trust/mod.ts";
+import { CREDENTIAL_LIFETIMES } from "../trust/mod.ts";
 import { errorText } from "../wire/connect.ts";
 import { newLifecycleUid } from "../wire/names.ts";
 import { workspaceSecretStore } from "../workspace/fs_secret_store.ts";
-import { getSpaceAuth } from "../workspace/space_auth.ts";
-import { controlTrustOf, ControlVerifier } from "./control_auth.ts";
+import { ControlVerifier } from "./control_auth.ts";
+import { localSigning, type ManagerSigning, remoteSigning } from "./manager_signer.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { AttachSessions } from "./attach.ts";
 import { CONTROL_VERSION, type JsonObject } from "./control_rail.ts";
@@ -97,9 +97,8 @@ export class Manager {
   readonly #store: SecretStore;
   readonly #log: (line: string) => void;
   readonly #agents = new Map<string, ManagedAgent>();
-  readonly #identity = newIdentity();
   #state: State = "idle";
-  #auth?: SpaceAuth;
+  #signing?: ManagerSigning;
   #verifier?: ControlVerifier;
   #creds = "";
   #nc?: NatsConnection;
@@ -147,14 +146,14 @@ export class Manager {
   }
 
   get #principal() {
-    return { owner: "local", actor: `manager_${this.instanceId}` };
+    return this.#signing?.principal ?? { owner: "local", actor: `manager_${this.instanceId}` };
   }
 
   get #ctx(): LifecycleContext {
     return {
       space: this.space,
       servers: this.#servers,
-      auth: this.#auth!,
+      signer: this.#signing!.signer,
       store: this.#store,
       injected: this.#opts.secretStore !== undefined,
       root: this.root,
@@ -168,7 +167,7 @@ export class Manager {
   }
 
   #mintSelf(): Promise<string> {
-    return mintCreds(this.#auth!, this.#identity, "supervisor", { principal: this.#principal });
+    return this.#signing!.mintSelf();
   }
 
   /**
@@ -184,8 +183,14 @@ export class Manager {
     }
     this.#state = "starting";
     try {
-      this.#auth = await getSpaceAuth(this.#store, this.space);
-      this.#verifier = new ControlVerifier(await controlTrustOf(this.#auth));
+      this.#signing = this.#opts.signer === "remote"
+        ? await remoteSigning(
+          this.#store,
+          this.space,
+          this.#opts.secretStore ? { injected: true } : { root: this.root },
+        )
+        : await localSigning(this.#store, this.space, this.#principal);
+      this.#verifier = new ControlVerifier(this.#signing.trust);
       this.#runtime = await createRuntime(this.#opts.runtime ?? "pty");
       this.#isolationSummary = await this.#probeIsolation();
       this.#socketDir = await socketDirFor(this.#layout(), this.instanceId);
@@ -197,8 +202,9 @@ export class Manager {
           `The layout names ${this.#opts.layout.agentSocketDir} for agent sockets, but this manager uses ${this.#socketDir}; render the row with agentSocketDir().`,
         );
       }
-      this.#creds = await this.#mintSelf();
+      this.#creds = this.#signing.initialCreds;
       this.#nc = await this.#connect();
+      this.#signing.attach(this.#nc, () => this.#creds);
       this.#watchConnection(this.#nc);
       this.#holderLock = await this.#openHolderLock();
       this.#lease = await ManagerLease.acquire(this.#nc, this.space, {
@@ -230,7 +236,8 @@ export class Manager {
       this.#sessions = new AttachSessions(() => this.#nc!, this.space, this.epoch);
       await this.#serve();
       this.#scheduleSelfRenewal();
-      this.#runDaemonRemint();
+      // A remote-signing manager holds no seed to re-sign daemon creds with: the signer does.
+      if (this.#signing.where === "local") this.#runDaemonRemint();
       this.#startedAt = Date.now();
       this.#state = "running";
       this.#log(
@@ -276,7 +283,7 @@ export class Manager {
     return connectSupervisor({
       servers: this.#servers,
       creds: () => this.#creds,
-      connId: this.#identity.id,
+      connId: this.#signing!.identity.id,
       space: this.space,
       waitForBroker: this.#opts.waitForBroker,
       log: this.#log,
@@ -301,7 +308,7 @@ export class Manager {
 
   #healSpace(): Promise<boolean> {
     return healSpace({
-      auth: this.#auth!,
+      signer: this.#signing!.signer,
       servers: this.#servers,
       space: this.space,
       log: this.#log,
@@ -657,12 +664,13 @@ export class Manager {
         await teardownFootprint(this.#ctx, row);
         this.#kept.delete(row.name);
       }
-      if (this.#auth) await this.#saveIndex().catch(() => {});
+      if (this.#signing) await this.#saveIndex().catch(() => {});
     }
     await this.#lease?.release();
     this.#holderLock?.close();
     await this.#endpoint?.stop().catch(() => {});
     await this.#nc?.close().catch(() => {});
+    this.#signing?.close();
     this.#idPool?.releaseAll();
   }
 

@@ -47,6 +47,13 @@ export interface ManagerOptions {
    * (pass the delivery daemon the same store) and per-agent creds. Default: the workspace store.
    */
   readonly secretStore?: SecretStore;
+  /**
+   * Where credentials are signed: `"local"` (default: this process loads the space's signer
+   * records from the store) or `"remote"`: the space's `cotal-signer` signs each one, this
+   * manager never loads a seed, and starts from its own cred under `supervisorCredsKey` (which
+   * `cotal up` writes). Remote managers do not re-sign daemon creds (the signer does).
+   */
+  readonly signer?: "local" | "remote";
   /** `bwrap` (default) or `deno-only` (the operator's explicit opt-in). */
   readonly isolation?: IsolationMode;
   /**

@@ -9,7 +9,7 @@
  */
 import { errorText } from "../endpoint/credentials.ts";
 import { isCotalError } from "../errors.ts";
-import { mintCreds, newIdentity, type SpaceAuth } from "../trust/mod.ts";
+import { type CredentialSigner, mintWith, newIdentity } from "../trust/mod.ts";
 import { setupSpaceStreams } from "../wire/streams.ts";
 
 /** First retry delay after a failed setup (JetStream may still be recovering its store). */
@@ -19,7 +19,7 @@ export const HEAL_RETRY_CAP_MS = 5_000;
 
 /** Options of {@linkcode healSpace}. */
 export interface HealSpaceOptions {
-  auth: SpaceAuth;
+  signer: CredentialSigner;
   servers: string[];
   space: string;
   log: (line: string) => void;
@@ -37,7 +37,7 @@ const PERMANENT = new Set(["stream_config_conflict", "permission_denied"]);
 export async function healSpace(opts: HealSpaceOptions): Promise<boolean> {
   for (let failures = 0; !opts.signal.aborted; failures++) {
     try {
-      const creds = await mintCreds(opts.auth, newIdentity(), "provisioner");
+      const creds = await mintWith(opts.signer, newIdentity(), "provisioner");
       const r = await setupSpaceStreams({ servers: opts.servers, space: opts.space, creds });
       if (r.created.length) opts.log(`manager: recreated ${r.created.join(", ")}`);
       return true;

@@ -17,7 +17,14 @@ import {
   type NatsConnection,
 } from "nats";
 import { CotalError } from "../errors.ts";
-import { type Identity, type LifetimeOpts, type MintAuth, mintCreds } from "../trust/mod.ts";
+import {
+  type CredentialSigner,
+  type Identity,
+  type LifetimeOpts,
+  localSigner,
+  type MintAuth,
+  mintWith,
+} from "../trust/mod.ts";
 import { liveAclUids, reissueAclRow } from "./acl.ts";
 import { type BrokerTarget, withBroker } from "./connect.ts";
 import { bindKv, listKeys } from "./kv.ts";
@@ -311,8 +318,11 @@ export async function deprovisionAgent(opts: DeprovisionAgentOptions): Promise<D
 
 /** Options of {@linkcode provisionAgent}: the durables' options plus what the mint needs. */
 export interface ProvisionAgentOptions extends ProvisionAgentDurablesOptions, LifetimeOpts {
-  /** The space's signer (a full or stripped SpaceAuth); its space must be `space`. */
-  auth: MintAuth;
+  /**
+   * The space's signer: a full or stripped SpaceAuth held here, or a `CredentialSigner` (a
+   * remote signer: then no seed is in this process). Its space must be `space`.
+   */
+  auth: MintAuth | CredentialSigner;
   /** The agent's nkey identity; its public key is the JWT subject and its reply-inbox token. */
   identity: Identity;
 }
@@ -331,6 +341,9 @@ export interface ProvisionedAgent extends ProvisionedDurables {
  * leaves nothing provisioned.
  */
 export async function provisionAgent(opts: ProvisionAgentOptions): Promise<ProvisionedAgent> {
+  const signer = "sign" in (opts.auth ?? {})
+    ? opts.auth as CredentialSigner
+    : localSigner(opts.auth as MintAuth);
   if (opts.auth?.space !== opts.space) {
     throw new CotalError(
       "space_mismatch",
@@ -341,7 +354,7 @@ export async function provisionAgent(opts: ProvisionAgentOptions): Promise<Provi
   const principal = assertValidPrincipal(opts.principal);
   assertValidLifecycleUid(opts.lifecycleUid);
   const policy = resolveChannelPolicy(opts);
-  const creds = await mintCreds(opts.auth, opts.identity, "agent", {
+  const creds = await mintWith(signer, opts.identity, "agent", {
     principal,
     lifecycleUid: opts.lifecycleUid,
     allowSubscribe: policy.allowSubscribe,

@@ -114,6 +114,15 @@ export function connectionEvictorCredsKey(
   return spaceSecretKey(space, CONNECTION_EVICTOR_CREDS_KIND, composition);
 }
 
+/**
+ * Key of the supervisor's own cred for `space`, when it signs through the space's
+ * `cotal-signer` (it holds no signing seed, so `cotal up` leaves it this cred to start with;
+ * it renews it through the signer and writes it back).
+ */
+export function supervisorCredsKey(space: string, composition: SecretStoreComposition): string {
+  return spaceSecretKey(space, "supervisor.creds", composition);
+}
+
 /** Key of the membership feed's `{accountId}` config for `space`. */
 export function membershipConfigKey(space: string, composition: SecretStoreComposition): string {
   return spaceSecretKey(space, MEMBERSHIP_CONFIG_KIND, composition);

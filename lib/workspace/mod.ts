@@ -22,6 +22,7 @@ export {
   membershipRwCredsKey,
   spaceKeyHex,
   spaceSecretKey,
+  supervisorCredsKey,
 } from "./keys.ts";
 export type { SecretStoreComposition } from "./keys.ts";
 export { checkStoreKey } from "./store_key.ts";
