@@ -68,15 +68,22 @@ function envelope(channel: string, i: number): Uint8Array {
   }));
 }
 
-// Raw: pipelined JetStream publishes of the same envelope to the sender's DM subject (the DM
+// Raw: pipelined JetStream publishes of the same envelope to DM subjects of the sender (the DM
 // stream has no daemon consumer), interleaved with the daemon's rounds so machine load hits
-// both alike.
-const receiver = { owner: "local", actor: "nobody" };
+// both alike. Spread over 64 receivers per round: DM keeps at most 1000 messages per pair and
+// refuses the next (docs/SPEC.md, limits).
 async function rawRound(n: number, tag: string): Promise<number> {
   const js = sn.jetstream();
-  const subject = instSubject(s.space, receiver, sender.principal);
+  const subjects = Array.from(
+    { length: 64 },
+    (_, k) =>
+      instSubject(s.space, { owner: "local", actor: `nobody${tag}x${k}` }, sender.principal),
+  );
   const t0 = performance.now();
-  await pipelined(n, (i) => js.publish(subject, envelope("raw", i), { msgID: `raw-${tag}-${i}` }));
+  await pipelined(
+    n,
+    (i) => js.publish(subjects[i % 64], envelope("raw", i), { msgID: `raw-${tag}-${i}` }),
+  );
   return n / ((performance.now() - t0) / 1000);
 }
 
@@ -111,7 +118,7 @@ for (const [count, perRound, rounds] of PLAN) {
   const raws: number[] = [];
   for (let r = 0; r < rounds; r++) {
     await waitSettled(s, 60_000);
-    raws.push(await rawRound(RAW_PER_ROUND, `${channel}-${r}`));
+    raws.push(await rawRound(RAW_PER_ROUND, `${channel}r${r}`));
     const before = await dlvWritten();
     const want = before + perRound * count;
     const js = sn.jetstream();
