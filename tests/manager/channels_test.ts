@@ -3,6 +3,11 @@
  * broker, bounded per agent) and the control channel (a stop, and the runner's end when the
  * supervisor goes), over real sockets.
  */
+import {
+  AGENT_BYTES_BURST,
+  AGENT_BYTES_PER_SECOND,
+  ByteBudget,
+} from "../../lib/manager/sandbox/byte_budget.ts";
 import assert from "node:assert/strict";
 import { ControlChannel, followControl } from "../../lib/manager/sandbox/control_channel.ts";
 import {
@@ -114,4 +119,57 @@ Deno.test("channels - a stop reaches the runner; a runner also stops when the li
   await followControl(ctl2.path, () => dropped++);
   await ctl2.close();
   await waitFor(() => dropped === 1, { what: "the drop" });
+});
+
+Deno.test("channels - an agent past its byte budget is held back, not cut off: every byte arrives", async () => {
+  const dir = await tempDir("cotal-relay-");
+  const broker = echoServer();
+  // A small budget so the test crosses it: 64 KiB at once, 256 KiB/s after.
+  const budget = new ByteBudget({ rate: 256 * 1024, burst: 64 * 1024 });
+  const relay = await BrokerRelay.listen(
+    `${dir}/0.broker`,
+    [`127.0.0.1:${broker.port}`],
+    GUARD,
+    undefined,
+    budget,
+  );
+  const c = await Deno.connect({ transport: "unix", path: relay.path });
+  try {
+    assert.equal(await readSome(c), "INFO {}\r\n");
+    const body = "x".repeat(1000);
+    const msg = new TextEncoder().encode(
+      `PUB cotal.s.chat.local.a.g ${body.length}\r\n${body}\r\n`,
+    );
+    const count = 300; // about 300 KB: past the burst
+    const sending = (async () => {
+      for (let i = 0; i < count; i++) await c.write(msg);
+    })();
+    // The echo returns what went on to the broker: all of it, in order.
+    let got = 0;
+    const buf = new Uint8Array(65536);
+    while (got < msg.length * count) {
+      const n = await c.read(buf);
+      if (n === null) break;
+      got += n;
+    }
+    await sending;
+    assert.equal(got, msg.length * count);
+    assert.ok(relay.throttled > 0, "the budget never held the agent back");
+  } finally {
+    c.close();
+    await relay.close();
+    broker.close();
+  }
+});
+
+Deno.test("channels - the byte budget: a burst, then the rate", () => {
+  let now = 0;
+  const b = new ByteBudget({ rate: 1000, burst: 5000, now: () => now });
+  assert.equal(b.take(5000), 0);
+  assert.equal(b.take(500), 500);
+  now += 1500;
+  assert.equal(b.take(1000), 0);
+  assert.equal(b.held, 1);
+  assert.equal(AGENT_BYTES_PER_SECOND, 256 * 1024);
+  assert.equal(AGENT_BYTES_BURST, 32 * 1024 * 1024);
 });

@@ -9,6 +9,7 @@
  * @module
  */
 
+import { ByteBudget } from "./byte_budget.ts";
 import { type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
 
 /** The loopback port the runner forwards inside the agent's namespace. */
@@ -73,6 +74,7 @@ export async function guardedSplice(
   agent: Deno.Conn,
   broker: Deno.Conn,
   guard: ProtocolGuard,
+  budget?: ByteBudget,
 ): Promise<void> {
   // One writer per side: the broker's bytes and a refusal reach the agent in order. Writes are
   // queued behind the writer's backpressure, so reading the next chunk overlaps the last write.
@@ -92,6 +94,9 @@ export async function guardedSplice(
         await toBroker.ready;
         toBroker.write(piece).catch(() => {});
       }
+      // Over its budget, the agent waits: the next read (and so its sender) is held back.
+      const wait = budget?.take(chunk.length) ?? 0;
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       if (step.refused) {
         closeQuietly(broker);
         // The reason sits between single quotes; the guard's reasons never contain one.
@@ -121,6 +126,8 @@ export class BrokerRelay {
   readonly #listener: Deno.Listener;
   readonly #servers: readonly string[];
   readonly #policy: GuardPolicy;
+  /** One budget for all of the agent's connections. */
+  readonly #budget: ByteBudget;
   readonly #open = new Set<Promise<void>>();
   readonly #conns = new Set<Deno.Conn>();
   #closed = false;
@@ -130,11 +137,13 @@ export class BrokerRelay {
     listener: Deno.Listener,
     servers: readonly string[],
     policy: GuardPolicy,
+    budget: ByteBudget,
   ) {
     this.path = path;
     this.#listener = listener;
     this.#servers = servers;
     this.#policy = policy;
+    this.#budget = budget;
     this.#accept();
   }
 
@@ -147,12 +156,13 @@ export class BrokerRelay {
     servers: readonly string[],
     policy: GuardPolicy,
     owner?: { uid: number; gid: number },
+    budget: ByteBudget = new ByteBudget(),
   ): Promise<BrokerRelay> {
     await Deno.remove(path).catch(() => {});
     const listener = Deno.listen({ transport: "unix", path });
     await Deno.chmod(path, 0o600);
     if (owner) await Deno.chown(path, owner.uid, owner.gid);
-    return new BrokerRelay(path, listener, servers, policy);
+    return new BrokerRelay(path, listener, servers, policy, budget);
   }
 
   async #accept(): Promise<void> {
@@ -171,7 +181,7 @@ export class BrokerRelay {
             return;
           }
           this.#conns.add(up);
-          await guardedSplice(conn, up, new ProtocolGuard(this.#policy));
+          await guardedSplice(conn, up, new ProtocolGuard(this.#policy), this.#budget);
           this.#conns.delete(up);
         })().catch(() => {}).finally(() => this.#conns.delete(conn));
         this.#open.add(p);
@@ -180,6 +190,11 @@ export class BrokerRelay {
     } catch {
       // Listener closed.
     }
+  }
+
+  /** Times this agent's byte budget held it back. */
+  get throttled(): number {
+    return this.#budget.held;
   }
 
   /** Connections relayed right now. */
