@@ -7,7 +7,8 @@
 import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
 import { isCotalError } from "../lib/errors.ts";
 import { runSigner, signerAuditPath } from "../lib/signer/mod.ts";
-import { getSpaceAuth, workspaceSecretStore } from "../lib/workspace/mod.ts";
+import { DAEMON_REMINT_INTERVAL_MS } from "../lib/manager/manager_types.ts";
+import { getSpaceAuth, remintDaemonCreds, workspaceSecretStore } from "../lib/workspace/mod.ts";
 
 const command: CommandSpec = {
   name: "signer",
@@ -61,6 +62,18 @@ async function main(argv: string[]): Promise<number> {
       servers,
       auditPath: args.values.audit ? String(args.values.audit) : signerAuditPath(root, space),
     });
+    // The space's standing daemon creds (delivery, membership) are re-signed here, with the
+    // same keys, on the schedule the supervisor kept while it held the seeds.
+    const remint = async () => {
+      for (const r of await remintDaemonCreds(root, space)) {
+        if (r.ok) console.error(`${new Date().toISOString()} re-signed ${r.file}`);
+        else if (r.error) {
+          console.error(`${new Date().toISOString()} ${r.file} not re-signed: ${r.error.message}`);
+        }
+      }
+    };
+    const timer = setInterval(() => void remint().catch(() => {}), DAEMON_REMINT_INTERVAL_MS);
+    stopped.then(() => clearInterval(timer));
   } catch (err) {
     const text = isCotalError(err) ? err.message : String(err);
     console.error(`cotal-signer: ${text}`);

@@ -32,6 +32,12 @@ const command: CommandSpec = {
       description: `how agents are isolated: ${ISOLATION_MODES.join(" or ")} (default bwrap)`,
     },
     runtime: { type: "string", description: "the spawn backend (default pty)" },
+    signer: {
+      type: "string",
+      value: "where",
+      description:
+        "local (this process loads the space's signer records) or remote (the space's cotal-signer signs; no seed here); default local",
+    },
     "agent-limits": {
       type: "string",
       value: "name=value,...",
@@ -60,8 +66,14 @@ async function main(argv: string[]): Promise<number> {
       console.error(`${PROGRAM}: --isolation must be ${ISOLATION_MODES.join(" or ")}.`);
       return 2;
     }
+    const signer = String(values.signer ?? "local");
+    if (signer !== "local" && signer !== "remote") {
+      console.error(`${PROGRAM}: --signer must be local or remote.`);
+      return 2;
+    }
     const root = String(values.root);
     manager = new Manager({
+      signer,
       space: String(values.space),
       workspaceRoot: root.startsWith("/") ? root : `${Deno.cwd()}/${root}`,
       servers: values.server ? String(values.server).split(",") : undefined,

@@ -58,6 +58,11 @@ export interface DeploymentLayout {
   authIdp?: string[];
   /** When the daemon serves one space: the space's store dir name (`space.<hex>`). */
   spaceKey?: string;
+  /**
+   * The supervisor signs through the space's `cotal-signer`: its row then denies the signer
+   * records outright (it never needs them).
+   */
+  remoteSigner?: boolean;
   /** Programs the CLI may start: nats-server, the daemon executables, deno in development. */
   cliPrograms?: string[];
   /** What the supervisor starts agents with: the runner executable (or deno) and bwrap. */
@@ -225,14 +230,17 @@ export function permissionsFor(
       // (docs/BENCHMARKS.md, delivery section).
       p.v8 = ["--max-semi-space-size=1", "--optimize-for-size"];
       break;
-    case "cotal-signer":
-      // The signer records (operator and account seeds) and nothing else of the store; its
-      // audit trail in the logs; the broker. No run, no FFI, no env beyond its own.
-      p.read = [d.signer];
-      p.write = [d.logDir];
+    case "cotal-signer": {
+      // The signer records (operator and account seeds) and its own space's store dir, whose
+      // daemon creds it re-signs (the supervisor, signing remotely, no longer can); its audit
+      // trail in the logs; the broker. No run, no FFI, no env beyond its own.
+      const spaceDir = layout.spaceKey ? [`${d.store}/${layout.spaceKey}`] : [];
+      p.read = [d.signer, ...spaceDir];
+      p.write = [d.logDir, ...spaceDir];
       p.env = ["COTAL_*"];
       p.v8 = ["--max-semi-space-size=1"];
       break;
+    }
     case "cotal-watchdog":
       // The watch list, the components' pid files and liveness locks, their logs: nothing of
       // the store. It starts each daemon through /bin/sh (the wrapper that takes the lock and
@@ -257,6 +265,11 @@ export function permissionsFor(
       // touch, never what an agent can (agents run under their own row inside bwrap).
       p.readAll = true;
       p.writeAll = true;
+      // Signing remotely, it has no use for the seeds: denied outright, even under read-all.
+      if (layout.remoteSigner) {
+        p.denyRead = [d.signer];
+        p.denyWrite = [d.signer];
+      }
       // DENO_DIR and XDG_CACHE_HOME locate the module cache it binds into each sandbox;
       // XDG_RUNTIME_DIR a short place for the agents' sockets when the root's path is long.
       p.env = [

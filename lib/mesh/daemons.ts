@@ -9,6 +9,7 @@ import { managerInstanceId } from "../manager/manager_types.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import {
   deliveryCredsKey,
+  supervisorCredsKey,
   membershipConfigKey,
   membershipRwCredsKey,
   remintDaemonCreds,
@@ -68,6 +69,14 @@ export async function ensureDaemonCreds(
       await store.put(key, await mintCreds(auth, newIdentity(), profile));
     }
   }
+  // The supervisor signs through the space's cotal-signer: it starts from this cred (a fresh
+  // one at each up), for the principal it serves as.
+  await store.put(
+    supervisorCredsKey(account.space, composition),
+    await mintCreds(auth, newIdentity(), "supervisor", {
+      principal: { owner: "local", actor: `manager_${managerInstanceId(root, account.space)}` },
+    }),
+  );
   const cfg = membershipConfigKey(account.space, composition);
   if (await store.get(cfg) === undefined) {
     await store.put(cfg, JSON.stringify({ accountId: account.account.pub }) + "\n");
@@ -129,6 +138,36 @@ export async function deliveryComponent(
   };
 }
 
+/** The signer of one space: started before its supervisor, which signs through it. */
+export async function signerComponent(
+  root: string,
+  space: string,
+  rec: MeshRecord,
+): Promise<ComponentSpec> {
+  const id = spaceComponentId("signer", space);
+  const from = await fileSize(componentFiles(root, id).logFile);
+  return {
+    id,
+    name: "cotal-signer",
+    space,
+    command: Deno.execPath(),
+    args: [
+      "run",
+      ...denoRunFlags("cotal-signer", devLayout(root, rec, space)),
+      `--config=${CHECKOUT}deno.json`,
+      `${CHECKOUT}cmd/signer.ts`,
+      "--space",
+      space,
+      "--server",
+      rec.url,
+      "--root",
+      root,
+    ],
+    env: daemonEnv(),
+    ready: logReady(root, id, /cotal-signer up for space/, from),
+  };
+}
+
 /** How agents are isolated; `deno-only` is an explicit opt-in. */
 export type IsolationChoice = "bwrap" | "deno-only";
 
@@ -157,6 +196,7 @@ export async function superviseComponent(
       "run",
       ...denoRunFlags("cotal-supervise", {
         ...devLayout(root, rec, space),
+        remoteSigner: true,
         supervisorPrograms: [Deno.execPath(), ...(bwrap ? [bwrap] : [])],
         agentSocketDir: agentSocketDir(devLayout(root, rec, space), managerInstanceId(root, space)),
       }),
@@ -170,6 +210,8 @@ export async function superviseComponent(
       rec.url,
       "--isolation",
       isolation,
+      "--signer",
+      "remote",
       ...(rec.agentLimits ? ["--agent-limits", rec.agentLimits] : []),
       ...(rec.agentIds ? ["--agent-ids", rec.agentIds] : []),
     ],

@@ -15,7 +15,12 @@ import {
   reloadBroker,
   stopComponent,
 } from "./stack.ts";
-import { deliveryComponent, ensureDaemonCreds, superviseComponent } from "./daemons.ts";
+import {
+  deliveryComponent,
+  ensureDaemonCreds,
+  signerComponent,
+  superviseComponent,
+} from "./daemons.ts";
 import { authServiceComponent, readUserAuth } from "./user_auth.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
@@ -99,6 +104,7 @@ export async function startSpaceDaemons(
   const rec = (await readMeshRecord(root))!;
   await ensureDaemonCreds(root, store, account);
   await ensureComponent(root, await deliveryComponent(root, account.space, rec), true);
+  await ensureComponent(root, await signerComponent(root, account.space, rec), true);
   await ensureComponent(
     root,
     await superviseComponent(root, account.space, rec, rec.isolation),

@@ -18,6 +18,7 @@ import { mintSysCreds, rotateSys } from "./sys_creds.ts";
 import {
   deliveryComponent,
   ensureDaemonCreds,
+  signerComponent,
   type IsolationChoice,
   superviseComponent,
   watchdogComponent,
@@ -277,6 +278,8 @@ export async function up(
       await ensure(await deliveryComponent(opts.root, a.space, rec));
     }
     for (const a of accounts) {
+      // The signer first: the supervisor signs every credential through it.
+      await ensure(await signerComponent(opts.root, a.space, rec));
       await ensure(await superviseComponent(opts.root, a.space, rec, rec.isolation));
     }
     const userAuth = await readUserAuth(opts.root);
