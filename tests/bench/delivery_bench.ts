@@ -111,12 +111,35 @@ async function dlvWritten(): Promise<number> {
 }
 
 const throughput: { members: number; copies: number; rate: number; raw: number }[] = [];
+/**
+ * Reads and acks every copy waiting in the members' DLV durables (outside the timed part): a
+ * member keeps at most MEMBER_BACKLOG_CAP (1000) unread copies, so rounds to the same members
+ * need them read in between, as an online member would.
+ */
+async function drain(list: Agent[]): Promise<void> {
+  for (const m of list) {
+    const nc = await connectAs(s.url, m.creds);
+    try {
+      const c = await nc.jetstream().consumers.get(names.dlv, dlvDurableName(m.principal, m.uid));
+      for (;;) {
+        const pending = (await c.info()).num_pending;
+        if (pending === 0) break;
+        const batch = await c.fetch({ max_messages: Math.min(pending, 500), expires: 5_000 });
+        for await (const msg of batch) msg.ack();
+      }
+    } finally {
+      await nc.close();
+    }
+  }
+}
+
 for (const [count, perRound, rounds] of PLAN) {
   const channel = `b${count}`;
-  await members(count, channel);
+  const group = await members(count, channel);
   const rates: number[] = [];
   const raws: number[] = [];
   for (let r = 0; r < rounds; r++) {
+    await drain(group);
     await waitSettled(s, 60_000);
     raws.push(await rawRound(RAW_PER_ROUND, `${channel}r${r}`));
     const before = await dlvWritten();
@@ -128,7 +151,15 @@ for (const [count, perRound, rounds] of PLAN) {
       perRound,
       (i) => js.publish(subject, envelope(channel, i), { msgID: `${channel}-${r}-${i}` }),
     );
-    while (await dlvWritten() < want) await new Promise((res) => setTimeout(res, 10));
+    const deadline = Date.now() + 120_000;
+    while (await dlvWritten() < want) {
+      if (Date.now() > deadline) {
+        throw new Error(
+          `round ${r} of ${count} members: copies stopped at ${await dlvWritten()} of ${want}`,
+        );
+      }
+      await new Promise((res) => setTimeout(res, 10));
+    }
     rates.push((perRound * count) / ((performance.now() - t0) / 1000));
   }
   throughput.push({
