@@ -9,12 +9,12 @@ import { managerInstanceId } from "../manager/manager_types.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import {
   deliveryCredsKey,
-  supervisorCredsKey,
   membershipConfigKey,
   membershipRwCredsKey,
   remintDaemonCreds,
   type SecretStore,
   spaceKeyHex,
+  supervisorCredsKey,
 } from "../workspace/mod.ts";
 import { meshPaths } from "./layout.ts";
 import { isSameProcess } from "./pidfile.ts";

@@ -18,8 +18,8 @@ import { mintSysCreds, rotateSys } from "./sys_creds.ts";
 import {
   deliveryComponent,
   ensureDaemonCreds,
-  signerComponent,
   type IsolationChoice,
+  signerComponent,
   superviseComponent,
   watchdogComponent,
 } from "./daemons.ts";
