@@ -7,6 +7,7 @@ import { dispatch } from "../lib/cli/mod.ts";
 import { registry } from "../lib/registry.ts";
 import "../lib/mesh/commands/up.ts";
 import "../lib/mesh/commands/space.ts";
+import "../lib/mesh/commands/signer.ts";
 import "../lib/mesh/commands/ops.ts";
 import "../lib/mesh/commands/systemd.ts";
 import "../lib/mesh/commands/doctor.ts";

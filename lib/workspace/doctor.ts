@@ -15,6 +15,7 @@ import {
   MEMBERSHIP_RW_CREDS_KIND,
   spaceKeyHex,
   spaceSecretKey,
+  supervisorCredsKey,
 } from "./keys.ts";
 import { remintDaemonCreds, type RemintResult } from "./renewal.ts";
 import { TEMP_PREFIX } from "./store_key.ts";
@@ -187,6 +188,9 @@ export async function doctorAuth(
       spaceOf.set(key, space);
       keys.add(key);
     }
+    // The supervisor's own cred is there only when it signs remotely (cotal up): named with
+    // its space when found, never reported missing.
+    spaceOf.set(supervisorCredsKey(space, { injected: true }), space);
   }
   if (fs) { for (const key of await walkCreds(fs.root)) keys.add(key); }
 

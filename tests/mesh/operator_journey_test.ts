@@ -48,6 +48,7 @@ Deno.test("mesh - operator journey: up, status, spawn, a task answered, space ad
     assert.deepEqual(up.started.sort(), [
       "delivery.default",
       "nats-server",
+      "signer.default",
       "supervise.default",
       "watchdog",
     ]);
@@ -127,7 +128,7 @@ Deno.test("mesh - operator journey: up, status, spawn, a task answered, space ad
     assert.deepEqual(
       restored.daemons.map((d: { id: string; state: string }) => `${d.id.split(".")[0]}:${d.state}`)
         .sort(),
-      ["delivery:running", "supervise:running"],
+      ["delivery:running", "signer:running", "supervise:running"],
     );
 
     const pids = [];

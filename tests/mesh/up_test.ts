@@ -42,6 +42,8 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     assert.deepEqual(r1.started, [
       "nats-server",
       "delivery.default",
+      // The signer before the supervisor, which signs through it.
+      "signer.default",
       "supervise.default",
       "watchdog",
     ]);
@@ -66,6 +68,7 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
         "delivery.creds:healthy",
         "membership-observer.creds:healthy",
         "membership-rw.creds:healthy",
+        "supervisor.creds:healthy",
       ],
     );
     // A damaged cred turns status unhealthy and doctor names it, without echoing its bytes.

@@ -212,6 +212,41 @@ Deno.test("signer - what the policy does not allow is refused, audited, and the 
     ) assert.ok(codes.has(c), `${c} not audited: ${[...codes].join(", ")}`);
     // The flood's refusals are written a few times, not once each.
     assert.ok(audit.filter((e) => e.code === "signer_rate_limited").length <= 5);
+
+    // The operator reads the trail with the CLI.
+    const cli = async (...args: string[]) => {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "-A",
+          new URL("../../cmd/cotal.ts", import.meta.url).pathname,
+          "signer",
+          "audit",
+          "--root",
+          s.root,
+          "--space",
+          s.space,
+          ...args,
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      return {
+        code: out.code,
+        stdout: new TextDecoder().decode(out.stdout),
+        stderr: new TextDecoder().decode(out.stderr),
+      };
+    };
+    const refusedOnly = await cli("--refused", "--json");
+    assert.equal(refusedOnly.code, 0, refusedOnly.stderr);
+    const rows = JSON.parse(refusedOnly.stdout) as { decision: string; code: string }[];
+    assert.ok(rows.length > 0 && rows.every((r) => r.decision === "refused"));
+    const text = await cli("--last", "2");
+    assert.equal(text.code, 0, text.stderr);
+    assert.equal(text.stdout.trim().split("\n").length, 2);
+    const bad = await cli("--last", "x");
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /--last takes a positive whole number; "x" is not one/);
   } finally {
     sup.signer.close();
     await sup.nc.close();

@@ -1,0 +1,63 @@
+import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { safeText } from "../../cli/terminal.ts";
+import { CotalError } from "../../errors.ts";
+import { registry } from "../../registry.ts";
+import { readAudit, signerAuditPath } from "../../signer/mod.ts";
+import { assertValidSpaceName } from "../names.ts";
+import { resolveExistingRoot, ROOT_FLAG } from "./common.ts";
+
+/** `cotal signer audit`: what the space's signer signed and refused, oldest first. */
+export const signerAuditCommand = defineCommand({
+  kind: "command",
+  name: "signer audit",
+  summary: "what the space's cotal-signer signed and refused, and for whom",
+  flags: {
+    ...ROOT_FLAG,
+    ...JSON_FLAG,
+    space: { type: "string", default: "default", description: "the space" },
+    refused: { type: "boolean", description: "only the refusals" },
+    last: { type: "string", value: "n", description: "only the newest n entries" },
+  },
+  async run({ values }) {
+    const space = assertValidSpaceName(String(values.space ?? "default"));
+    const root = await resolveExistingRoot(values.root);
+    let rows = await readAudit(signerAuditPath(root, space));
+    if (values.refused === true) rows = rows.filter((e) => e.decision === "refused");
+    if (values.last !== undefined) {
+      const n = Number(values.last);
+      if (!Number.isSafeInteger(n) || n <= 0) {
+        throw new CotalError(
+          "usage",
+          `--last takes a positive whole number; ${
+            JSON.stringify(String(values.last))
+          } is not one.`,
+        );
+      }
+      rows = rows.slice(-n);
+    }
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      rows,
+      (r) =>
+        r.length
+          ? r.map((e) =>
+            safeText(
+              [
+                e.at,
+                e.decision.padEnd(7),
+                e.caller,
+                e.notWritten
+                  ? `${e.notWritten} more ${e.code} not written`
+                  : `${e.profile ?? "?"} ${e.subject ?? ""}${
+                    e.ttlSeconds !== undefined ? ` ttl ${e.ttlSeconds}s` : ""
+                  }${e.code ? ` (${e.code})` : ""}`,
+              ].join(" "),
+            )
+          ).join("\n")
+          : `no signer decisions recorded for space '${space}' yet`,
+    );
+  },
+});
+
+registry.register([signerAuditCommand]);
