@@ -7,13 +7,17 @@
  * With `--baseline <git ref>`, the same measures for the supervisor of that commit (a worktree
  * under /tmp), against the same broker in the same run: the cost of a change, side by side.
  *
- *   deno run -A tests/bench/spawn_bench.ts [--write] [--baseline <ref>]
+ *   deno run -A tests/bench/spawn_bench.ts [--write] [--baseline <ref>] [--local-only]
  */
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { testBwrap } from "../manager/_agent_fixture.ts";
 import { type ManagerMesh, startManagerMesh } from "../manager/_manager_mesh.ts";
 import { percentile, runContext, writeSection } from "./_report.ts";
+import { managerInstanceId } from "../../lib/manager/manager_types.ts";
+import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
+import { spaceKeyHex, supervisorCredsKey } from "../../lib/workspace/keys.ts";
+import { type DaemonProcess, startExecutable } from "../delivery/_helpers.ts";
 
 const LATENCY_RUNS = 12;
 const AGENTS = 20;
@@ -78,7 +82,12 @@ interface Measured {
  * Runs the supervisor of `checkout` (this one, or a worktree of an earlier commit) under its
  * own row, as `cotal up` would, against `mesh`, and measures it.
  */
-async function measure(checkout: string, mesh: ManagerMesh, bwrap: string): Promise<Measured> {
+async function measure(
+  checkout: string,
+  mesh: ManagerMesh,
+  bwrap: string,
+  remote = false,
+): Promise<Measured> {
   const perms = await import(`${checkout}/lib/permissions.ts`);
   const layout = { root: mesh.root, broker: [mesh.url.replace("nats://", "")] };
   let agentSocketDir: string | undefined;
@@ -96,6 +105,7 @@ async function measure(checkout: string, mesh: ManagerMesh, bwrap: string): Prom
         ...layout,
         supervisorPrograms: [Deno.execPath(), bwrap, "/usr/bin/kill"],
         ...(agentSocketDir ? { agentSocketDir } : {}),
+        ...(remote ? { remoteSigner: true } : {}),
       }),
       `--config=${checkout}/deno.json`,
       `${checkout}/cmd/supervise.ts`,
@@ -105,6 +115,7 @@ async function measure(checkout: string, mesh: ManagerMesh, bwrap: string): Prom
       mesh.space,
       "--server",
       mesh.url,
+      ...(remote ? ["--signer", "remote"] : []),
     ],
     clearEnv: true,
     env: { PATH: "/usr/bin:/bin", HOME: Deno.env.get("HOME") ?? "/root", COTAL_BWRAP: bwrap },
@@ -182,6 +193,23 @@ async function worktree(ref: string): Promise<string> {
   return dir;
 }
 
+/** The space's signer under its row, and the supervisor cred `cotal up` leaves (remote mode). */
+async function startSigner(mesh: ManagerMesh): Promise<DaemonProcess> {
+  await mesh.store.put(
+    supervisorCredsKey(mesh.space, { injected: true }),
+    await mintCreds(mesh.auth, newIdentity(), "supervisor", {
+      principal: { owner: "local", actor: `manager_${managerInstanceId(mesh.root, mesh.space)}` },
+    }),
+  );
+  const d = startExecutable("cotal-signer", {
+    root: mesh.root,
+    broker: [mesh.url.replace("nats://", "")],
+    spaceKey: `space.${spaceKeyHex(mesh.space)}`,
+  }, ["--space", mesh.space, "--server", mesh.url, "--root", mesh.root]);
+  await d.waitForLine(/cotal-signer up for space/);
+  return d;
+}
+
 const baselineAt = Deno.args.indexOf("--baseline");
 const baselineRef = baselineAt >= 0 ? Deno.args[baselineAt + 1] : undefined;
 await using mesh = await startManagerMesh("bench");
@@ -190,6 +218,17 @@ const here = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 // The baseline first: a first run pays for cold caches, and the change should not be favoured.
 const base = baselineRef ? await measure(await worktree(baselineRef), mesh, bwrap) : undefined;
 const now = await measure(here, mesh, bwrap);
+// The same supervisor signing through cotal-signer (what cotal up runs), same broker, same run.
+let remote: Measured | undefined;
+if (!Deno.args.includes("--local-only")) {
+  const signer = await startSigner(mesh);
+  try {
+    remote = await measure(here, mesh, bwrap, true);
+  } finally {
+    signer.kill();
+    await signer.exited;
+  }
+}
 const { latency, spawn20, idleSupervisor, supervisorRss, supervisorPss } = now;
 const { runners, runnersAnon, runnersPss, sandboxes, online } = now;
 
@@ -251,6 +290,24 @@ network namespace, seccomp, limits and broker relay), same broker, same run:
 | agent runner RSS, median | ${f1(percentile(runners, 50))} MB | ${
       f1(percentile(base.runners, 50))
     } MB | |
+`
+    : ""
+}
+${
+  remote
+    ? `
+The same supervisor signing every credential through the space's \`cotal-signer\` (a real
+process under its row; \`--signer remote\`, what \`cotal up\` runs), same broker, same run:
+
+| measure | local signing | through cotal-signer | ratio |
+|---|---|---|---|
+| spawn to presence, p50 | ${f(percentile(latency, 50))} ms | ${
+      f(percentile(remote.latency, 50))
+    } ms | ${(percentile(remote.latency, 50) / percentile(latency, 50)).toFixed(2)}× |
+| ${AGENTS} spawns back to back | ${f(spawn20)} ms | ${f(remote.spawn20)} ms | ${
+      (remote.spawn20 / spawn20).toFixed(2)
+    }× |
+| agents online at the end | ${online} | ${remote.online} | |
 `
     : ""
 }
