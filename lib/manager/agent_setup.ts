@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { ctlSubject } from "../wire/subjects.ts";
 import { CotalError } from "../errors.ts";
 import { agentSocketPath, type DeploymentLayout } from "../permissions.ts";
 import { MAX_AGENTS } from "./manager_types.ts";
@@ -220,6 +221,8 @@ export async function prepareAgent(
       net: p.net,
       servers: opts.servers,
       inboxPrefix: `_INBOX_${p.identity.id}`,
+      // The delivery daemon answers durable joins and history reads on this rail's replies.
+      boundRails: [ctlSubject(ctx.space, "delivery", p.principal)],
       ...(p.workdir ? { workdir: p.workdir } : {}),
       ...(bwrap && p.isolation.cgroup ? { cgroupHost: p.isolation.cgroup } : {}),
       seccomp: bwrap,

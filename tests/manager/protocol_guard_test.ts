@@ -241,3 +241,27 @@ Deno.test("protocol guard - the broker reads the JetStream API body the guard ch
     "PUB cotal.s.chat.local.a.g 3\r\n{x}\r\n",
   );
 });
+
+Deno.test("protocol guard - a reply bound to the agent's delivery rail is allowed there and nowhere else", () => {
+  const rail = "cotal.s.ctl.delivery.local.me";
+  const g = () => new ProtocolGuard({ inboxPrefix: INBOX, boundRails: [rail] });
+  const run = (text: string) => {
+    const r = g().push(enc.encode(text));
+    return { out: r.out.map((b) => dec.decode(b)).join(""), refused: r.refused };
+  };
+  const ok = `PUB ${rail} ${rail}.reply.abc123 2\r\n{}\r\n`;
+  assert.deepEqual(run(ok), { out: ok, refused: undefined });
+  // Through the full parser too.
+  assert.equal(run(`pub ${rail} ${rail}.reply.abc123 2\r\n{}\r\n`).refused, undefined);
+  const why = /a reply subject must be under the inbox of this agent/;
+  // Another subject's bound reply, a reply to the rail itself, wildcards, more tokens.
+  assert.match(
+    run(`PUB cotal.s.chat.local.me.g cotal.s.chat.local.me.g.reply.x 2\r\n{}\r\n`).refused!,
+    why,
+  );
+  assert.match(run(`PUB ${rail} ${rail} 2\r\n{}\r\n`).refused!, why);
+  assert.match(run(`PUB ${rail} ${rail}.reply.> 2\r\n{}\r\n`).refused!, why);
+  assert.match(run(`PUB ${rail} ${rail}.reply.a.b 2\r\n{}\r\n`).refused!, why);
+  // Without the rail in its policy, the same line is refused.
+  assert.match(feed(ok).refused!, why);
+});

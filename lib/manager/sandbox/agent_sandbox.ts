@@ -52,6 +52,8 @@ export interface AgentSandboxOptions {
   readonly servers: readonly string[];
   /** The agent's inbox prefix (`_INBOX_<id>`): the only reply subjects its relay passes. */
   readonly inboxPrefix: string;
+  /** Rails whose answers come on `<subject>.reply.*` (the delivery daemon's, for this agent). */
+  readonly boundRails?: readonly string[];
   readonly workdir?: string;
   readonly cgroupHost?: CgroupHost;
   readonly seccomp: boolean;
@@ -133,7 +135,7 @@ export class AgentSandbox {
         relay = await BrokerRelay.listen(
           brokerPath,
           opts.servers,
-          { inboxPrefix: opts.inboxPrefix },
+          { inboxPrefix: opts.inboxPrefix, boundRails: opts.boundRails ?? [] },
           owner,
         );
       }

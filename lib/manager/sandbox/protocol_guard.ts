@@ -39,6 +39,12 @@ export const GUARD_MAX_API_BODY = 8 * 1024;
 export interface GuardPolicy {
   /** The agent's inbox prefix without the dot (`_INBOX_<id>`). */
   readonly inboxPrefix: string;
+  /**
+   * Request subjects whose answers come back on `<subject>.reply.<token>` (the delivery
+   * daemon's rail, `<root>.ctl.delivery.<owner>.<actor>`): a reply there is allowed too, only
+   * for a request on that exact subject. Its grants let the agent read only there.
+   */
+  readonly boundRails?: readonly string[];
 }
 
 /** The result of one chunk: bytes for the broker, or why the connection ends. */
@@ -225,8 +231,12 @@ export class ProtocolGuard {
     if (cuts.length === 3) {
       const inbox = this.#inbox;
       const start = cuts[1];
-      const ok = end(1) - start > inbox.length &&
-        inbox.every((c, i) => b[start + i] === c);
+      const ok = (end(1) - start > inbox.length && inbox.every((c, i) => b[start + i] === c)) ||
+        (this.#policy.boundRails?.length &&
+          this.#replyAllowed(
+            String.fromCharCode.apply(null, b.subarray(cuts[0], end(0)) as unknown as number[]),
+            String.fromCharCode.apply(null, b.subarray(start, end(1)) as unknown as number[]),
+          ));
       if (!ok) {
         refuse(
           `a reply subject must be under the inbox of this agent, ${this.#policy.inboxPrefix}.>`,
@@ -239,6 +249,15 @@ export class ProtocolGuard {
       ? String.fromCharCode.apply(null, b.subarray(cuts[0], end(0)) as unknown as number[])
       : "";
     return { subject, headerBytes: 0, size };
+  }
+
+  /** A reply under the agent's inbox, or bound to a rail it requests on. */
+  #replyAllowed(subject: string, reply: string): boolean {
+    const inbox = `${this.#policy.inboxPrefix}.`;
+    if (reply.startsWith(inbox) && reply.length > inbox.length) return true;
+    if (!this.#policy.boundRails?.includes(subject)) return false;
+    const bound = `${subject}.reply.`;
+    return reply.startsWith(bound) && /^[A-Za-z0-9_-]+$/.test(reply.slice(bound.length));
   }
 
   /** The canonical form of one line (without CRLF), and for a PUB/HPUB what its body needs. */
@@ -287,9 +306,10 @@ export class ProtocolGuard {
     const headerBytes = headers ? Number(nums[0]) : 0;
     if (size > GUARD_MAX_PAYLOAD) refuse("a message is larger than the broker limit of 1 MiB");
     if (headerBytes > size) refuse(`${op} has headers larger than its message`);
-    const inbox = `${this.#policy.inboxPrefix}.`;
-    if (reply !== undefined && !(reply.startsWith(inbox) && reply.length > inbox.length)) {
-      refuse(`a reply subject must be under the inbox of this agent, ${inbox}>`);
+    if (reply !== undefined && !this.#replyAllowed(subject, reply)) {
+      refuse(
+        `a reply subject must be under the inbox of this agent, ${this.#policy.inboxPrefix}.>`,
+      );
     }
     const canonical = headers
       ? `HPUB ${subject}${reply ? ` ${reply}` : ""} ${headerBytes} ${size}`

@@ -1,0 +1,78 @@
+/**
+ * The relay's guard lets a sandboxed agent do what its own endpoint does: under `cotal up`
+ * (delivery daemon, signer and supervisor running), a module agent joins a durable channel and
+ * gets its backstop from the delivery daemon, whose answer comes on the agent's bound reply
+ * rail (`<root>.ctl.delivery.<owner>.<actor>.reply.*`), not its inbox (red team 6 noticed that
+ * the guard refused this request and cut the agent's connection).
+ */
+import assert from "node:assert/strict";
+import { agentWorkdir } from "../manager/_agent_fixture.ts";
+import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
+const MODULE = `
+export async function run(ctx) {
+  const ep = await ctx.endpoint();
+  const r = await ep.joinChannel("general");
+  await Deno.writeTextFile(ctx.agentDir + "/join.json", JSON.stringify(r));
+  await new Promise((res) => ctx.signal.addEventListener("abort", res, { once: true }));
+}
+`;
+
+async function cotal(root: string, ...args: string[]) {
+  const end = args.indexOf("--");
+  const withRoot = end < 0
+    ? [...args, "--root", root]
+    : [...args.slice(0, end), "--root", root, ...args.slice(end)];
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", COTAL, ...withRoot],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const r = {
+    code: out.code,
+    stdout: new TextDecoder().decode(out.stdout),
+    stderr: new TextDecoder().decode(out.stderr),
+  };
+  assert.equal(r.code, 0, `cotal ${args.join(" ")}: ${r.stderr}${r.stdout}`);
+  return r;
+}
+
+Deno.test("security - a sandboxed agent's durable join goes through its relay and the daemon answers", async () => {
+  const root = await tempDir("cotal-rails-");
+  const dir = await tempDir("cotal-rails-mod-");
+  const work = await agentWorkdir("cotal-rails-work-");
+  await Deno.writeTextFile(`${dir}/joiner.js`, MODULE);
+  try {
+    await cotal(root, "up", "--detach", "--port", `${freePort()}`);
+    await cotal(
+      root,
+      "spawn",
+      "--agent",
+      "module",
+      "--module",
+      `${dir}/joiner.js`,
+      "--name",
+      "joiner",
+      "--allow-subscribe",
+      "general",
+      "--workdir",
+      work,
+    );
+    await waitFor(() => Deno.stat(`${work}/join.json`).then(() => true, () => false), {
+      timeoutMs: 40_000,
+      what: "the agent's join result",
+    });
+    const r = JSON.parse(await Deno.readTextFile(`${work}/join.json`));
+    assert.equal(r.joined, true, JSON.stringify(r));
+    assert.equal(r.durable, true, JSON.stringify(r));
+  } finally {
+    await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, "down", "--root", root],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    await removeTempDir(root).catch(() => {});
+  }
+});
