@@ -169,7 +169,9 @@ async function measure(
   }
   m.online = (await ctl.request<{ agents: AgentRow[] }>("ps")).agents.filter((r) => r.present)
     .length;
-  // A clean stop despawns every agent and releases the lease for the next supervisor.
+  // Despawned first: a supervisor's stop keeps its roster for the next one, which would bring
+  // these agents back into the next measurement.
+  for (let i = 0; i < AGENTS; i++) await ctl.request("despawn", { name: `a_${i}` });
   sup.kill("SIGTERM");
   await sup.status;
   return m;
