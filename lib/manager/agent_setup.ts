@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { ctlSubject } from "../wire/subjects.ts";
+import { ctlSubject, subjectRoot } from "../wire/subjects.ts";
 import { CotalError } from "../errors.ts";
 import { agentSocketPath, type DeploymentLayout } from "../permissions.ts";
 import { MAX_AGENTS } from "./manager_types.ts";
@@ -223,6 +223,8 @@ export async function prepareAgent(
       inboxPrefix: `_INBOX_${p.identity.id}`,
       // The delivery daemon answers durable joins and history reads on this rail's replies.
       boundRails: [ctlSubject(ctx.space, "delivery", p.principal)],
+      // Channel posts, DMs and tasks are stored for others: a stricter byte budget.
+      storedPrefixes: ["chat", "inst", "svc"].map((plane) => `${subjectRoot(ctx.space)}.${plane}.`),
       ...(p.workdir ? { workdir: p.workdir } : {}),
       ...(bwrap && p.isolation.cgroup ? { cgroupHost: p.isolation.cgroup } : {}),
       seccomp: bwrap,

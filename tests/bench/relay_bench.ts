@@ -62,14 +62,17 @@ const stopPlain = plainRelay(`${dir}/plain.sock`, {
   hostname: url.hostname,
   port: Number(url.port),
 });
-// The guard's cost only: the agent's byte budget (256 KiB/s past a 32 MiB burst) would hold
-// this bench's floods back by design, so it gets an unbounded one here.
+// The guard's cost only: the agent's byte budgets (256 KiB/s past 32 MiB; 16 KiB/s past 4 MiB on
+// the stored planes) would hold this bench's floods back by design, so they are unbounded here.
 const guarded = await BrokerRelay.listen(
   `${dir}/guarded.sock`,
   [mesh.url],
   { inboxPrefix: inbox },
   undefined,
-  new ByteBudget({ rate: Number.MAX_SAFE_INTEGER, burst: Number.MAX_SAFE_INTEGER }),
+  {
+    all: new ByteBudget({ rate: Number.MAX_SAFE_INTEGER, burst: Number.MAX_SAFE_INTEGER }),
+    stored: new ByteBudget({ rate: Number.MAX_SAFE_INTEGER, burst: Number.MAX_SAFE_INTEGER }),
+  },
 );
 const plainPort = freePort();
 const guardedPort = freePort();

@@ -6,6 +6,8 @@
 import {
   AGENT_BYTES_BURST,
   AGENT_BYTES_PER_SECOND,
+  AGENT_STORED_BYTES_BURST,
+  AGENT_STORED_BYTES_PER_SECOND,
   ByteBudget,
 } from "../../lib/manager/sandbox/byte_budget.ts";
 import assert from "node:assert/strict";
@@ -131,7 +133,7 @@ Deno.test("channels - an agent past its byte budget is held back, not cut off: e
     [`127.0.0.1:${broker.port}`],
     GUARD,
     undefined,
-    budget,
+    { all: budget },
   );
   const c = await Deno.connect({ transport: "unix", path: relay.path });
   try {
@@ -172,4 +174,49 @@ Deno.test("channels - the byte budget: a burst, then the rate", () => {
   assert.equal(b.held, 1);
   assert.equal(AGENT_BYTES_PER_SECOND, 256 * 1024);
   assert.equal(AGENT_BYTES_BURST, 32 * 1024 * 1024);
+});
+
+Deno.test("channels - posts, DMs and tasks spend the stricter stored-plane budget; other traffic does not", async () => {
+  const dir = await tempDir("cotal-relay-");
+  const broker = echoServer();
+  const stored = new ByteBudget({ rate: 64 * 1024, burst: 16 * 1024 });
+  const relay = await BrokerRelay.listen(
+    `${dir}/0.broker`,
+    [`127.0.0.1:${broker.port}`],
+    { inboxPrefix: "_INBOX_test", storedPrefixes: ["cotal.s.chat.", "cotal.s.inst."] },
+    undefined,
+    { stored },
+  );
+  const c = await Deno.connect({ transport: "unix", path: relay.path });
+  const send = async (subject: string, count: number) => {
+    const body = "x".repeat(1000);
+    const msg = new TextEncoder().encode(`PUB ${subject} ${body.length}\r\n${body}\r\n`);
+    const writing = (async () => {
+      for (let i = 0; i < count; i++) await c.write(msg);
+    })();
+    let got = 0;
+    const buf = new Uint8Array(65536);
+    while (got < msg.length * count) {
+      const n = await c.read(buf);
+      if (n === null) break;
+      got += n;
+    }
+    await writing;
+    assert.equal(got, msg.length * count);
+  };
+  try {
+    assert.equal(await readSome(c), "INFO {}\r\n");
+    // 100 KB of presence heartbeats: not a stored plane, never held.
+    await send("$KV.cotal_presence_s.local.a", 100);
+    assert.equal(relay.throttled, 0);
+    // 100 KB of DMs: past the 16 KiB burst, held back, all delivered.
+    await send("cotal.s.inst.local.b.local.a", 100);
+    assert.ok(relay.throttled > 0);
+  } finally {
+    c.close();
+    await relay.close();
+    broker.close();
+  }
+  assert.equal(AGENT_STORED_BYTES_PER_SECOND, 16 * 1024);
+  assert.equal(AGENT_STORED_BYTES_BURST, 4 * 1024 * 1024);
 });

@@ -54,6 +54,8 @@ export interface AgentSandboxOptions {
   readonly inboxPrefix: string;
   /** Rails whose answers come on `<subject>.reply.*` (the delivery daemon's, for this agent). */
   readonly boundRails?: readonly string[];
+  /** Subject prefixes of the planes the broker stores for others (the stricter byte budget). */
+  readonly storedPrefixes?: readonly string[];
   readonly workdir?: string;
   readonly cgroupHost?: CgroupHost;
   readonly seccomp: boolean;
@@ -135,7 +137,11 @@ export class AgentSandbox {
         relay = await BrokerRelay.listen(
           brokerPath,
           opts.servers,
-          { inboxPrefix: opts.inboxPrefix, boundRails: opts.boundRails ?? [] },
+          {
+            inboxPrefix: opts.inboxPrefix,
+            boundRails: opts.boundRails ?? [],
+            storedPrefixes: opts.storedPrefixes ?? [],
+          },
           owner,
         );
       }

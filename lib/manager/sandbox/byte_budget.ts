@@ -16,7 +16,18 @@ export const AGENT_BYTES_PER_SECOND = 256 * 1024;
 /** Bytes one agent may send at once before the rate applies (frozen). */
 export const AGENT_BYTES_BURST = 32 * 1024 * 1024;
 
-/** A byte bucket; `take(n)` resolves when `n` bytes may go on. */
+/**
+ * Bytes per second one agent may publish on the planes the broker stores for others (channel
+ * posts, DMs, tasks), sustained (frozen): DM, TASK and CHAT are shared streams with one byte
+ * cap each, and a pair or a channel may hold more than the whole stream, so one sender could
+ * fill DM (every DM then refused) or evict CHAT. At this rate one agent needs about 9 hours for
+ * DM, 4.5 for TASK, 18 for CHAT (red team 6, Q and R); a chat between agents is far below it.
+ */
+export const AGENT_STORED_BYTES_PER_SECOND = 16 * 1024;
+/** Bytes one agent may publish on the stored planes at once (frozen). */
+export const AGENT_STORED_BYTES_BURST = 4 * 1024 * 1024;
+
+/** A byte bucket; `take(n)` says how long to wait before `n` bytes may go on. */
 export class ByteBudget {
   readonly #rate: number;
   readonly #burst: number;

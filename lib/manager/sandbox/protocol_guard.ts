@@ -45,11 +45,18 @@ export interface GuardPolicy {
    * for a request on that exact subject. Its grants let the agent read only there.
    */
   readonly boundRails?: readonly string[];
+  /**
+   * Subject prefixes whose messages the broker stores for others (channels, DMs, tasks): their
+   * bytes are counted in {@linkcode GuardStep.stored}, for the relay's stricter budget.
+   */
+  readonly storedPrefixes?: readonly string[];
 }
 
 /** The result of one chunk: bytes for the broker, or why the connection ends. */
 export interface GuardStep {
   readonly out: Uint8Array[];
+  /** Message bytes in `out` published on a stored plane ({@linkcode GuardPolicy.storedPrefixes}). */
+  readonly stored?: number;
   readonly refused?: string;
 }
 
@@ -130,6 +137,7 @@ export class ProtocolGuard {
       out.push(enc.encode(`${text}\r\n`));
     };
     let pos = 0;
+    let stored = 0;
     try {
       for (;;) {
         const nl = buf.indexOf(0x0a, pos);
@@ -178,6 +186,9 @@ export class ProtocolGuard {
           else rewritten(canonical);
           raw(body, body + publish.size + 2);
         }
+        if (this.#policy.storedPrefixes?.some((p) => publish.subject.startsWith(p))) {
+          stored += publish.size;
+        }
         pos = body + publish.size + 2;
       }
     } catch (err) {
@@ -185,14 +196,14 @@ export class ProtocolGuard {
       this.#refused = err.message;
       // What came before the refused operation still goes on, in order; nothing of it.
       if (runStart >= 0) out.push(buf.subarray(runStart, runEnd));
-      return { out, refused: err.message };
+      return { out, stored, refused: err.message };
     }
     if (runStart >= 0) out.push(buf.subarray(runStart, runEnd));
     if (pos < buf.length) {
       this.#rest = [buf.slice(pos)];
       this.#restBytes = buf.length - pos;
     }
-    return { out };
+    return { out, stored };
   }
 
   /**
@@ -243,9 +254,10 @@ export class ProtocolGuard {
         );
       }
     }
-    // Only a JetStream API subject's body is read: its name is all that is needed as text.
+    // The subject as text only when something reads it: a JetStream API body check, or the
+    // stored-plane count.
     const api = end(0) - cuts[0] > 8 && b[cuts[0]] === 0x24 && b[cuts[0] + 1] === 0x4a;
-    const subject = api
+    const subject = api || this.#policy.storedPrefixes?.length
       ? String.fromCharCode.apply(null, b.subarray(cuts[0], end(0)) as unknown as number[])
       : "";
     return { subject, headerBytes: 0, size };

@@ -9,7 +9,11 @@
  * @module
  */
 
-import { ByteBudget } from "./byte_budget.ts";
+import {
+  AGENT_STORED_BYTES_BURST,
+  AGENT_STORED_BYTES_PER_SECOND,
+  ByteBudget,
+} from "./byte_budget.ts";
 import { type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
 
 /** The loopback port the runner forwards inside the agent's namespace. */
@@ -75,6 +79,7 @@ export async function guardedSplice(
   broker: Deno.Conn,
   guard: ProtocolGuard,
   budget?: ByteBudget,
+  stored?: ByteBudget,
 ): Promise<void> {
   // One writer per side: the broker's bytes and a refusal reach the agent in order. Writes are
   // queued behind the writer's backpressure, so reading the next chunk overlaps the last write.
@@ -95,7 +100,10 @@ export async function guardedSplice(
         toBroker.write(piece).catch(() => {});
       }
       // Over its budget, the agent waits: the next read (and so its sender) is held back.
-      const wait = budget?.take(chunk.length) ?? 0;
+      const wait = Math.max(
+        budget?.take(chunk.length) ?? 0,
+        step.stored && stored ? stored.take(step.stored) : 0,
+      );
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       if (step.refused) {
         closeQuietly(broker);
@@ -126,8 +134,9 @@ export class BrokerRelay {
   readonly #listener: Deno.Listener;
   readonly #servers: readonly string[];
   readonly #policy: GuardPolicy;
-  /** One budget for all of the agent's connections. */
+  /** One budget for all of the agent's connections, and a stricter one for stored planes. */
   readonly #budget: ByteBudget;
+  readonly #stored: ByteBudget;
   readonly #open = new Set<Promise<void>>();
   readonly #conns = new Set<Deno.Conn>();
   #closed = false;
@@ -137,13 +146,17 @@ export class BrokerRelay {
     listener: Deno.Listener,
     servers: readonly string[],
     policy: GuardPolicy,
-    budget: ByteBudget,
+    budgets: { all?: ByteBudget; stored?: ByteBudget },
   ) {
     this.path = path;
     this.#listener = listener;
     this.#servers = servers;
     this.#policy = policy;
-    this.#budget = budget;
+    this.#budget = budgets.all ?? new ByteBudget();
+    this.#stored = budgets.stored ?? new ByteBudget({
+      rate: AGENT_STORED_BYTES_PER_SECOND,
+      burst: AGENT_STORED_BYTES_BURST,
+    });
     this.#accept();
   }
 
@@ -156,13 +169,13 @@ export class BrokerRelay {
     servers: readonly string[],
     policy: GuardPolicy,
     owner?: { uid: number; gid: number },
-    budget: ByteBudget = new ByteBudget(),
+    budgets: { all?: ByteBudget; stored?: ByteBudget } = {},
   ): Promise<BrokerRelay> {
     await Deno.remove(path).catch(() => {});
     const listener = Deno.listen({ transport: "unix", path });
     await Deno.chmod(path, 0o600);
     if (owner) await Deno.chown(path, owner.uid, owner.gid);
-    return new BrokerRelay(path, listener, servers, policy, budget);
+    return new BrokerRelay(path, listener, servers, policy, budgets);
   }
 
   async #accept(): Promise<void> {
@@ -181,7 +194,13 @@ export class BrokerRelay {
             return;
           }
           this.#conns.add(up);
-          await guardedSplice(conn, up, new ProtocolGuard(this.#policy), this.#budget);
+          await guardedSplice(
+            conn,
+            up,
+            new ProtocolGuard(this.#policy),
+            this.#budget,
+            this.#stored,
+          );
           this.#conns.delete(up);
         })().catch(() => {}).finally(() => this.#conns.delete(conn));
         this.#open.add(p);
@@ -194,7 +213,7 @@ export class BrokerRelay {
 
   /** Times this agent's byte budget held it back. */
   get throttled(): number {
-    return this.#budget.held;
+    return this.#budget.held + this.#stored.held;
   }
 
   /** Connections relayed right now. */
