@@ -265,3 +265,23 @@ Deno.test("protocol guard - a reply bound to the agent's delivery rail is allowe
   // Without the rail in its policy, the same line is refused.
   assert.match(feed(ok).refused!, why);
 });
+
+Deno.test("protocol guard - a long line sent a byte at a time is read once (red team 6)", () => {
+  const g = new ProtocolGuard({ inboxPrefix: INBOX });
+  const line = `CONNECT {"name":"${"n".repeat(60_000)}"}\r\n`;
+  const bytes = enc.encode(line);
+  let out = "";
+  for (let i = 0; i < bytes.length; i++) {
+    const r = g.push(bytes.subarray(i, i + 1));
+    assert.equal(r.refused, undefined);
+    out += r.out.map((b) => dec.decode(b)).join("");
+  }
+  assert.equal(out, line);
+  // Past 64 KiB without an end: refused while still arriving.
+  const g2 = new ProtocolGuard({ inboxPrefix: INBOX });
+  let refusal: string | undefined;
+  for (let i = 0; i < 70_000 && !refusal; i += 1000) {
+    refusal = g2.push(enc.encode("x".repeat(1000))).refused;
+  }
+  assert.match(refusal!, /longer than 64 KiB/);
+});

@@ -114,6 +114,17 @@ export class ProtocolGuard {
       this.#restBytes += chunk.length;
       return { out: [] };
     }
+    // A line still without its end: kept as parts, joined once it ends (a line sent a byte
+    // at a time would otherwise be copied whole for every byte).
+    if (this.#need === 0 && this.#restBytes > 0 && chunk.indexOf(0x0a) < 0) {
+      this.#rest.push(chunk.slice());
+      this.#restBytes += chunk.length;
+      if (this.#restBytes > GUARD_MAX_LINE) {
+        this.#refused = "a protocol line is longer than 64 KiB";
+        return { out: [], refused: this.#refused };
+      }
+      return { out: [] };
+    }
     const buf = this.#rest.length ? concatAll([...this.#rest, chunk]) : chunk;
     this.#rest = [];
     this.#restBytes = 0;
