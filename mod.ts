@@ -38,17 +38,21 @@ export {
   createSpaceAccountAuth,
   createSpaceAuth,
   CREDENTIAL_LIFETIMES,
+  localSigner,
   mintConnectionEvictorCreds,
   mintCreds,
   mintMembershipObserverCreds,
+  mintWith,
   newIdentity,
   rotateDataAccountSigningKey,
   serverConfig,
+  signUserJwt,
   stripSpaceAuth,
 } from "./lib/trust/mod.ts";
 export type {
   BrokerAuth,
   CredentialKind,
+  CredentialSigner,
   Identity,
   LifetimeOpts,
   MintAuth,
@@ -56,9 +60,21 @@ export type {
   Principal,
   Profile,
   ServerConfigOpts,
+  SignRequest,
   SpaceAccountAuth,
   SpaceAuth,
 } from "./lib/trust/mod.ts";
+// The space's signer as a daemon, and the client a component signs through without a seed
+export { readAudit, remoteSigner, runSigner, SIGNER_POLICY } from "./lib/signer/mod.ts";
+export type {
+  AuditEntry,
+  ProfileRule,
+  RemoteSigner,
+  RemoteSignerOptions,
+  RunningSigner,
+  RunSignerOptions,
+  SignerStats,
+} from "./lib/signer/mod.ts";
 export {
   ensureDefaultDeliveryClass,
   provisionAgent,

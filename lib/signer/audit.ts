@@ -27,6 +27,7 @@ export interface AuditEntry {
   readonly subject?: string;
   /** The TTL signed (or asked for), seconds. */
   readonly ttlSeconds?: number;
+  /** Whether the JWT was signed. */
   readonly decision: "allowed" | "refused";
   /** The refusal's code. */
   readonly code?: string;

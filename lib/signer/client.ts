@@ -19,16 +19,19 @@ export const SIGN_TIMEOUT_MS = 10_000;
 export interface RemoteSignerOptions {
   /** A connection holding the caller's creds (their grants reach the signer rail). */
   readonly nc: NatsConnection;
+  /** The space whose signer is asked. */
   readonly space: string;
   /** The caller's principal, as its creds name it. */
   readonly principal: { readonly owner: string; readonly actor: string };
   /** The caller's current creds text (renewed creds are picked up on the next request). */
   readonly creds: () => string | Promise<string>;
+  /** How long one request waits for the signer; default {@linkcode SIGN_TIMEOUT_MS}. */
   readonly timeoutMs?: number;
 }
 
 /** A signer behind the broker; `close()` ends its reply subscription. */
 export interface RemoteSigner extends CredentialSigner {
+  /** Ends the reply subscription; later requests time out. */
   close(): void;
 }
 

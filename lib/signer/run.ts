@@ -24,9 +24,11 @@ export const SIGNER_CREDS_TTL_SECONDS = 86_400;
 export interface RunSignerOptions {
   /** The space's trust bundle (its account signing seed). */
   readonly auth: SpaceAuth;
+  /** Broker URLs. */
   readonly servers: readonly string[];
   /** Where the audit trail is appended. */
   readonly auditPath: string;
+  /** Where its own lines go; default stderr with a timestamp. */
   readonly log?: (line: string) => void;
   /** Shorter own-creds life (tests of renewal). */
   readonly credsTtlSeconds?: number;
@@ -34,9 +36,11 @@ export interface RunSignerOptions {
 
 /** A running signer. */
 export interface RunningSigner {
+  /** Requests signed and refused since start. */
   readonly stats: SignerStats;
   /** Renewals of its own creds so far. */
   readonly renewals: number;
+  /** Stops serving (the audit's counted refusals are written) and closes its connection. */
   stop(): Promise<void>;
 }
 

@@ -70,7 +70,9 @@ export interface SignerServeOptions {
 
 /** Counts since start. */
 export interface SignerStats {
+  /** JWTs signed. */
   allowed: number;
+  /** Requests refused, for any reason. */
   refused: number;
 }
 

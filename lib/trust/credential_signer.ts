@@ -17,7 +17,9 @@ import type { Identity, MintAuth, MintOpts, Profile } from "./types.ts";
 export interface SignRequest {
   /** The holder's user public key (`U…`); its seed stays with the caller. */
   readonly publicKey: string;
+  /** The profile whose grants and lifetime the JWT carries. */
   readonly profile: Profile;
+  /** Mint options (principal, lifecycle, channels, TTL), as for `mintCreds`. */
   readonly opts?: MintOpts;
 }
 
