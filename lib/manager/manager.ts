@@ -437,6 +437,7 @@ export class Manager {
       root: this.root,
       runtime: this.#runtime?.name ?? "",
       isolation: this.#isolationSummary,
+      ...(this.#signing ? { signing: this.#signing.where } : {}),
       agents: this.#agents.size,
       sessions: this.#sessions?.size ?? 0,
       uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,

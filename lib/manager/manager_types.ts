@@ -94,6 +94,8 @@ export interface ManagerStatus {
   readonly root: string;
   readonly runtime: string;
   readonly isolation: string;
+  /** Where its credentials are signed: `local` (it holds the seeds) or `remote` (cotal-signer). */
+  readonly signing?: "local" | "remote";
   readonly agents: number;
   readonly sessions: number;
   readonly uptimeMs: number;

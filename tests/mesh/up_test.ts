@@ -61,6 +61,8 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     assert.equal(st.healthy, true);
     // The isolation in force, as the running supervisor reports it.
     assert.match(st.isolation.default, /bwrap .* \+ Deno permissions|Deno permissions only/);
+    // It signs through the space's cotal-signer and holds no seed.
+    assert.match(st.signing.default, /^remote: the supervisor holds no seed/);
     assert.deepEqual(
       st.creds.map((c: { kind: string; status: string }) => `${c.kind}:${c.status}`).sort(),
       [

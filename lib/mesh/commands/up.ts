@@ -157,15 +157,20 @@ export const downCommand = defineCommand({
   },
 });
 
-async function supervisorIsolation(root: string, space: string, url: string): Promise<string> {
+async function supervisorStatus(
+  root: string,
+  space: string,
+  url: string,
+): Promise<{ isolation: string; signing?: string }> {
   const creds = await mintForRoot(root, space, {
     profile: "control-caller",
     actor: "status",
     expiresInSeconds: 60,
   });
   await using ctl = await ManagerClient.connect({ servers: url, space, creds });
-  const st = await ctl.request<{ isolation: string }>("status", {}, { timeoutMs: 3_000 });
-  return st.isolation;
+  return await ctl.request<{ isolation: string; signing?: string }>("status", {}, {
+    timeoutMs: 3_000,
+  });
 }
 
 /** `cotal status`: each component and its health, and the health of every stored cred. */
@@ -195,23 +200,40 @@ export const statusCommand = defineCommand({
     const brokerFault = components.some((c) => c.id === "nats-server" && c.state === "running")
       ? await lastStorageFault(componentFiles(root, "nats-server").logFile)
       : undefined;
-    // Each running supervisor says which isolation it enforces, over its control rail.
+    // Each running supervisor says which isolation it enforces, and where it signs, over its
+    // control rail.
     const isolation: Record<string, string> = {};
+    const signing: Record<string, string> = {};
     const rec = await readMeshRecord(root);
     const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
     for (const space of spaces) {
       const id = spaceComponentId("supervise", space);
       if (!rec || !components.some((c) => c.id === id && c.state === "running")) continue;
-      isolation[space] = await supervisorIsolation(root, space, rec.url).catch((err) =>
-        `unknown (${(err as Error).message})`
-      );
+      const st = await supervisorStatus(root, space, rec.url).catch((err) => ({
+        isolation: `unknown (${(err as Error).message})`,
+        signing: undefined,
+      }));
+      isolation[space] = st.isolation;
+      signing[space] = st.signing === "remote"
+        ? "remote: the supervisor holds no seed; cotal-signer signs its credentials"
+        : st.signing === "local"
+        ? "local: the supervisor loads the space's signer records"
+        : "unknown";
     }
     const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
       credsOk && store.length === 0 && brokerFault === undefined;
     printResult(
       denoIo(),
       { json: values.json === true },
-      { healthy, components, ...(brokerFault ? { brokerFault } : {}), creds, store, isolation },
+      {
+        healthy,
+        components,
+        ...(brokerFault ? { brokerFault } : {}),
+        creds,
+        store,
+        isolation,
+        signing,
+      },
       (r) =>
         r.components.length
           ? [
@@ -222,6 +244,7 @@ export const statusCommand = defineCommand({
               ? [`broker cannot write: ${safeText(r.brokerFault)} (the watchdog restarts it)`]
               : []),
             ...Object.entries(r.isolation).map(([sp, iso]) => `isolation (${sp}): ${iso}`),
+            ...Object.entries(r.signing).map(([sp, how]) => `signing (${sp}): ${how}`),
             "",
             "creds:",
             credRows(r.creds) || "  none",
