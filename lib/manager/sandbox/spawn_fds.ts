@@ -32,8 +32,13 @@ export interface SyncFds {
   readonly blockWrite: number;
 }
 
-/** How long bwrap has to report its child's pid. */
-export const CHILD_PID_DEADLINE_MS = 10_000;
+/**
+ * How long bwrap has to report its child's pid: the clone that makes the sandbox's namespaces.
+ * A new network namespace waits while the kernel tears others down (it holds the lock their
+ * cleanup takes), and on a loaded 2-core machine running many sandboxes that clone took more
+ * than 10 s (a clean-clone CI run of the full suite); 30 s is a deadline, not a wait.
+ */
+export const CHILD_PID_DEADLINE_MS = 30_000;
 
 let queue: Promise<unknown> = Promise.resolve();
 
