@@ -19,7 +19,6 @@ import type { CotalEndpoint } from "../endpoint/endpoint.ts";
 import type { Presence } from "../endpoint/types.ts";
 import type { DeploymentLayout } from "../permissions.ts";
 import { registry, type Runtime, type RuntimeExit } from "../registry.ts";
-import { CREDENTIAL_LIFETIMES } from "../trust/mod.ts";
 import { errorText } from "../wire/connect.ts";
 import { newLifecycleUid } from "../wire/names.ts";
 import { workspaceSecretStore } from "../workspace/fs_secret_store.ts";
@@ -56,7 +55,6 @@ import { onRunnerExit } from "./restarts.ts";
 import { rosterRow, rosterRows, sweepRoster } from "./roster.ts";
 import {
   connectSupervisor,
-  probeCreds,
   startSupervisorEndpoint,
   watchSupervisorConnection,
 } from "./manager_broker.ts";
@@ -67,15 +65,13 @@ import { lifecycleTag } from "../wire/names.ts";
 import { startRunner } from "./start_runner.ts";
 import { serveControl } from "./control_serve.ts";
 import { awaitPresence } from "./readiness.ts";
-import { remintAndLog } from "./daemon_remint.ts";
+import { scheduleDaemonRemint, scheduleSelfRenewal, type UpkeepHost } from "./cred_upkeep.ts";
 import {
-  DAEMON_REMINT_INTERVAL_MS,
   DEFAULT_AGENT_CREDS_TTL_SECONDS,
   managerInstanceId,
   type ManagerOptions,
   type ManagerStatus,
   MAX_AGENTS,
-  RENEW_FRACTION,
 } from "./manager_types.ts";
 
 type State = "idle" | "starting" | "running" | "stopping" | "stopped";
@@ -235,9 +231,19 @@ export class Manager {
       this.#endpoint.setActivity(`supervisor (${this.#runtime.name})`);
       this.#sessions = new AttachSessions(() => this.#nc!, this.space, this.epoch);
       await this.#serve();
-      this.#scheduleSelfRenewal();
+      scheduleSelfRenewal(this.#upkeep, async () => {
+        this.#creds = await this.#mintSelf();
+        await this.#nc?.reconnect();
+      });
       // A remote-signing manager holds no seed to re-sign daemon creds with: the signer does.
-      if (this.#signing.where === "local") this.#runDaemonRemint();
+      if (this.#signing.where === "local") {
+        scheduleDaemonRemint(this.#upkeep, {
+          root: this.root,
+          space: this.space,
+          store: this.#store,
+          servers: this.#servers,
+        });
+      }
       this.#startedAt = Date.now();
       this.#state = "running";
       this.#log(
@@ -320,36 +326,13 @@ export class Manager {
     this.#timers.push(setTimeout(fn, Math.max(1_000, ms)));
   }
 
-  #scheduleSelfRenewal(): void {
-    const ttl = CREDENTIAL_LIFETIMES.supervisor.defaultTtlSeconds * 1000;
-    this.#later(ttl * RENEW_FRACTION, async () => {
-      try {
-        this.#creds = await this.#mintSelf();
-        await this.#nc?.reconnect();
-        this.#log("manager: supervisor cred renewed");
-      } catch (err) {
-        this.#log(`manager: supervisor cred renewal failed (${errorText(err)})`);
-      }
-      if (this.#state === "running") this.#scheduleSelfRenewal();
-    });
-  }
-
-  #runDaemonRemint(): void {
-    const run = () =>
-      remintAndLog(
-        this.root,
-        this.space,
-        this.#store,
-        (c) => probeCreds(this.#servers, c),
-        (l) => this.#log(l),
-      );
-    const tick = () => {
-      this.#track(
-        run().catch((err) => this.#log(`manager: daemon re-sign failed (${errorText(err)})`)),
-      );
-      this.#later(DAEMON_REMINT_INTERVAL_MS, tick);
+  get #upkeep(): UpkeepHost {
+    return {
+      later: (ms, fn) => this.#later(ms, fn),
+      track: (p) => this.#track(p),
+      log: (l) => this.#log(l),
+      running: () => this.#state === "running",
     };
-    tick();
   }
 
   #track<T>(p: Promise<T>): Promise<T> {
