@@ -31,22 +31,27 @@ export type CredentialKind = Profile | SysCredentialKind;
 
 /** Who a credential speaks for: the two subject tokens that forge-lock its publishes. */
 export interface Principal {
-  /** `local` or a derived owner `u_<26 base32>`. */
-  owner: string;
-  /** `[A-Za-z0-9_]{1,64}`. */
-  actor: string;
+  /** The account the agent acts for: `local` (static/dev) or a derived `u_` + 26 base32 chars. */
+  readonly owner: string;
+  /** The agent's handle under its owner, `[A-Za-z0-9_]{1,64}`. */
+  readonly actor: string;
 }
 
 /** An nkey user identity: `id` is the public key (`U…`), `seed` its secret (`SU…`). */
 export interface Identity {
+  /** The user public key (`U…`). */
   readonly id: string;
+  /** Its seed (`SU…`): a secret. */
   readonly seed: string;
 }
 
 /** An operator: self-signed, one per broker. */
 export interface OperatorKeys {
+  /** The operator public key (`O…`). */
   pub: string;
+  /** Its seed (`SO…`): a secret. */
   seed: string;
+  /** Its self-signed operator JWT. */
   jwt: string;
 }
 
@@ -55,14 +60,19 @@ export interface OperatorKeys {
  * only in memory during the call that created or rotated it and is never persisted.
  */
 export interface SysAccountKeys {
+  /** The system account's public key. */
   pub: string;
+  /** Its account JWT. */
   jwt: string;
+  /** Its signing seed, only while it is in memory (never stored). */
   signingSeed?: string;
 }
 
 /** Broker trust: the operator and system account one nats-server trusts. */
 export interface BrokerAuth {
+  /** The operator. */
   operator: OperatorKeys;
+  /** The system account. */
   sys: SysAccountKeys;
   /** Monotonic system-account generation (bumped by a SYS rotation). */
   gen: number;
@@ -70,16 +80,23 @@ export interface BrokerAuth {
 
 /** A space's data account; `signingSeed` signs every user JWT of the space. */
 export interface DataAccountKeys {
+  /** The account public key (`A…`). */
   pub: string;
+  /** Its seed (`SA…`): a secret. */
   seed: string;
+  /** Its account JWT, signed by the operator. */
   jwt: string;
+  /** The signing key's seed that signs user JWTs: a secret. */
   signingSeed: string;
+  /** The signing key's public key. */
   signingPub: string;
 }
 
 /** One space's data account, signed by a broker's operator. */
 export interface SpaceAccountAuth {
+  /** The space. */
   space: string;
+  /** Its data account. */
   account: DataAccountKeys;
 }
 
@@ -89,10 +106,15 @@ export interface SpaceAccountAuth {
  * every other secret or JWT is the empty string; it can still mint any profile.
  */
 export interface SpaceAuth {
+  /** The space. */
   space: string;
+  /** The operator. */
   operator: OperatorKeys;
+  /** The system account. */
   sys: SysAccountKeys;
+  /** The space's data account. */
   account: DataAccountKeys;
+  /** The system-account generation (bumped by a SYS rotation). */
   gen: number;
 }
 
@@ -101,7 +123,9 @@ export type SysMintAuth = Pick<BrokerAuth, "sys">;
 
 /** The minimal signer view {@linkcode mintCreds} needs (a full or stripped SpaceAuth). */
 export interface MintAuth {
+  /** The space. */
   space: string;
+  /** The account key and the signing seed that signs user JWTs. */
   account: Pick<DataAccountKeys, "pub" | "signingSeed">;
 }
 

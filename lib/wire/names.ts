@@ -10,6 +10,7 @@
  * @module
  */
 
+import type { Principal } from "../trust/types.ts";
 import { createHash } from "node:crypto";
 import { CotalError } from "../errors.ts";
 import {
@@ -32,13 +33,8 @@ export {
   token,
 };
 
-/** A wire identity: the pair of single tokens `(owner, actor)`. */
-export interface Principal {
-  /** The account the agent acts for: `local` (static/dev) or a derived `u_` + 26 base32 chars. */
-  readonly owner: string;
-  /** The agent's handle under its owner. */
-  readonly actor: string;
-}
+/** A wire identity: the pair of single tokens `(owner, actor)` (one definition, in lib/trust). */
+export type { Principal };
 
 const OWNER_ACTOR_RE = /^[A-Za-z0-9_]+$/;
 const LIFECYCLE_UID_RE = /^[a-z0-9]{26,32}$/;
