@@ -11,7 +11,6 @@
  * @module
  */
 
-import type { Msg, NatsConnection, Subscription } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
 import {
   type AuthorizationRequestClaims,
@@ -31,6 +30,27 @@ import type { ServiceKeys } from "./callout_store.ts";
 import type { KeyResolver } from "./jwks.ts";
 import type { ActorRow } from "./ledger.ts";
 import { type ValidatedBearer, validateUserToken } from "./validate.ts";
+
+/** One callout request as the responder reads it (npm:nats's `Msg` is one). */
+export interface CalloutMsg {
+  /** The sealed (or plain) authorization request. */
+  readonly data: Uint8Array;
+  /** Its headers (the server's xkey). */
+  readonly headers?: { get(name: string): string };
+  /** Answers the request. */
+  respond(data: Uint8Array): boolean;
+}
+
+/** What the responder needs of a broker connection (npm:nats's `NatsConnection` has it). */
+export interface CalloutConnection {
+  /** A queue subscription whose messages are read in turn. */
+  subscribe(
+    subject: string,
+    opts: { queue: string },
+  ): AsyncIterable<CalloutMsg> & { drain(): Promise<void>; unsubscribe(): void };
+  /** Whether the connection is closed. */
+  isClosed(): boolean;
+}
 
 /** The queue group every responder of a space joins, so replicas share the requests. */
 export const CALLOUT_QUEUE = "cotal-auth-callout";
@@ -57,7 +77,9 @@ export interface CalloutDecision {
 
 /** Who is being let in: passed to `prepareConnection` before any authority is released. */
 export interface CalloutGrant {
+  /** The validated bearer the client presented. */
   bearer: ValidatedBearer;
+  /** The actor's ledger row its grants come from. */
   row: ActorRow;
   /** The validated inbox nonce (`_INBOX_<nonce>.>` is the connection's reply space). */
   nonce: string;
@@ -66,7 +88,8 @@ export interface CalloutGrant {
 /** Options for {@linkcode startAuthCallout}. */
 export interface AuthCalloutOptions {
   /** A connection made with the callout account's `calloutCreds`. */
-  nc: NatsConnection;
+  nc: CalloutConnection;
+  /** The space whose account the callout admits users into. */
   space: string;
   /** The callout record: its xkey and account signing key answer the broker. */
   callout: Pick<CalloutAuth, "account" | "xkey" | "dataAccount">;
@@ -152,7 +175,7 @@ export async function startAuthCallout(opts: AuthCalloutOptions): Promise<AuthCa
     opts,
   };
   const counts = { allow: 0, deny: 0, drop: 0 };
-  const sub: Subscription = nc.subscribe(opts.subject ?? AUTH_CALLOUT_SUBJECT, {
+  const sub = nc.subscribe(opts.subject ?? AUTH_CALLOUT_SUBJECT, {
     queue: CALLOUT_QUEUE,
   });
   const inFlight = new Set<Promise<void>>();
@@ -199,7 +222,7 @@ interface Ctx {
   opts: AuthCalloutOptions;
 }
 
-async function handle(ctx: Ctx, msg: Msg): Promise<CalloutDecision> {
+async function handle(ctx: Ctx, msg: CalloutMsg): Promise<CalloutDecision> {
   const started = performance.now();
   const ms = () => Math.round((performance.now() - started) * 1000) / 1000;
   let req: AuthorizationRequestClaims;
@@ -272,7 +295,7 @@ async function handle(ctx: Ctx, msg: Msg): Promise<CalloutDecision> {
 /** Open, verify and attribute a request; every failure is a Drop (no reply). */
 async function prove(
   ctx: Ctx,
-  msg: Msg,
+  msg: CalloutMsg,
 ): Promise<{ req: AuthorizationRequestClaims; serverXkey: string }> {
   const serverXkey = msg.headers?.get("Nats-Server-Xkey") ?? "";
   if (serverXkey === "") {
@@ -340,7 +363,7 @@ async function mintUser(
 
 async function respond(
   ctx: Ctx,
-  msg: Msg,
+  msg: CalloutMsg,
   req: AuthorizationRequestClaims,
   serverXkey: string,
   body: { jwt: string; issuer_account: string } | { error: string; issuer_account: string },

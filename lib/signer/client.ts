@@ -5,7 +5,6 @@
  *
  * @module
  */
-import type { NatsConnection, Subscription } from "nats";
 import { CotalError } from "../errors.ts";
 import { signRail, spaceNames } from "../trust/grant_names.ts";
 import { proveRequest, requestProver } from "../trust/request_proof.ts";
@@ -15,10 +14,24 @@ import { SIGN_CONTEXT, type SignWireRequest } from "./serve.ts";
 /** How long a signing request waits for the signer by default. */
 export const SIGN_TIMEOUT_MS = 10_000;
 
+/**
+ * What a remote signer needs of a broker connection: a subscription to its reply rail and a
+ * publish with headers (npm:nats's `NatsConnection` has both).
+ */
+export interface SignerConnection {
+  /** Subscribes `subject`, calling `callback` with each message. */
+  subscribe(
+    subject: string,
+    opts: { callback: (err: unknown, msg: { subject: string; data: Uint8Array }) => void },
+  ): { unsubscribe(): void };
+  /** Publishes `data` on `subject` with `headers` (the caller proof). */
+  publish(subject: string, data: Uint8Array, opts?: { headers?: unknown }): void;
+}
+
 /** Options of {@linkcode remoteSigner}. */
 export interface RemoteSignerOptions {
   /** A connection holding the caller's creds (their grants reach the signer rail). */
-  readonly nc: NatsConnection;
+  readonly nc: SignerConnection;
   /** The space whose signer is asked. */
   readonly space: string;
   /** The caller's principal, as its creds name it. */
@@ -50,7 +63,7 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
   const timeoutMs = opts.timeoutMs ?? SIGN_TIMEOUT_MS;
   const waiting = new Map<string, (body: unknown) => void>();
   const replyPrefix = `${root}.sign.reply.${owner}.${actor}.`;
-  const sub: Subscription = opts.nc.subscribe(signRail.reply(root, owner, actor, "*"), {
+  const sub = opts.nc.subscribe(signRail.reply(root, owner, actor, "*"), {
     callback: (_err, m) => {
       const done = waiting.get(m.subject.slice(replyPrefix.length));
       if (!done) return;

@@ -15,6 +15,7 @@ export {
   remoteSigner,
   type RemoteSignerOptions,
   SIGN_TIMEOUT_MS,
+  type SignerConnection,
 } from "./client.ts";
 export {
   CallerRate,
