@@ -3,7 +3,9 @@
  * match on it); `message` is one sentence for people that names what was wrong and the fix.
  */
 export class CotalError extends Error {
+  /** A stable code for programs (`invalid_channel`, `signer_unreachable`, ...). */
   readonly code: string;
+  /** An error with a stable `code` and a one-sentence `message`. */
   constructor(code: string, message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = "CotalError";

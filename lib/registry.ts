@@ -15,11 +15,13 @@ import type { SecretStore } from "./workspace/types.ts";
 
 /** A CLI command: its flags are declared once and drive parsing, `--help` and usage. */
 export interface Command<F extends FlagsSpec = FlagsSpec> {
+  /** Marks a command plugin. */
   readonly kind: "command";
   /** One or two words (`up`, `space add`). */
   readonly name: string;
   /** One line for the command list and `--help`. */
   readonly summary: string;
+  /** Its flags, parsed before `run`. */
   readonly flags: F;
   /** Absent means the command takes no positionals. */
   readonly positionals?: readonly PositionalSpec[];
@@ -31,90 +33,123 @@ export interface Command<F extends FlagsSpec = FlagsSpec> {
 
 /** How to start an agent program: what a connector builds and a runtime spawns. */
 export interface LaunchSpec {
+  /** The program to execute (an absolute path). */
   readonly command: string;
+  /** Its arguments. */
   readonly args: readonly string[];
   /** The child's whole environment (nothing is inherited); never put secrets here. */
   readonly env?: Readonly<Record<string, string>>;
+  /** Its working directory. */
   readonly cwd?: string;
 }
 
 /** How a runtime's child ended: an exit code, or the signal that killed it. */
 export interface RuntimeExit {
+  /** The exit code, or null when a signal ended it. */
   readonly code: number | null;
+  /** The signal that ended it, or null. */
   readonly signal: string | null;
 }
 
 /** A running child under a runtime. Listener registrations return their unsubscribe. */
 export interface RuntimeHandle {
+  /** The child's host pid. */
   readonly pid: number;
+  /** Writes to the child's input (its terminal on a pty). */
   write(data: string | Uint8Array): void;
+  /** Resizes the child's terminal (a no-op without a pty). */
   resize(cols: number, rows: number): void;
+  /** Sends the child a signal (default SIGTERM). */
   kill(signal?: Deno.Signal): void;
+  /** Calls `listener` with each chunk the child prints. */
   onData(listener: (data: Uint8Array) => void): () => void;
+  /** Calls `listener` once, when the child exits. */
   onExit(listener: (exit: RuntimeExit) => void): () => void;
 }
 
 /** Terminal size and the like for one spawn. */
 export interface SpawnOptions {
+  /** Terminal columns. */
   readonly cols?: number;
+  /** Terminal rows. */
   readonly rows?: number;
 }
 
 /** A spawn backend (the pty runtime is built in). */
 export interface Runtime {
+  /** Marks a runtime plugin. */
   readonly kind: "runtime";
+  /** The name `--runtime` selects it by. */
   readonly name: string;
   /** Whether this backend can run here (e.g. its native addon loads). */
   available(): Promise<boolean>;
+  /** Starts `spec` and returns its handle. */
   spawn(spec: LaunchSpec, options?: SpawnOptions): Promise<RuntimeHandle>;
 }
 
 /** What a connector knows when it builds an agent's launch. */
 export interface LaunchContext {
+  /** The space the agent joins. */
   readonly space: string;
   /** The agent's name in the space. */
   readonly agent: string;
+  /** The role whose tasks it serves, if any. */
   readonly role?: string;
+  /** The directory it runs in. */
   readonly cwd: string;
   /** The agent's 0600 launch-material file (servers, creds or bearer source). */
   readonly materialPath: string;
+  /** The model a harness should use, if the spawn names one. */
   readonly model?: string;
+  /** The initial instructions, if the spawn gives any. */
   readonly prompt?: string;
 }
 
 /** Knows how to launch one kind of agent harness. */
 export interface Connector {
+  /** Marks a connector plugin. */
   readonly kind: "connector";
   /** The agent type (`claude`, `codex`, ...). */
   readonly name: string;
   /** Executables the harness needs on PATH, checked before anything is provisioned. */
   readonly requires?: readonly string[];
+  /** The program (and its arguments and env) that runs this agent. */
   buildLaunch(context: LaunchContext): LaunchSpec | Promise<LaunchSpec>;
 }
 
 /** What an auth provider is built from: its space, the secret store, a non-secret state dir. */
 export interface AuthProviderContext {
+  /** The space the provider serves. */
   readonly space: string;
+  /** Where its keys and state are kept. */
   readonly store: SecretStore;
+  /** Its own state directory (opened as a file store). */
   readonly stateDir: string;
 }
 
 /** A user-mode client's credentials: a short-lived bearer and the sentinel creds it rides on. */
 export interface UserCredentials {
+  /** A short-lived bearer the auth callout accepts. */
   readonly bearer: string;
+  /** The sentinel creds a client connects with to present the bearer. */
   readonly sentinelCreds: string;
 }
 
 /** A live auth provider for one space. */
 export interface AuthProviderSession {
+  /** Credentials for `actor`, minted by the provider. */
   userCredentials(request: { readonly actor: string }): Promise<UserCredentials>;
+  /** Releases what the session holds. */
   close(): Promise<void>;
 }
 
 /** The user-mode auth seam: a named factory of per-space sessions. */
 export interface AuthProvider {
+  /** Marks an auth-provider plugin. */
   readonly kind: "auth-provider";
+  /** The name it is registered under. */
   readonly name: string;
+  /** Opens a session for one space. */
   create(context: AuthProviderContext): Promise<AuthProviderSession>;
 }
 
@@ -123,9 +158,13 @@ export interface AuthProvider {
  * (`declare module "./registry.ts" { interface ExtensionKinds { ... } }`).
  */
 export interface ExtensionKinds {
+  /** Operator CLI commands. */
   command: Command;
+  /** Spawn backends. */
   runtime: Runtime;
+  /** Agent launchers. */
   connector: Connector;
+  /** User-auth providers. */
   "auth-provider": AuthProvider;
 }
 

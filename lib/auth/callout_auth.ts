@@ -26,9 +26,11 @@ export const AUTH_CALLOUT_SUBJECT = "$SYS.REQ.USER.AUTH";
 
 /** The callout account of one space, with its two users and its xkey. Every seed is secret. */
 export interface CalloutAuth {
+  /** The space this callout serves. */
   space: string;
   /** The data account (`A…`) the callout may place users into. */
   dataAccount: string;
+  /** The space account the admitted users belong to. */
   account: {
     pub: string;
     seed: string;
@@ -48,6 +50,7 @@ export interface CalloutAuth {
 
 /** What {@linkcode createCalloutAuth} needs. */
 export interface CreateCalloutAuthOptions {
+  /** The space this callout serves. */
   space: string;
   /** The broker's operator seed (`SO…`): it signs the callout account JWT. */
   operatorSeed: string;

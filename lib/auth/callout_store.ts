@@ -34,14 +34,19 @@ export function serviceKeysKey(space: string): string {
 
 /** The data-account signer the callout mints user JWTs with. */
 export interface ServiceKeys {
+  /** The space the keys belong to. */
   space: string;
+  /** The data account's public key and signing seed (no account seed). */
   dataAccount: { pub: string; signingSeed: string };
 }
 
 /** The parts of a SpaceAuth {@linkcode ensureCalloutAuth} reads. */
 export interface CalloutProvisionAuth {
+  /** The space to provision. */
   space: string;
+  /** The operator seed that signs the callout's account changes. */
   operator: { seed: string };
+  /** The data account's public key and signing seed. */
   account: { pub: string; signingSeed: string };
 }
 

@@ -62,6 +62,7 @@ export interface IdpBridgeOptions {
 
 /** What an exchange asks for. */
 export interface IdpExchangeRequest {
+  /** The actor name the bearer is for. */
   actor: string;
   /** Requested bearer lifetime in seconds (1..900); the IdP proof's remaining life caps it. */
   ttlSec?: number;
@@ -69,8 +70,11 @@ export interface IdpExchangeRequest {
 
 /** A minted bearer and who it is for. */
 export interface IdpExchangeResult {
+  /** The Cotal bearer. */
   token: string;
+  /** The owner derived from the IdP subject. */
   owner: string;
+  /** The actor it speaks as. */
   actor: string;
   /** Unix seconds; never later than the IdP token's `exp`. */
   exp: number;
@@ -78,10 +82,15 @@ export interface IdpExchangeResult {
 
 /** The bridge: `verify` checks an IdP token; `exchange` also mints a bearer. */
 export interface IdpBridge {
+  /** The pinned IdP issuer. */
   readonly issuer: string;
+  /** The audience IdP tokens must carry. */
   readonly audience: string;
+  /** The space bearers are issued for. */
   readonly space: string;
+  /** Verifies an IdP token against the pinned issuer and its keys. */
   verify(idpToken: string): Promise<VerifiedIdpToken>;
+  /** Exchanges a verified IdP token for a Cotal bearer. */
   exchange(idpToken: string, req: IdpExchangeRequest): Promise<IdpExchangeResult>;
 }
 

@@ -22,12 +22,17 @@ import { idpPinKey } from "./keys.ts";
 
 /** A space's IdP pin: spread it into `createIdpBridge` options. */
 export interface IdpPin {
+  /** The issuer URL tokens must name. */
   issuer: string;
+  /** The audience tokens must carry. */
   audience: string;
   /** Exactly one of `jwksUrl` and `jwks`. */
   jwksUrl?: string;
+  /** The issuer's keys, when pinned by value. */
   jwks?: JsonWebKeySet;
+  /** The signature algorithms accepted. */
   algorithms?: JwsAlgorithm[];
+  /** The `azp` a token must name, when set. */
   authorizedParty?: string;
 }
 

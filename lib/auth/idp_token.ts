@@ -29,12 +29,17 @@ export interface IdpTokenPin {
 
 /** The parts of a verified IdP token the exchange uses. */
 export interface VerifiedIdpToken {
+  /** The token's issuer. */
   issuer: string;
+  /** The IdP's subject for the user. */
   sub: string;
   /** Unix seconds; may be fractional if the IdP sends fractions. */
   exp: number;
+  /** Issued at (Unix seconds). */
   iat: number;
+  /** The algorithm it was signed with. */
   alg: JwsAlgorithm;
+  /** The key id it was signed with. */
   kid: string;
 }
 

@@ -26,9 +26,13 @@ export interface IssueRequest {
   space: string;
   /** The derived owner (`u_...`), also the bearer's `sub`. */
   owner: string;
+  /** The actor the bearer speaks as. */
   actor: string;
+  /** The channels it may use, within the actor's grants. */
   scope?: readonly string[];
+  /** The agent lifecycle it is for, if any. */
   lifecycleUid?: string;
+  /** An id the holder's credential is tracked by. */
   credentialId?: string;
   /** One delegation link, `<derived owner>.<actor>`. */
   parent?: string;
@@ -40,19 +44,25 @@ export interface IssueRequest {
 
 /** A freshly signed bearer. */
 export interface IssuedBearer {
+  /** The signed bearer. */
   token: string;
+  /** The owner it speaks for. */
   owner: string;
+  /** The actor it speaks as. */
   actor: string;
   /** Unix seconds. */
   exp: number;
+  /** The key id that signed it. */
   kid: string;
 }
 
 /** A bearer issuer for one space. Private keys stay inside; `exportRecord` is the only way out. */
 export interface UserTokenIssuer {
+  /** The space it issues for. */
   readonly space: string;
   /** `urn:cotal:auth:<space>`. */
   readonly issuer: string;
+  /** The key id new bearers are signed with. */
   readonly activeKid: string;
   /** Sign a bearer with the active key. */
   issue(req: IssueRequest): Promise<IssuedBearer>;
@@ -70,6 +80,7 @@ export interface UserTokenIssuer {
 
 /** Options for {@linkcode createUserTokenIssuer}. */
 export interface UserTokenIssuerOptions {
+  /** The space it issues for. */
   space: string;
   /** A record from `exportRecord()`; when absent a new key is generated. */
   record?: string;

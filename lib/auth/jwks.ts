@@ -18,20 +18,31 @@ export const JWS_ALGORITHMS: readonly JwsAlgorithm[] = Object.freeze(["EdDSA", "
 
 /** A public JSON Web Key as published in a JWKS (members Cotal does not use are kept as-is). */
 export interface PublicJwk {
+  /** Key type (`OKP`, `EC`, `RSA`). */
   kty: string;
+  /** Key id. */
   kid?: string;
+  /** Algorithm. */
   alg?: string;
+  /** Intended use (`sig`). */
   use?: string;
+  /** Curve, for OKP and EC keys. */
   crv?: string;
+  /** Public x coordinate (OKP, EC). */
   x?: string;
+  /** Public y coordinate (EC). */
   y?: string;
+  /** RSA modulus. */
   n?: string;
+  /** RSA exponent. */
   e?: string;
+  /** Any other member, kept as published. */
   [member: string]: unknown;
 }
 
 /** A JSON Web Key Set: `{ keys: [...] }`. */
 export interface JsonWebKeySet {
+  /** The keys. */
   keys: PublicJwk[];
 }
 

@@ -23,7 +23,9 @@ import type { ValidatedBearer } from "./validate.ts";
 
 /** What an operator grants: every ACL list is explicit (an omitted list never means `>`). */
 export interface ActorGrant {
+  /** The owner the actor belongs to. */
   owner: string;
+  /** The actor's name. */
   actor: string;
   /** Channels the actor subscribes to live; each must be covered by `allowSubscribe`. */
   subscribe: readonly string[];
@@ -35,18 +37,27 @@ export interface ActorGrant {
   scope?: readonly string[];
   /** The anycast role the actor serves, if any. */
   role?: string;
+  /** A human note on the grant. */
   label?: string;
 }
 
 /** A ledger row as stored and returned. */
 export interface ActorRow {
+  /** The owner the actor belongs to. */
   owner: string;
+  /** The actor's name. */
   actor: string;
+  /** Channels joined at connect. */
   subscribe: string[];
+  /** Channels it may read. */
   allowSubscribe: string[];
+  /** Channels it may post to. */
   allowPublish: string[];
+  /** Scopes its bearers carry. */
   scope: string[];
+  /** The role whose tasks it serves. */
   role?: string;
+  /** A human note on the row. */
   label?: string;
   /** Rotated on every grant, so a bearer minted under an earlier grant stops connecting. */
   lifecycleUid: string;
@@ -56,6 +67,7 @@ export interface ActorRow {
 
 /** The per-space actor ledger. */
 export interface ActorLedger {
+  /** The space the ledger is for. */
   readonly space: string;
   /** Insert or replace the row (whole-row upsert) with a fresh lifecycle uid. */
   grant(grant: ActorGrant): Promise<ActorRow>;

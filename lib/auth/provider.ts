@@ -22,10 +22,15 @@ import { loadIssuer, loadOwnerSecret } from "./secrets.ts";
 
 /** The session `cotalAuthProvider.create` returns: the seam plus the space's auth pieces. */
 export interface CotalAuthSession extends AuthProviderSession {
+  /** The space the session serves. */
   readonly space: string;
+  /** The pinned IdP. */
   readonly pin: IdpPin;
+  /** Issues Cotal bearers. */
   readonly issuer: UserTokenIssuer;
+  /** The actors and their grants. */
   readonly ledger: ActorLedger;
+  /** Exchanges IdP tokens for bearers. */
   readonly bridge: IdpBridge;
 }
 

@@ -41,16 +41,27 @@ export interface ValidateUserTokenOptions {
 
 /** A bearer that passed every check, reduced to the fields authorization uses. */
 export interface ValidatedBearer {
+  /** The space it is valid in. */
   space: string;
+  /** The owner it speaks for. */
   owner: string;
+  /** The actor it speaks as. */
   actor: string;
+  /** Its scopes. */
   scope: string[];
+  /** The agent lifecycle it is for, if any. */
   lifecycleUid?: string;
+  /** The credential id it tracks, if any. */
   credentialId?: string;
+  /** The bearer it was derived from, if any. */
   parent?: string;
+  /** Its unique token id. */
   jti?: string;
+  /** Issued at (Unix seconds). */
   iat: number;
+  /** Expires at (Unix seconds). */
   exp: number;
+  /** The key id that signed it. */
   kid: string;
 }
 

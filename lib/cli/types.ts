@@ -62,13 +62,19 @@ export type FlagValue = string | boolean | string[] | boolean[] | undefined;
 export interface ParsedArgs<
   V extends Readonly<Record<string, FlagValue>> = Record<string, FlagValue>,
 > {
+  /** Flag values by name. */
   values: V;
+  /** The positional arguments. */
   positionals: string[];
+  /** The argv as given. */
   raw: string[];
 }
 
-// A wide `FlagSpec` (type not narrowed by `as const`) falls through to the loose `FlagValue`.
-type ValueOf<S extends FlagSpec> = [S["type"]] extends ["boolean"]
+/**
+ * The parsed value type of one flag spec. A wide `FlagSpec` (type not narrowed by `as const`)
+ * falls through to the loose `FlagValue`.
+ */
+export type ValueOf<S extends FlagSpec> = [S["type"]] extends ["boolean"]
   ? (S["multiple"] extends true ? boolean[] : boolean)
   : [S["type"]] extends ["string"] ? (S["multiple"] extends true ? string[] : string)
   : FlagValue;

@@ -17,8 +17,11 @@ import type { SetAside } from "./setaside.ts";
 
 /** Where the daemon's lines go; `warn` and `error` are the loud ones an operator must see. */
 export interface DeliveryLogger {
+  /** An informational line. */
   info(line: string): void;
+  /** Something the daemon works around. */
   warn(line: string): void;
+  /** Something that failed. */
   error(line: string): void;
 }
 
@@ -66,14 +69,23 @@ export class Fence {
 
 /** Counters for status and the bench. */
 export interface DeliveryCounters {
+  /** Posts fanned out to members. */
   fannedOut: number;
+  /** INBOX entries written. */
   entriesWritten: number;
+  /** Copies written to members' DLV. */
   delivered: number;
+  /** Copies dropped: the member may not read the channel. */
   droppedAcl: number;
+  /** Copies dropped: posted after the member left the channel. */
   droppedWindow: number;
+  /** Entries dropped: not a readable message. */
   droppedMalformed: number;
+  /** Entries deferred: the member's rows were not known yet. */
   deferred: number;
+  /** Entries given up on after their tries (a retired lifecycle's). */
   terminated: number;
+  /** Errors met. */
   errors: number;
 }
 

@@ -53,14 +53,19 @@ import type { SysSource } from "./sys_creds.ts";
 
 /** Where a run of the daemon is. */
 export interface DeliveryStatus {
+  /** The space served. */
   space: string;
+  /** This daemon's lease holder id. */
   holder: string;
+  /** This process's incarnation. */
   incarnation: string;
   /** True while the lease is held and every loop and rail is bound. */
   ready: boolean;
   /** The delivery cred in use. */
   credential: { expiresAt?: number; adoptions: number; lastError?: string };
+  /** The membership feed's state. */
   membership: FeedStatus;
+  /** What it has done since start. */
   counters: DeliveryCounters;
   /** What could not be delivered: dead letters, members' missed copies and pending markers. */
   setAside: {
@@ -73,13 +78,17 @@ export interface DeliveryStatus {
 
 /** How a run ended: 0 after `stop()`, 1 when the lease was lost or the broker went away. */
 export interface DeliveryExit {
+  /** The process exit code. */
   code: 0 | 1;
+  /** Why it ended. */
   reason: string;
 }
 
 /** A running delivery daemon. */
 export interface DeliveryDaemon {
+  /** The space served. */
   readonly space: string;
+  /** Its state now. */
   status(): DeliveryStatus;
   /** Graceful stop: drain in-flight work, release the lease, close. */
   stop(): Promise<void>;

@@ -15,7 +15,8 @@ import { EndpointErrorEvent, type EndpointEventMap } from "./events.ts";
 /** A listener of one typed endpoint event; it may be async. */
 export type EndpointListener<E extends Event> = (ev: E) => void | Promise<void>;
 
-type AnyListener = EventListenerOrEventListenerObject;
+/** Any DOM event listener (what `addEventListener` takes for an untyped event name). */
+export type AnyListener = EventListenerOrEventListenerObject;
 
 /** `EventTarget` with typed `addEventListener` overloads and contained listener faults. */
 export class EndpointEvents extends EventTarget {

@@ -106,6 +106,7 @@ export class CotalEndpoint extends EndpointEvents {
   /** Callers of reconnect() waiting for the next rebuild attempt's outcome. */
   readonly #attempts = new Waiters();
 
+  /** An endpoint for one agent; nothing connects until `start()`. */
   constructor(opts: EndpointOptions) {
     super();
     if (typeof opts?.space !== "string" || opts.space.trim() === "") {
@@ -327,6 +328,7 @@ export class CotalEndpoint extends EndpointEvents {
     void this.#presence.beat();
   }
 
+  /** A listener that threw: reported as a warning, never fatal to the endpoint. */
   protected override listenerFailed(ev: Event): void {
     // A copy whose handler threw must come back, not be acked.
     if (ev instanceof CotalMessageEvent && !ev.delivery.settled) ev.delivery.nak();

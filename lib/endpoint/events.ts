@@ -20,6 +20,7 @@ export interface MessageMeta {
   kind: DeliveryKind;
   /** True for retained messages surfaced by a join's backfill (published before the join). */
   historical: boolean;
+  /** How it arrived: live, a join's backfill, a gap fill, a DM, an anycast task, a durable copy. */
   source: MessageSource;
   /** The JetStream stream sequence, when the copy came through a stream. */
   seq?: number;
@@ -47,9 +48,13 @@ export interface Delivery {
  * `preventDefault()`; then that listener owns `delivery.ack()` / `nak()`.
  */
 export class CotalMessageEvent extends Event {
+  /** The message, decoded and checked. */
   readonly message: CotalMessage;
+  /** How it reached this endpoint. */
   readonly delivery: Delivery;
+  /** Its stream position and headers, when it came from a stream. */
   readonly meta: MessageMeta;
+  /** An event for `message` as delivered. */
   constructor(message: CotalMessage, delivery: Delivery, meta: MessageMeta) {
     super("message", { cancelable: true });
     this.message = message;
@@ -63,10 +68,13 @@ export type OfflineReason = "left" | "stale" | "removed";
 
 /** A peer appeared, changed, or went offline. */
 export class PresenceEvent extends Event {
+  /** What happened to the peer. */
   readonly change: "join" | "update" | "offline";
+  /** The peer's presence row (its last one, when it went offline). */
   readonly presence: Presence;
   /** Set when `change` is `offline`. */
   readonly reason?: OfflineReason;
+  /** An event for one peer's change. */
   constructor(change: "join" | "update" | "offline", presence: Presence, reason?: OfflineReason) {
     super("presence");
     this.change = change;
@@ -77,7 +85,9 @@ export class PresenceEvent extends Event {
 
 /** The live roster (online peers, sorted by name) after any presence change. */
 export class RosterEvent extends Event {
+  /** Every online peer, sorted by name. */
   readonly roster: Presence[];
+  /** An event carrying the whole roster. */
   constructor(roster: Presence[]) {
     super("roster");
     this.roster = roster;
@@ -86,7 +96,9 @@ export class RosterEvent extends Event {
 
 /** True after every full (re)bind; false when the connection is lost or being rebuilt. */
 export class ConnectionEvent extends Event {
+  /** Whether the endpoint is connected and serving. */
   readonly connected: boolean;
+  /** An event for the endpoint's connection state. */
   constructor(connected: boolean) {
     super("connection");
     this.connected = connected;
@@ -95,8 +107,11 @@ export class ConnectionEvent extends Event {
 
 /** The raw socket edge: the client library lost or regained the broker. */
 export class TransportEvent extends Event {
+  /** Whether the broker connection is up. */
   readonly connected: boolean;
+  /** The server it is connected to, when connected. */
   readonly server?: string;
+  /** An event for the broker connection. */
   constructor(connected: boolean, server?: string) {
     super("transport");
     this.connected = connected;
@@ -106,9 +121,11 @@ export class TransportEvent extends Event {
 
 /** A condition the endpoint survives (renewal failure, reconnect retry, dropped heartbeat). */
 export class EndpointWarningEvent extends Event {
+  /** What went wrong. */
   readonly error: CotalError;
   /** When the endpoint retries next, if it scheduled a retry. */
   readonly retryInMs?: number;
+  /** A warning; `retryInMs` when the endpoint retries on its own. */
   constructor(error: CotalError, retryInMs?: number) {
     super("warning");
     this.error = error;
@@ -118,7 +135,9 @@ export class EndpointWarningEvent extends Event {
 
 /** An asynchronous fault: a permission denial, a dropped spoofed or malformed message. */
 export class EndpointErrorEvent extends Event {
+  /** What went wrong. */
   readonly error: CotalError;
+  /** An error the endpoint cannot recover from by itself. */
   constructor(error: CotalError) {
     super("error");
     this.error = error;
@@ -127,9 +146,11 @@ export class EndpointErrorEvent extends Event {
 
 /** A renewed credential is now the one the live connection presents. */
 export class RenewalEvent extends Event {
+  /** Which credential was renewed. */
   readonly credential: "creds" | "bearer";
   /** The new credential's expiry, epoch ms. */
   readonly expiresAt: number;
+  /** An event for a renewed credential, valid until `expiresAt` (epoch ms). */
   constructor(credential: "creds" | "bearer", expiresAt: number) {
     super("renewed");
     this.credential = credential;
@@ -160,13 +181,22 @@ export class GapEvent extends Event {
 
 /** Event name to event class. */
 export interface EndpointEventMap {
+  /** A message arrived. */
   message: CotalMessageEvent;
+  /** A peer joined, changed or went offline. */
   presence: PresenceEvent;
+  /** The roster changed. */
   roster: RosterEvent;
+  /** The endpoint connected or lost its connection. */
   connection: ConnectionEvent;
+  /** The broker connection went up or down. */
   transport: TransportEvent;
+  /** Something went wrong that the endpoint retries. */
   warning: EndpointWarningEvent;
+  /** Something went wrong that needs the embedder. */
   error: EndpointErrorEvent;
+  /** A credential was renewed. */
   renewed: RenewalEvent;
+  /** Messages were missed (a backlog past its cap); fetch them from history. */
   gap: GapEvent;
 }

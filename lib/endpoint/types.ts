@@ -15,8 +15,11 @@ export type CardKind = "agent" | "endpoint";
 
 /** One advertised skill. */
 export interface AgentSkill {
+  /** The skill's id. */
   id: string;
+  /** Its name. */
   name: string;
+  /** What it does. */
   description?: string;
 }
 
@@ -24,17 +27,25 @@ export interface AgentSkill {
 export interface AgentCard {
   /** `<owner>.<actor>`; the endpoint overwrites it with its authenticated principal. */
   id: string;
+  /** The owner, when it differs from the principal's. */
   owner?: string;
+  /** The actor, when it differs from the principal's. */
   actor?: string;
   /** Display name, at most 128 characters, no `/`, no surrounding whitespace. */
   name: string;
+  /** What kind of participant it is. */
   kind: CardKind;
   /** The anycast role this endpoint serves (its `svc_<role>` task queue). */
   role?: string;
+  /** What it is for. */
   description?: string;
+  /** Free tags. */
   tags?: string[];
+  /** What it can do. */
   skills?: AgentSkill[];
+  /** Free string metadata. */
   meta?: Record<string, string>;
+  /** The card format version. */
   protocolVersion?: string;
 }
 
@@ -49,8 +60,11 @@ export type PresenceStatus = "idle" | "waiting" | "working" | "offline";
 
 /** A presence record, one per principal in `cotal_presence_<space>`. */
 export interface Presence {
+  /** The peer's card. */
   card: AgentCard;
+  /** Its status. */
   status: PresenceStatus;
+  /** What it is doing now. */
   activity?: string;
   /** {@linkcode lifecycleTag} of the writer's lifecycle uid (never the uid itself). */
   lifecycleTag?: string;
@@ -134,5 +148,6 @@ export interface JoinResult {
 export interface HistoryOptions {
   /** Newest N messages (default 100); a positive safe integer. */
   limit?: number;
+  /** Aborts the read. */
   signal?: AbortSignal;
 }

@@ -64,15 +64,25 @@ export interface AgentPlan {
 
 /** A row of `ps`. */
 export interface AgentRow {
+  /** The agent's name in the space. */
   readonly name: string;
+  /** Its principal id (`owner.actor`). */
   readonly id: string;
+  /** Its lifecycle uid. */
   readonly lifecycleUid: string;
+  /** Its connector (task-runner, module, program, ...). */
   readonly agent: string;
+  /** The role it serves. */
   readonly role?: string;
+  /** Where it is in its life. */
   readonly status: AgentStatus;
+  /** Its runner's pid, while running. */
   readonly pid?: number;
+  /** How often the supervisor restarted it. */
   readonly restarts: number;
+  /** How long it has run. */
   readonly uptimeMs: number;
+  /** The isolation in force for it. */
   readonly isolation: string;
   /** The isolation actually in force for it: uid, namespaces, network, limits. */
   readonly sandbox?: SandboxFacts;

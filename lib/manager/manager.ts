@@ -82,7 +82,9 @@ function hostPort(url: string): string {
 
 /** The supervisor of one space. */
 export class Manager {
+  /** The space it supervises. */
   readonly space: string;
+  /** The state directory its agents live under. */
   readonly root: string;
   /** Stable per (workspace root, space): a second manager on the same root is refused. */
   readonly instanceId: string;
@@ -122,6 +124,7 @@ export class Manager {
   /** Tags of lifecycles this manager ended: a stale presence row of theirs holds no name. */
   readonly #ended = new Set<string>();
 
+  /** A manager for `opts.space`; nothing runs until `start()`. */
   constructor(opts: ManagerOptions) {
     if (typeof opts.space !== "string" || opts.space === "") {
       throw new CotalError("invalid_space", "The manager needs a space name; pass opts.space.");

@@ -86,17 +86,28 @@ export interface ManagerOptions {
 
 /** What `status` answers. */
 export interface ManagerStatus {
+  /** The control rail's version. */
   readonly version: number;
+  /** The space supervised. */
   readonly space: string;
+  /** Stable per root and space. */
   readonly instanceId: string;
+  /** Per process. */
   readonly epoch: string;
+  /** Its pid. */
   readonly pid: number;
+  /** Its state directory. */
   readonly root: string;
+  /** Its spawn backend. */
   readonly runtime: string;
+  /** The isolation in force, in words. */
   readonly isolation: string;
   /** Where its credentials are signed: `local` (it holds the seeds) or `remote` (cotal-signer). */
   readonly signing?: "local" | "remote";
+  /** Agents it runs. */
   readonly agents: number;
+  /** Attach sessions open. */
   readonly sessions: number;
+  /** How long it has run. */
   readonly uptimeMs: number;
 }

@@ -18,6 +18,7 @@ export type LifetimeClass =
 
 /** The policy of one credential kind. */
 export interface LifetimePolicy {
+  /** How credentials of the kind are renewed. */
   readonly class: LifetimeClass;
   /** Lifetime when the caller names none. */
   readonly defaultTtlSeconds: number;

@@ -12,16 +12,21 @@ import type { BrokerAuth } from "./types.ts";
 
 /** An account to preload: its public key and operator-signed JWT. */
 export interface PreloadAccount {
+  /** The account's public key. */
   pub: string;
+  /** Its signed account JWT. */
   jwt: string;
 }
 
 /** Client TLS: when set, every client connection is TLS (plaintext is never also accepted). */
 export interface TlsConfig {
+  /** The server certificate (PEM file). */
   certFile: string;
+  /** Its private key (PEM file). */
   keyFile: string;
   /** Verify client certificates against this CA (mutual TLS) when `verify` is set. */
   caFile?: string;
+  /** Require and verify client (or peer) certificates. */
   verify?: boolean;
 }
 
@@ -49,7 +54,9 @@ export interface ServerConfigOpts {
   port?: number;
   /** Client listen host; default 127.0.0.1. */
   host?: string;
+  /** Join a cluster of brokers. */
   cluster?: ClusterConfig;
+  /** Serve clients over TLS only. */
   tls?: TlsConfig;
   /**
    * The broker writes its own log here, rotated at {@linkcode BROKER_LOG_ROTATE_BYTES} and

@@ -128,11 +128,13 @@ export function effectiveReplay(reg: ChannelRegistry, channel: string): boolean 
 
 /** Options naming a space on a broker. */
 export interface SpaceTarget extends BrokerTarget {
+  /** The space. */
   space: string;
 }
 
 /** Options of {@linkcode ensureDefaultDeliveryClass}. */
 export interface EnsureDefaultDeliveryClassOptions extends SpaceTarget {
+  /** The class channels get when their row does not name one. */
   deliveryClass: DeliveryClass;
 }
 

@@ -21,20 +21,27 @@ export interface EndpointRef {
 
 /** Plain text content. */
 export interface TextPart {
+  /** A text part. */
   kind: "text";
+  /** The text. */
   text: string;
 }
 
 /** Any JSON value (representable at every depth). */
 export interface DataPart {
+  /** A structured data part. */
   kind: "data";
+  /** The data. */
   data: JsonValue;
 }
 
 /** A reference to bytes held elsewhere (the Object Store); never inline content. */
 export interface ArtifactPart {
+  /** A reference to content stored elsewhere. */
   kind: "artifact";
+  /** Its name. */
   name: string;
+  /** Its media type. */
   mediaType: string;
   /** `sha256:<64 lowercase hex>`; the receiver verifies it. */
   digest: string;
@@ -44,7 +51,9 @@ export interface ArtifactPart {
 
 /** An extension part: `kind` is a reverse-DNS name such as `ai.cotal.status` or `ag-ui.frame`. */
 export interface ExtensionPart {
+  /** An extension's kind (not text, data or artifact). */
   kind: string;
+  /** The extension's own fields. */
   [field: string]: unknown;
 }
 
@@ -64,6 +73,7 @@ export interface CotalMessage {
   ts: number;
   /** The space's display name. */
   space: string;
+  /** Who sent it. */
   from: EndpointRef;
   /** Multicast target (a concrete channel). */
   channel?: string;
@@ -73,6 +83,7 @@ export interface CotalMessage {
   toService?: string;
   /** Lowercased, trimmed, deduped peer names; channel messages only; omitted when empty. */
   mentions?: string[];
+  /** Its content. */
   parts: Part[];
   /** Id of the parent message (flat threads). */
   replyTo?: string;

@@ -16,6 +16,7 @@ export interface GapEnd {
   msgId: string;
   /** Its channel and its CHAT sequence. */
   channel: string;
+  /** The stream sequence where the gap ends. */
   seq: number;
   /** When it was refused (epoch ms). */
   at: number;

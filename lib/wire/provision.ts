@@ -66,9 +66,13 @@ export interface AgentChannelPolicy {
 
 /** The verbs after defaults and validation. */
 export interface ResolvedChannelPolicy {
+  /** Channels joined at boot. */
   subscribe: string[];
+  /** Channels it may read. */
   allowSubscribe: string[];
+  /** Channels it may post to. */
   allowPublish: string[];
+  /** The role whose tasks it serves. */
   role?: string;
 }
 
@@ -120,6 +124,7 @@ export function resolveChannelPolicy(policy: AgentChannelPolicy = {}): ResolvedC
 
 /** Options of {@linkcode provisionAgentDurables}. */
 export interface ProvisionAgentDurablesOptions extends BrokerTarget, AgentChannelPolicy {
+  /** The space. */
   space: string;
   /** The agent's principal (`local` or a derived `u_` owner). */
   principal: Principal;
@@ -131,6 +136,7 @@ export interface ProvisionAgentDurablesOptions extends BrokerTarget, AgentChanne
 
 /** What {@linkcode provisionAgentDurables} did. */
 export interface ProvisionedDurables extends ResolvedChannelPolicy {
+  /** The durables made: DM, DLV and the role's task queue. */
   durables: { dm: string; dlv: string; svc?: string };
   /** Durable names this call created (the others already existed for this lifecycle). */
   created: string[];

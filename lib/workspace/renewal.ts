@@ -56,9 +56,11 @@ export const REMINTABLE_DAEMON_CREDS: readonly RemintableCred[] = Object.freeze(
 
 /** What a preflight is told about the candidate it gates. */
 export interface PreflightInfo {
+  /** The space of the cred. */
   space: string;
   /** The kind being re-signed (`delivery.creds`). */
   file: string;
+  /** Its store key. */
   key: string;
 }
 
@@ -81,6 +83,7 @@ export interface RemintResult {
   file: string;
   /** The store key it lives under. */
   key: string;
+  /** Whether the cred was re-signed. */
   ok: boolean;
   /** Set when nothing was attempted: the cred is absent, or the store holds no signer. */
   skipped?: "missing-file" | "no-auth";

@@ -19,8 +19,12 @@
 
 /** A store of named secret blobs; see the module doc for the contract every backend keeps. */
 export interface SecretStore {
+  /** The value at `key`, or undefined. */
   get(key: string): Promise<string | undefined>;
+  /** Replaces the value at `key` atomically. */
   put(key: string, value: string): Promise<void>; // atomic replace
+  /** Writes `key` only if absent; false when it exists. */
   create(key: string, value: string): Promise<boolean>; // create-only; false when the key exists
+  /** Removes `key` (absent is fine). */
   delete(key: string): Promise<void>;
 }

@@ -19,16 +19,23 @@ import { BrokerRelay } from "./relay.ts";
 
 /** What `ps` and `status` report about one agent's isolation. */
 export interface SandboxFacts {
+  /** How the agent is isolated. */
   readonly mode: "bwrap" | "deno-only";
+  /** The uid it runs as. */
   readonly uid: number;
+  /** The gid it runs as. */
   readonly gid: number;
   /** Namespaces the agent has of its own. */
   readonly namespaces: readonly string[];
+  /** Its network: the relay, or the host's. */
   readonly net: NetMode | "host (deno-only)";
+  /** Whether a seccomp filter applies. */
   readonly seccomp: boolean;
   /** `v1`, `v2`, or `none` (rlimits only). */
   readonly cgroup: "v1" | "v2" | "none";
+  /** Its limits, by name. */
   readonly limits: Readonly<Record<string, string>>;
+  /** Its workdir, if it has one. */
   readonly workdir?: string;
 }
 

@@ -16,7 +16,9 @@ import { closeFd, tryLockFile } from "./libc.ts";
 
 /** A range of ids: `first` is the agents' group, `first + 1 ..` their uids. */
 export interface AgentIdRange {
+  /** The first id (agents' group; agents take the ones after). */
   readonly first: number;
+  /** How many ids the range holds. */
   readonly count: number;
 }
 
