@@ -2,7 +2,12 @@
  * The per-space daemons `cotal up` runs, each as its own `deno run` process under its row of
  * the permission table (development layout; systemd runs the compiled binaries instead).
  */
-import { deliveryLockPath, denoRunFlags, type DeploymentLayout } from "../permissions.ts";
+import {
+  deliveryLockPath,
+  denoRunFlags,
+  type DeploymentLayout,
+  ENTRY_POINTS,
+} from "../permissions.ts";
 import { findBwrap } from "../manager/sandbox/bwrap.ts";
 import { agentSocketDir } from "../manager/agent_setup.ts";
 import { managerInstanceId } from "../manager/manager_types.ts";
@@ -102,30 +107,52 @@ function logReady(root: string, id: string, re: RegExp, from: number) {
   };
 }
 
-/** The delivery daemon of one space. */
-export async function deliveryComponent(
+/**
+ * A per-space daemon run as `deno run <its row> <entry> --space --server --root ...`, ready
+ * once its log says `ready`.
+ */
+async function spaceDaemon(
   root: string,
   space: string,
   rec: MeshRecord,
+  d: { kind: string; exe: "cotal-delivery" | "cotal-signer"; ready: RegExp; extra?: string[] },
 ): Promise<ComponentSpec> {
-  const id = spaceComponentId("delivery", space);
+  const id = spaceComponentId(d.kind, space);
   const from = await fileSize(componentFiles(root, id).logFile);
   return {
     id,
-    name: "cotal-delivery",
+    name: d.exe,
     space,
     command: Deno.execPath(),
     args: [
       "run",
-      ...denoRunFlags("cotal-delivery", devLayout(root, rec, space)),
+      ...denoRunFlags(d.exe, devLayout(root, rec, space)),
       `--config=${CHECKOUT}deno.json`,
-      `${CHECKOUT}cmd/delivery.ts`,
+      `${CHECKOUT}${ENTRY_POINTS[d.exe]}`,
       "--space",
       space,
       "--server",
       rec.url,
       "--root",
       root,
+      ...(d.extra ?? []),
+    ],
+    env: daemonEnv(),
+    ready: logReady(root, id, d.ready, from),
+  };
+}
+
+/** The delivery daemon of one space. */
+export function deliveryComponent(
+  root: string,
+  space: string,
+  rec: MeshRecord,
+): Promise<ComponentSpec> {
+  return spaceDaemon(root, space, rec, {
+    kind: "delivery",
+    exe: "cotal-delivery",
+    ready: /delivery daemon up for space/,
+    extra: [
       "--lock-file",
       deliveryLockPath(devLayout(root, rec, space), `space.${spaceKeyHex(space)}`),
       // A predecessor proven dead by the lock is taken over at once; only a live (or
@@ -133,39 +160,20 @@ export async function deliveryComponent(
       "--lease-wait",
       "40",
     ],
-    env: daemonEnv(),
-    ready: logReady(root, id, /delivery daemon up for space/, from),
-  };
+  });
 }
 
 /** The signer of one space: started before its supervisor, which signs through it. */
-export async function signerComponent(
+export function signerComponent(
   root: string,
   space: string,
   rec: MeshRecord,
 ): Promise<ComponentSpec> {
-  const id = spaceComponentId("signer", space);
-  const from = await fileSize(componentFiles(root, id).logFile);
-  return {
-    id,
-    name: "cotal-signer",
-    space,
-    command: Deno.execPath(),
-    args: [
-      "run",
-      ...denoRunFlags("cotal-signer", devLayout(root, rec, space)),
-      `--config=${CHECKOUT}deno.json`,
-      `${CHECKOUT}cmd/signer.ts`,
-      "--space",
-      space,
-      "--server",
-      rec.url,
-      "--root",
-      root,
-    ],
-    env: daemonEnv(),
-    ready: logReady(root, id, /cotal-signer up for space/, from),
-  };
+  return spaceDaemon(root, space, rec, {
+    kind: "signer",
+    exe: "cotal-signer",
+    ready: /cotal-signer up for space/,
+  });
 }
 
 /** How agents are isolated; `deno-only` is an explicit opt-in. */
