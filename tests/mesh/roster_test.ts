@@ -9,37 +9,11 @@ import { isSameProcess, readPidFile } from "../../lib/mesh/pidfile.ts";
 import { componentFiles } from "../../lib/mesh/stack.ts";
 import { spaceKeyHex } from "../../lib/workspace/mod.ts";
 import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
-
-const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
-
-function withRoot(args: string[], root: string): string[] {
-  const end = args.indexOf("--");
-  return end < 0
-    ? [...args, "--root", root]
-    : [...args.slice(0, end), "--root", root, ...args.slice(end)];
-}
-
-function cli(root: string) {
-  return async (...args: string[]) => {
-    const out = await new Deno.Command(Deno.execPath(), {
-      // --root before any `--`: after it, it would be the spawned program's argument.
-      args: ["run", "-A", COTAL, ...withRoot(args, root)],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const r = {
-      code: out.code,
-      stdout: new TextDecoder().decode(out.stdout),
-      stderr: new TextDecoder().decode(out.stderr),
-    };
-    assert.equal(r.code, 0, `cotal ${args.join(" ")}: ${r.stderr}${r.stdout}`);
-    return r;
-  };
-}
+import { cotalIn, cotalQuietly } from "../_harness/cotal_cli.ts";
 
 Deno.test("mesh - five agents come back after kill -9 of their supervisor, and down says what it did to them", async () => {
   const root = await tempDir("cotal-roster-");
-  const run = cli(root);
+  const run = cotalIn(root);
   const port = `${freePort()}`;
   const names = ["a1", "a2", "a3", "a4", "a5"];
   const ps = async () => JSON.parse((await run("ps", "--json")).stdout).agents as AgentRow[];
@@ -88,11 +62,7 @@ Deno.test("mesh - five agents come back after kill -9 of their supervisor, and d
     await run("up", "--detach", "--port", port);
     assert.deepEqual(await ps(), []);
   } finally {
-    await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", COTAL, "down", "--root", root],
-      stdout: "null",
-      stderr: "null",
-    }).output();
+    await cotalQuietly(root, "down");
     await removeTempDir(root);
   }
 });

@@ -8,8 +8,7 @@
 import assert from "node:assert/strict";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
-
-const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+import { cotalIn, cotalQuietly } from "../_harness/cotal_cli.ts";
 
 const MODULE = `
 export async function run(ctx) {
@@ -20,34 +19,15 @@ export async function run(ctx) {
 }
 `;
 
-async function cotal(root: string, ...args: string[]) {
-  const end = args.indexOf("--");
-  const withRoot = end < 0
-    ? [...args, "--root", root]
-    : [...args.slice(0, end), "--root", root, ...args.slice(end)];
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", COTAL, ...withRoot],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const r = {
-    code: out.code,
-    stdout: new TextDecoder().decode(out.stdout),
-    stderr: new TextDecoder().decode(out.stderr),
-  };
-  assert.equal(r.code, 0, `cotal ${args.join(" ")}: ${r.stderr}${r.stdout}`);
-  return r;
-}
-
 Deno.test("security - a sandboxed agent's durable join goes through its relay and the daemon answers", async () => {
   const root = await tempDir("cotal-rails-");
   const dir = await tempDir("cotal-rails-mod-");
   const work = await agentWorkdir("cotal-rails-work-");
   await Deno.writeTextFile(`${dir}/joiner.js`, MODULE);
   try {
-    await cotal(root, "up", "--detach", "--port", `${freePort()}`);
+    const cotal = cotalIn(root);
+    await cotal("up", "--detach", "--port", `${freePort()}`);
     await cotal(
-      root,
       "spawn",
       "--agent",
       "module",
@@ -68,11 +48,7 @@ Deno.test("security - a sandboxed agent's durable join goes through its relay an
     assert.equal(r.joined, true, JSON.stringify(r));
     assert.equal(r.durable, true, JSON.stringify(r));
   } finally {
-    await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", COTAL, "down", "--root", root],
-      stdout: "null",
-      stderr: "null",
-    }).output();
+    await cotalQuietly(root, "down");
     await removeTempDir(root).catch(() => {});
   }
 });
