@@ -7,7 +7,7 @@
  */
 import { CotalError } from "../errors.ts";
 import { signRail, spaceNames } from "../trust/grant_names.ts";
-import { proveRequest, requestProver } from "../trust/request_proof.ts";
+import { proveRequest, type RequestProver, requestProver } from "../trust/request_proof.ts";
 import type { CredentialSigner, SignRequest } from "../trust/credential_signer.ts";
 import { SIGN_CONTEXT, type SignWireRequest } from "./serve.ts";
 
@@ -75,6 +75,13 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
     },
   });
 
+  // The caller's key, imported once per creds text (they change only on renewal).
+  let prover: { creds: string; prover: Promise<RequestProver> } | undefined;
+  const proverFor = (creds: string) => {
+    if (prover?.creds !== creds) prover = { creds, prover: requestProver(creds) };
+    return prover.prover;
+  };
+
   const sign = async (req: SignRequest): Promise<string> => {
     const { expiresAt, connId, ...rest } = req.opts ?? {};
     if (connId !== undefined && connId !== req.publicKey) {
@@ -96,7 +103,7 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
     const subject = signRail.request(root, owner, actor, nonce);
     const data = new TextEncoder().encode(JSON.stringify(body));
     const headers = await proveRequest(
-      await requestProver(await opts.creds()),
+      await proverFor(await opts.creds()),
       SIGN_CONTEXT,
       subject,
       data,
