@@ -216,6 +216,7 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
     ...(sb.workdir ? { workdir: sb.workdir } : {}),
     expose,
     code,
+    denoCache: env.DENO_DIR,
     limits: sb.limits,
     cgroupMemory: !!sb.cgroup,
     ...(sb.ptsDir ? { ptsDir: sb.ptsDir } : {}),

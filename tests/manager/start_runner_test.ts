@@ -88,11 +88,20 @@ Deno.test("manager - the runner's argv: an allowlist root, the exec chain, then 
   assert.deepEqual(ops(outer, "--seccomp", 1), [["9"]]);
   // As root: every capability but the three setpriv drops on its way to the agent's uid.
   assert.deepEqual(ops(outer, "--cap-add", 1).flat(), ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]);
-  // Size-capped private tmpfs for /tmp, /dev/shm and the home.
-  assert.deepEqual(
-    ops(outer, "--size", 3).map(([n, , d]) => [n, d]),
-    [["67108864", "/dev/shm"], ["67108864", "/tmp"], ["268435456", "/home/agent"]],
-  );
+  // Size-capped private tmpfs for /tmp, /dev/shm, the home and Deno's own caches (under the
+  // read-only module cache binds, which come after it).
+  const sized = ops(outer, "--size", 3).map(([n, , d]) => [n, d]);
+  const cache = spec.env?.DENO_DIR;
+  assert.deepEqual(sized, [
+    ["67108864", "/dev/shm"],
+    ["67108864", "/tmp"],
+    ["268435456", "/home/agent"],
+    ["67108864", cache],
+  ]);
+  const cacheAt = outer.indexOf(cache!);
+  for (const [src] of ops(outer, "--ro-bind").filter(([s]) => s.startsWith(`${cache}/`))) {
+    assert.ok(outer.indexOf(src) > cacheAt, `${src} is bound over the cache tmpfs, not under it`);
+  }
   assert.ok(outer.includes("--remount-ro"));
   const exec = inner.slice(0, inner.indexOf("/usr/bin/deno"));
   assert.deepEqual(exec.slice(0, 6), [

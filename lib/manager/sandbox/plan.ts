@@ -88,6 +88,12 @@ export interface SandboxPlan {
   readonly expose: readonly string[];
   /** Bound read-only at the same path: the runner (deno, its module cache, the code). */
   readonly code: readonly string[];
+  /**
+   * The runner's `DENO_DIR`: a small private tmpfs under the read-only parts of `code`, where
+   * Deno keeps its own SQLite caches. Without it Deno cannot open them and says so on the
+   * agent's terminal at every start.
+   */
+  readonly denoCache?: string;
   readonly limits: AgentLimits;
   /** Whether a cgroup carries memory (else RLIMIT_DATA bounds each process). */
   readonly cgroupMemory: boolean;
@@ -105,6 +111,15 @@ export interface SandboxPlan {
   readonly blockFd?: number;
   /** Detach from the controlling terminal (not under a pty, whose session is the agent's). */
   readonly newSession?: boolean;
+}
+
+/** Room for Deno's dependency-analysis and code caches of the runner (a few MiB in practice). */
+const DENO_CACHE_BYTES = 64 * 1024 * 1024;
+
+/** A tmpfs at `path` must not cover a mount made before it (`/`, the system dirs, /tmp, home). */
+function ownsNoMount(path: string, made: ReadonlySet<string>): boolean {
+  for (const m of made) if (isInside(m, path)) return false;
+  return !SYSTEM_DIRS.some((d) => isInside(path, d) || isInside(d, path));
 }
 
 function isInside(path: string, dir: string): boolean {
@@ -139,6 +154,7 @@ export function bwrapArgs(plan: SandboxPlan): string[] {
       plan.brokerSocket,
       ...plan.expose,
       ...plan.code,
+      plan.denoCache,
     ]
   ) {
     if (p !== undefined && (!p.startsWith("/") || p.split("/").includes(".."))) {
@@ -197,6 +213,9 @@ export function bwrapArgs(plan: SandboxPlan): string[] {
   // Every process inside runs as the agent's uid, and bwrap cannot chown a tmpfs: a sticky,
   // world-writable home is the agent's alone because nothing else exists in its sandbox.
   tmpfs(HOME_INSIDE, plan.limits.home, "1777");
+  if (plan.denoCache && ownsNoMount(plan.denoCache, made)) {
+    tmpfs(plan.denoCache, Math.min(plan.limits.tmp, DENO_CACHE_BYTES), "1777");
+  }
   if (plan.workdir) bind("--bind", plan.workdir);
   for (const p of plan.expose) bind("--ro-bind", p);
   for (const p of plan.code) bind("--ro-bind", p);
