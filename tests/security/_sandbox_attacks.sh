@@ -57,8 +57,12 @@ attempt "/etc/shadow and host keys" sh -c 'cat /etc/shadow /etc/gshadow /etc/ssh
 attempt "the operator's home" sh -c 'ls -la /root 2>&1; cat /root/.bash_history /root/.npmrc 2>&1 | head -3'
 attempt "search everything" sh -c 'grep -r -a -o -h "COTALMARK[A-Za-z0-9]*" / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr 2>/dev/null | head -5; echo searched'
 attempt "poison the runner's code" sh -c 'for f in $(find / -name agent.ts -path "*cmd*" 2>/dev/null | head -1); do echo "// x" >> $f && echo WROTE $f; done; echo tried'
-attempt "poison the module cache" sh -c 'touch "$DENO_DIR/poison" && echo WROTE; echo tried'
-attempt "the operator's module cache" sh -c 'ls -a "$DENO_DIR"; find "$DENO_DIR" -name "*.js" -path "*/gen/*" | grep -v -e "/gen/file.*/cmd/" -e "/gen/file.*/lib/" | head -5; find "$DENO_DIR" -name "*_v2*" | head -3; echo listed'
+# The shared parts of the module cache (the npm packages, the runner's transpiled code) are the
+# host's, read-only; the rest of DENO_DIR is the agent's own tmpfs (Deno's SQLite caches), so a
+# file made there must never appear in the host's cache.
+attempt "poison the module cache" sh -c 'for d in "$DENO_DIR/npm/registry.npmjs.org" $(find "$DENO_DIR/gen" -type d -name lib 2>/dev/null | head -1); do touch "$d/poison" && echo WROTE $d; done; echo tried'
+attempt "a file in its own cache dir" sh -c 'echo x > "$DENO_DIR/cotal-poison" && echo PRIVATE; echo tried'
+attempt "the operator's module cache" sh -c 'ls -a "$DENO_DIR"; find "$DENO_DIR" -name "*.js" -path "*/gen/*" | grep -v -e "/gen/file.*/cmd/" -e "/gen/file.*/lib/" | head -5; echo listed'
 attempt "rewrite its own launch file" sh -c 'echo "{}" > "$COTAL_LAUNCH" && echo WROTE; ls -l "$COTAL_LAUNCH"'
 attempt "write outside its dirs" sh -c 'touch /x /usr/x /etc/x /run/cotal/x 2>&1; echo tried'
 

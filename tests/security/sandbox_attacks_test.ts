@@ -9,6 +9,7 @@
  */
 import assert from "node:assert/strict";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
+import { denoDir } from "../../lib/manager/start_runner.ts";
 import { tempDir, waitFor } from "../_harness/broker.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
@@ -209,16 +210,21 @@ Deno.test("security - a hostile program agent reaches nothing outside its sandbo
     assert.doesNotMatch(got(name), /WROTE/, name);
   }
   assert.match(got("write outside its dirs"), /Read-only file system/);
-  // Of Deno's cache, only the npm registry's packages and the runner's own transpiled code: no
-  // transpiled script of the operator's, no code cache naming their files (red-team finding).
+  // Its own cache dir is a private tmpfs: what it wrote there is not in the host's.
+  assert.match(got("a file in its own cache dir"), /^PRIVATE$/m);
+  assert.equal(await Deno.stat(`${denoDir()}/cotal-poison`).then(() => true, () => false), false);
+  // Of Deno's cache, only the npm registry's packages and the runner's own transpiled code, and
+  // the runner's own SQLite caches in that tmpfs: no transpiled script of the operator's, no
+  // code cache naming their files (red-team finding).
   const cache = got("the operator's module cache");
   assert.match(cache, /^listed$/m);
-  assert.deepEqual(
-    cache.slice(0, cache.indexOf("listed")).trim().split("\n").filter((l) =>
-      l !== "." && l !== ".."
-    ),
-    ["gen", "npm"],
+  const entries = cache.slice(0, cache.indexOf("listed")).trim().split("\n").filter((l) =>
+    l !== "." && l !== ".." && l !== "cotal-poison"
   );
+  assert.deepEqual(entries.filter((l) => !/^[a-z0-9_]+_cache_v\d+(-shm|-wal|-journal)?$/.test(l)), [
+    "gen",
+    "npm",
+  ]);
 
   // Siblings and the supervisor: no inherited descriptor, no visible process, no terminal.
   const fds = [...got("inherited descriptors").matchAll(/ (\d+) -> (.*)/g)];
