@@ -10,7 +10,11 @@ import {
   SPACE_JETSTREAM_LIMITS,
   type SpaceAccountAuth,
 } from "../trust/mod.ts";
-import { ensureDefaultDeliveryClass, setupSpaceStreams } from "../wire/mod.ts";
+import {
+  ensureDefaultDeliveryClass,
+  setupSpaceStreams,
+  type SpaceSetupResult,
+} from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
@@ -124,24 +128,31 @@ export async function addSpaceRecord(root: string, space: string): Promise<boole
  * A broker that could not give the space its JetStream reservation (too little disk) is
  * reported as such, read from its log under `root`.
  */
+/** One line for a stream an older setup left in a shape the broker cannot move in place. */
+export function outdatedStreamNote(space: string, stream: string): string {
+  return `note: ${stream} of space '${space}' is a work queue from an older setup: it works, ` +
+    `but it also stores tasks to roles no agent has, which a space set up now refuses to keep.`;
+}
+
 export async function provisionSpace(
   account: SpaceAccountAuth,
   servers: string,
   root?: string,
-): Promise<void> {
+): Promise<SpaceSetupResult> {
   const creds = await mintCreds(
     { space: account.space, account: account.account },
     await newIdentity(),
     "provisioner",
   );
   try {
-    await setupSpaceStreams({ servers, space: account.space, creds });
+    const result = await setupSpaceStreams({ servers, space: account.space, creds });
     await ensureDefaultDeliveryClass({
       servers,
       space: account.space,
       creds,
       deliveryClass: "durable",
     });
+    return result;
   } catch (err) {
     const log = root ? componentFiles(root, "nats-server").logFile : undefined;
     const text = log ? await Deno.readTextFile(log).catch(() => "") : "";
@@ -271,7 +282,10 @@ export async function up(
     const broker = await ensure(brokerComponent(opts.root, server, rec));
     // A running broker may predate a space this up just added: it re-reads the config.
     if (!broker.started) await reloadBroker(opts.root);
-    for (const a of accounts) await provisionSpace(a, rec.url, opts.root);
+    for (const a of accounts) {
+      const setup = await provisionSpace(a, rec.url, opts.root);
+      for (const name of setup.outdated) opts.say(outdatedStreamNote(a.space, name));
+    }
     await writeMeshRecord(rec);
     for (const a of accounts) {
       await ensureDaemonCreds(opts.root, store, a);

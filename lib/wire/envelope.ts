@@ -8,6 +8,7 @@
 
 import { CotalError } from "../errors.ts";
 import { assertConcreteChannel, assertValidRole, describe, parsePrincipalId } from "./names.ts";
+import { CHAT_MAX_MESSAGE_BYTES, DIRECT_MAX_MESSAGE_BYTES } from "./streams.ts";
 
 /** Who sent a message. `id` is the dot-form principal; receivers check it against the subject. */
 export interface EndpointRef {
@@ -296,13 +297,26 @@ export function encodedSize(msg: CotalMessage, body: Uint8Array = encodeMessage(
   return header + body.length;
 }
 
-/** Refuse a message that would not fit the broker's `max_payload`; returns its encoded size. */
+/**
+ * Refuse a message that would not fit the broker's `max_payload`, or the stream that stores its
+ * plane (a post: CHAT's cap; a DM or task: DM and TASK's); returns its encoded size.
+ */
 export function assertFitsPayload(
   msg: CotalMessage,
   maxPayload: number,
   body?: Uint8Array,
 ): number {
   const size = encodedSize(msg, body);
+  const plane = msg.channel !== undefined
+    ? { what: "a channel post", max: CHAT_MAX_MESSAGE_BYTES }
+    : { what: msg.to !== undefined ? "a DM" : "a task", max: DIRECT_MAX_MESSAGE_BYTES };
+  if (size > plane.max && plane.max < maxPayload) {
+    throw new CotalError(
+      "message_too_large",
+      `The message is ${size} bytes but ${plane.what} holds at most ${plane.max}; move large ` +
+        `content to the Object Store and reference it with an artifact part.`,
+    );
+  }
   if (size > maxPayload) {
     throw new CotalError(
       "message_too_large",

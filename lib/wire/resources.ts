@@ -20,7 +20,7 @@ export interface SpaceStreamNames {
   readonly chat: string;
   /** `DM_<s>`: unicast inboxes. */
   readonly dm: string;
-  /** `TASK_<s>`: anycast work queue. */
+  /** `TASK_<s>`: anycast queue (one durable per role). */
   readonly task: string;
   /** `INBOX_<s>`: Plane-3 mixed pre-auth store (agents hold no grant on it). */
   readonly inbox: string;

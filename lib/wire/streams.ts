@@ -47,6 +47,14 @@ const DAY_MS = 24 * 60 * 60_000;
 export const CHAT_MAX_MESSAGE_BYTES = 1024 * 1024 - 16 * 1024;
 
 /**
+ * The largest DM or task DM and TASK store. Both hold what waits for someone offline, so a
+ * sender's share is its per-pair cap times this: 256 × 64 KiB = 16 MiB for each recipient or
+ * role, a small part of either stream. Larger content goes to the Object Store, referenced by
+ * an artifact part.
+ */
+export const DIRECT_MAX_MESSAGE_BYTES = 64 * 1024;
+
+/**
  * A member's backlog of unread durable copies (DLV, per member lifecycle). Read copies leave
  * the stream (interest retention); a copy beyond the backlog is refused at publish, and the
  * delivery daemon records the gap and hands the member a marker with its count and range.
@@ -59,10 +67,12 @@ export const SETASIDE_TTL_MS = 30 * DAY_MS;
 /**
  * What each stream may hold, by its purpose (frozen: an agent cannot change them, and a space's
  * account JWT caps their sum, `SPACE_JETSTREAM_LIMITS`). Per-subject caps keep one sender (CHAT,
- * DM) or one member (INBOX, DLV) from holding more than its share; a DM to a principal that does
- * not exist ages out like any other. At a byte cap, CHAT (a history window) drops its oldest
- * posts; DM and TASK refuse the new message instead, so a flood is told "no" at publish and no
- * acknowledged DM or task is ever dropped to make room for it.
+ * DM, TASK) or one member (INBOX, DLV) from holding more than its share. DM and TASK keep a
+ * message only while a durable waits for it (interest retention): a DM to a principal with no
+ * live lifecycle, or a task to a role no agent was ever given, is not stored at all, so no
+ * sender can fill them by writing to names nobody reads. At a byte cap, CHAT (a history window)
+ * drops its oldest posts; DM and TASK refuse the new message instead, so a flood is told "no"
+ * at publish and no acknowledged DM or task is ever dropped to make room for it.
  */
 export const STREAM_LIMITS: Readonly<
   Record<
@@ -72,10 +82,11 @@ export const STREAM_LIMITS: Readonly<
 > = Object.freeze({
   // Channel history: the newest 1000 posts per sender and channel, for 30 days.
   chat: Object.freeze({ maxBytes: 1024 * MIB, maxAgeMs: 30 * DAY_MS, maxMsgsPerSubject: 1000 }),
-  // DMs wait for their recipient two weeks, 1000 per sender-recipient pair.
-  dm: Object.freeze({ maxBytes: 512 * MIB, maxAgeMs: 14 * DAY_MS, maxMsgsPerSubject: 1000 }),
-  // Tasks wait a week for a worker of their role.
-  task: Object.freeze({ maxBytes: 256 * MIB, maxAgeMs: 7 * DAY_MS, maxMsgsPerSubject: 1000 }),
+  // DMs wait for their recipient two weeks, 256 per sender-recipient pair (16 MiB at most:
+  // 32 offline recipients before one sender could fill the stream).
+  dm: Object.freeze({ maxBytes: 512 * MIB, maxAgeMs: 14 * DAY_MS, maxMsgsPerSubject: 256 }),
+  // Tasks wait a week for a worker of their role, 256 per sender and role.
+  task: Object.freeze({ maxBytes: 256 * MIB, maxAgeMs: 7 * DAY_MS, maxMsgsPerSubject: 256 }),
   // The durable backstop: INBOX, the daemon's own queue (a member's newest 1000 entries), and
   // DLV, a member's unread copies (1000 at most), both for 30 days.
   inbox: Object.freeze({ maxBytes: 1024 * MIB, maxAgeMs: 30 * DAY_MS, maxMsgsPerSubject: 1000 }),
@@ -149,17 +160,22 @@ export function spaceStreamConfigs(space: string, opts: SpaceSetupOptions = {}):
       ...limits(STREAM_LIMITS.chat),
       max_msg_size: CHAT_MAX_MESSAGE_BYTES,
     }),
-    // DM and TASK refuse the 1001st message of a pair (discard new per subject) rather than
+    // DM and TASK refuse a pair's message past its cap (discard new per subject) rather than
     // drop its oldest: a member can aim broker answers at another pair's subject (the broker
-    // checks no reply subject), and must not evict what was acknowledged to others.
+    // checks no reply subject), and must not evict what was acknowledged to others. Interest
+    // retention: a message no durable filters for (no such recipient, no such role) is
+    // acknowledged by the broker and never stored; what the recipient's durable acked leaves.
     messageStream(n.dm, [`${P}.inst.>`], r, {
       ...limits(STREAM_LIMITS.dm),
+      retention: RetentionPolicy.Interest,
+      max_msg_size: DIRECT_MAX_MESSAGE_BYTES,
       discard: DiscardPolicy.New,
       discard_new_per_subject: true,
     }),
     messageStream(n.task, [`${P}.svc.>`], r, {
       ...limits(STREAM_LIMITS.task),
-      retention: RetentionPolicy.Workqueue,
+      retention: RetentionPolicy.Interest,
+      max_msg_size: DIRECT_MAX_MESSAGE_BYTES,
       discard: DiscardPolicy.New,
       discard_new_per_subject: true,
     }),
@@ -265,6 +281,12 @@ export interface SpaceSetupResult {
   reconciled: { stream: string; fromMs: number; toMs: number }[];
   /** Existing streams whose caps or rollup refusal were brought in line. */
   limited: string[];
+  /**
+   * Existing streams kept in a shape the broker cannot move in place: a TASK work queue from
+   * before tasks were kept only for roles that have a queue (the broker refuses to change a
+   * work queue's retention). It still works; tasks to a role no agent has are stored there.
+   */
+  outdated: string[];
 }
 
 /** Options of {@linkcode setupSpaceStreams}. */
@@ -274,7 +296,7 @@ export interface SetupSpaceStreamsOptions extends BrokerTarget, SpaceSetupOption
 }
 
 /**
- * Create a space's streams and buckets (CHAT, DM, TASK work queue, INBOX, DLV; presence,
+ * Create a space's streams and buckets (CHAT, DM, TASK, INBOX, DLV; presence,
  * channels, members, acl, membership feed, delivery and manager leases). Idempotent: existing
  * streams are checked (subjects, retention), their caps and flags (Direct Get off) applied, and the
  * TTL of the presence and lease buckets is reconciled. Needs a `provisioner` credential.
@@ -292,7 +314,13 @@ export async function setupSpaceStreamsOn(
   opts: SpaceSetupOptions = {},
 ): Promise<SpaceSetupResult> {
   const jsm = await nc.jetstreamManager();
-  const result: SpaceSetupResult = { created: [], existing: [], reconciled: [], limited: [] };
+  const result: SpaceSetupResult = {
+    created: [],
+    existing: [],
+    reconciled: [],
+    limited: [],
+    outdated: [],
+  };
   for (const c of [...spaceStreamConfigs(space, opts), ...spaceBucketConfigs(space, opts)]) {
     const info = await streamInfo(jsm, c.config.name);
     if (!info) {
@@ -302,6 +330,7 @@ export async function setupSpaceStreamsOn(
     }
     checkCompatible(c, info);
     result.existing.push(c.config.name);
+    if (outdatedTask(info.config, c.config)) result.outdated.push(c.config.name);
     // A space set up before these limits (or before rollups were refused on its agent-written
     // bucket) is brought in line: the caps and the rollup refusal are applied in place.
     const drift = limitDrift(c, info);
@@ -368,6 +397,17 @@ function limitDrift(c: CanonicalStream, info: StreamInfo): Partial<StreamConfig>
   return drift;
 }
 
+/** Limits → interest is the one retention change the broker makes in place (DLV, DM). */
+function migrates(have: StreamConfig, want: Partial<StreamConfig>): boolean {
+  return have.retention === RetentionPolicy.Limits && want.retention === RetentionPolicy.Interest;
+}
+
+/** A work-queue TASK stream of an older setup: compatible, but never moved (see `outdated`). */
+function outdatedTask(have: StreamConfig, want: Partial<StreamConfig>): boolean {
+  return have.retention === RetentionPolicy.Workqueue &&
+    want.retention === RetentionPolicy.Interest && want.name?.startsWith("TASK_") === true;
+}
+
 function checkCompatible(c: CanonicalStream, info: StreamInfo): void {
   const want = c.config;
   const have = info.config;
@@ -379,9 +419,7 @@ function checkCompatible(c: CanonicalStream, info: StreamInfo): void {
       `subjects ${JSON.stringify(have.subjects)} instead of ${JSON.stringify(want.subjects)}`,
     );
   }
-  const migrates = have.retention === RetentionPolicy.Limits &&
-    want.retention === RetentionPolicy.Interest;
-  if (have.retention !== want.retention && !migrates) {
+  if (have.retention !== want.retention && !migrates(have, want) && !outdatedTask(have, want)) {
     problems.push(`retention ${have.retention} instead of ${want.retention}`);
   }
   if (problems.length > 0) {

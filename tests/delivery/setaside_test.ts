@@ -39,9 +39,14 @@ Deno.test("delivery - posts of every size and malformed payloads: the daemon liv
     const subject = chatSubject(s.space, alice.principal, "general");
     const text = (bytes: number) => "x".repeat(bytes);
 
-    // Entry check: a post over CHAT's cap is refused to its sender at publish.
+    // Entry check: a post over CHAT's cap is refused to its sender before sending (the library)
+    // and at publish (the broker, raw).
     await assert.rejects(
       post(an, s.space, alice, "general", text(CHAT_MAX_MESSAGE_BYTES)),
+      /a channel post holds at most 1032192/,
+    );
+    await assert.rejects(
+      an.jetstream().publish(subject, new Uint8Array(CHAT_MAX_MESSAGE_BYTES + 1)),
       /maximum|exceeds/i,
     );
 

@@ -161,7 +161,7 @@ Deno.test("security - answers aimed at a peer's presence key neither forge nor r
   }
 });
 
-Deno.test("security - 1,005 answers aimed at another pair's DM subject evict nothing: the pair's 1001st is refused instead", async () => {
+Deno.test("security - 1,005 answers aimed at another pair's DM subject evict nothing: past the pair's cap they are refused instead", async () => {
   await using mesh = await startMesh("refldm");
   const mallory = await mesh.agent("mallory", policy);
   const vict = await mesh.agent("vict", policy);

@@ -13,6 +13,7 @@ import {
   svcSubject,
   validateMessage,
 } from "../../lib/wire/mod.ts";
+import { DIRECT_MAX_MESSAGE_BYTES } from "../../lib/wire/streams.ts";
 
 const A = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B = "u_bbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -126,6 +127,21 @@ Deno.test("wire - encodedSize counts the Nats-Msg-Id header and the body exactly
   assert.equal(encodedSize(m), header.length + body.length);
   assert.equal(assertFitsPayload(m, encodedSize(m)), encodedSize(m));
   refuses(() => assertFitsPayload(m, encodedSize(m) - 1), "message_too_large", /max_payload/);
+});
+
+Deno.test("wire - a DM or task over what DM and TASK store is refused before sending, a post of the same size is not", () => {
+  const text = "x".repeat(DIRECT_MAX_MESSAGE_BYTES);
+  const dm = buildMessage({ space: "main", from, to: "local.bob", text });
+  const task = buildMessage({ space: "main", from, toService: "review", text });
+  const post = buildMessage({ space: "main", from, channel: "g", text });
+  const max = 1024 * 1024;
+  refuses(() => assertFitsPayload(dm, max), "message_too_large", /a DM holds at most 65536/);
+  refuses(() => assertFitsPayload(task, max), "message_too_large", /a task holds at most 65536/);
+  assert.equal(assertFitsPayload(post, max), encodedSize(post));
+  const small = buildMessage({ space: "main", from, to: "local.bob", text: "x".repeat(60_000) });
+  assert.equal(assertFitsPayload(small, max), encodedSize(small));
+  // A broker with a smaller max_payload still names the broker's limit.
+  refuses(() => assertFitsPayload(small, 4096), "message_too_large", /max_payload is 4096/);
 });
 
 Deno.test("wire - validateMessage refuses unnormalized mentions and a bad ts", () => {

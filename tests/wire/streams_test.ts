@@ -14,7 +14,11 @@ import {
   STREAM_LIMITS,
   streamNames,
 } from "../../lib/wire/mod.ts";
-import { CHAT_MAX_MESSAGE_BYTES, MEMBER_BACKLOG_CAP } from "../../lib/wire/streams.ts";
+import {
+  CHAT_MAX_MESSAGE_BYTES,
+  DIRECT_MAX_MESSAGE_BYTES,
+  MEMBER_BACKLOG_CAP,
+} from "../../lib/wire/streams.ts";
 import { connectBroker } from "../../lib/wire/connect.ts";
 import { startTestBroker, uniqueSpace, waitFor } from "../_harness/broker.ts";
 import { startSpaceBroker } from "./_space_broker.ts";
@@ -62,7 +66,12 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
     assert.deepEqual(dm.subjects, [`${P}.inst.>`]);
     assert.equal(dm.allow_direct, false, "DM must never enable Direct Get");
     const task = (await jsm.streams.info(s.task)).config;
-    assert.equal(task.retention, RetentionPolicy.Workqueue);
+    // DM and TASK keep a message only while a durable waits for it, and only up to 64 KiB.
+    for (const c of [dm, task]) {
+      assert.equal(c.retention, RetentionPolicy.Interest, c.name);
+      assert.equal(c.max_msg_size, DIRECT_MAX_MESSAGE_BYTES, c.name);
+      assert.equal(c.discard_new_per_subject, true, c.name);
+    }
     assert.equal(task.allow_direct, false);
     for (const [name, subj] of [[s.inbox, "dinbox"], [s.dlv, "dlv"]]) {
       const c = (await jsm.streams.info(name)).config;
@@ -284,10 +293,12 @@ Deno.test("wire - setupSpaceStreams caps a space set up before the limits, in pl
   const nc = await connectBroker({ servers: sb.url, creds });
   try {
     const jsm = await nc.jetstreamManager();
-    // An older setup: DM unbounded, presence accepting rollups.
+    // An older setup: DM unbounded and keeping what nobody reads, presence accepting rollups.
     const dm = spaceStreamConfigs(sb.space).find((c) => c.config.name === s.dm)!;
     await jsm.streams.add({
       ...dm.config,
+      retention: RetentionPolicy.Limits,
+      max_msg_size: -1,
       max_bytes: -1,
       max_age: 0,
       max_msgs_per_subject: -1,
@@ -299,8 +310,10 @@ Deno.test("wire - setupSpaceStreams caps a space set up before the limits, in pl
     assert.deepEqual(r.limited.sort(), [s.dm, `KV_${b.presence}`].sort());
     const dmNow = (await jsm.streams.info(s.dm)).config;
     assert.equal(dmNow.max_bytes, STREAM_LIMITS.dm.maxBytes);
-    assert.equal(dmNow.max_msgs_per_subject, 1000);
-    // A pair's 1001st DM is refused, never an older one dropped (answers aimed at a pair).
+    assert.equal(dmNow.max_msgs_per_subject, STREAM_LIMITS.dm.maxMsgsPerSubject);
+    assert.equal(dmNow.max_msg_size, DIRECT_MAX_MESSAGE_BYTES);
+    assert.equal(dmNow.retention, RetentionPolicy.Interest, "moved to interest in place");
+    // A pair's message past its cap is refused, never an older one dropped (answers aimed at a pair).
     assert.equal(dmNow.discard_new_per_subject, true);
     const presNow = (await jsm.streams.info(`KV_${b.presence}`)).config;
     assert.equal(presNow.allow_rollup_hdrs, false);
@@ -314,16 +327,31 @@ Deno.test("wire - setupSpaceStreams caps a space set up before the limits, in pl
   }
 });
 
-Deno.test("wire - a DM flood is refused at the byte cap; a DM stored before it is kept", async () => {
-  // The DM stream exactly as Cotal configures it, with only the byte cap shrunk to 2 MiB so the
-  // test fills it in a moment (the policy under test is the discard, not the size).
+Deno.test("wire - DMs and tasks to names nobody reads are never stored; a flood to real recipients is refused at the byte cap, keeping what was stored", async () => {
+  // DM and TASK exactly as Cotal configures them, with only DM's byte cap shrunk to 2 MiB so the
+  // test fills it in a moment (the policy under test is what is kept, not the size).
   await using sb = await startSpaceBroker();
   const nc = await connectBroker({ servers: sb.url, creds: await sb.mint("provisioner") });
   try {
     const jsm = await nc.jetstreamManager();
     const s = streamNames(sb.space);
-    const dm = spaceStreamConfigs(sb.space).find((c) => c.config.name === s.dm)!;
+    const P = `cotal.${sb.space}`;
+    const configs = spaceStreamConfigs(sb.space);
+    const dm = configs.find((c) => c.config.name === s.dm)!;
+    const task = configs.find((c) => c.config.name === s.task)!;
     await jsm.streams.add({ ...dm.config, max_bytes: 2 * 1024 * 1024 });
+    await jsm.streams.add(task.config);
+    // Recipients that exist have a durable, as provisioning makes them: bob, r0..r7, role review.
+    const durable = (stream: string, name: string, filter: string) =>
+      jsm.consumers.add(stream, {
+        durable_name: name,
+        filter_subject: filter,
+        ack_policy: "explicit" as never,
+      });
+    for (const who of ["bob", ...Array.from({ length: 8 }, (_, i) => `r${i}`)]) {
+      await durable(s.dm, `dm_${who}`, `${P}.inst.local.${who}.>`);
+    }
+    await durable(s.task, "svc_review", `${P}.svc.review.>`);
     // Each sender through its own agent cred, on the subjects its grants allow.
     const as = async (actor: string) =>
       await connectBroker({
@@ -335,30 +363,70 @@ Deno.test("wire - a DM flood is refused at the byte cap; a DM stored before it i
       });
     const alice = await as("alice");
     const mallory = await as("mallory");
-    const P = `cotal.${sb.space}.inst`;
+    const chunk = new Uint8Array(60 * 1024);
     let kept = 0;
     let refused: unknown;
     try {
-      kept = (await alice.jetstream().publish(
-        `${P}.local.bob.local.alice`,
-        new TextEncoder().encode("hi bob"),
-      )).seq;
-      // A flood to principals that do not exist, one subject each (no per-subject cap helps).
-      const chunk = new Uint8Array(256 * 1024);
+      kept = (await alice.jetstream().publish(`${P}.inst.local.bob.local.alice`, chunk)).seq;
+      await alice.jetstream().publish(`${P}.svc.review.local.alice`, chunk);
       const js = mallory.jetstream();
+      // Red team 6's Q and R: a flood to principals and roles that do not exist. The broker
+      // acknowledges and keeps nothing of it.
+      for (let i = 0; i < 64; i++) {
+        await js.publish(`${P}.inst.local.nobody${i}.local.mallory`, chunk);
+        await js.publish(`${P}.svc.nobody${i}.local.mallory`, chunk);
+      }
+      assert.equal((await jsm.streams.info(s.dm)).state.messages, 1, "only bob's DM is stored");
+      assert.equal((await jsm.streams.info(s.task)).state.messages, 1, "only the review task");
+      // Larger than a DM may be: refused by the stream itself (the library refuses it earlier).
+      const big = await js.publish(`${P}.inst.local.bob.local.mallory`, new Uint8Array(65 * 1024))
+        .then(() => undefined, (e) => e);
+      assert.equal(big?.api_error?.err_code, 10054, String(big));
+      // A flood to recipients that exist stops at the byte cap, told to the flooder at publish.
       for (let i = 0; i < 64 && !refused; i++) {
-        await js.publish(`${P}.local.nobody${i}.local.mallory`, chunk).catch((e) => refused = e);
+        await js.publish(`${P}.inst.local.r${i % 8}.local.mallory`, chunk).catch((e) =>
+          refused = e
+        );
       }
     } finally {
       await alice.close();
       await mallory.close();
     }
-    // JetStream's own refusal: 10077 "maximum bytes exceeded", told to the flooder at publish.
+    // JetStream's own refusal: 10077 "maximum bytes exceeded".
     const api = (refused as { api_error?: { err_code: number; description: string } })?.api_error;
     assert.equal(api?.err_code, 10077, String(refused));
     assert.match(api!.description, /maximum bytes exceeded/);
     // Nothing was dropped to make room: the stream still begins at bob's DM.
     assert.equal((await jsm.streams.info(s.dm)).state.first_seq, kept);
+  } finally {
+    await nc.close();
+  }
+});
+
+Deno.test("wire - a TASK work queue of an older setup is kept and reported as outdated, not refused", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const nc = await connectBroker({ servers: sb.url, creds });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const s = streamNames(sb.space);
+    const task = spaceStreamConfigs(sb.space).find((c) => c.config.name === s.task)!;
+    await jsm.streams.add({ ...task.config, retention: RetentionPolicy.Workqueue });
+    const r = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+    assert.deepEqual(r.outdated, [s.task]);
+    assert.equal((await jsm.streams.info(s.task)).config.retention, RetentionPolicy.Workqueue);
+    // Anything else in the wrong retention is still a conflict.
+    const teardown = await connectBroker({ servers: sb.url, creds: await sb.mint("teardown") });
+    await (await teardown.jetstreamManager()).streams.delete(s.chat).finally(() =>
+      teardown.close()
+    );
+    const chat = spaceStreamConfigs(sb.space).find((c) => c.config.name === s.chat)!;
+    await jsm.streams.add({ ...chat.config, retention: RetentionPolicy.Workqueue });
+    await assert.rejects(
+      () => setupSpaceStreams({ servers: sb.url, space: sb.space, creds }),
+      (e: unknown) =>
+        isCotalError(e, "stream_config_conflict") && /retention workqueue/.test(String(e)),
+    );
   } finally {
     await nc.close();
   }
