@@ -308,7 +308,7 @@ export function assertFitsPayload(
 ): number {
   const size = encodedSize(msg, body);
   const plane = msg.channel !== undefined
-    ? { what: "a channel post", max: CHAT_MAX_MESSAGE_BYTES }
+    ? { what: "a post", max: CHAT_MAX_MESSAGE_BYTES }
     : { what: msg.to !== undefined ? "a DM" : "a task", max: DIRECT_MAX_MESSAGE_BYTES };
   if (size > plane.max && plane.max < maxPayload) {
     throw new CotalError(

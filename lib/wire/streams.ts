@@ -40,11 +40,14 @@ const MIB = 1024 * 1024;
 const DAY_MS = 24 * 60 * 60_000;
 
 /**
- * The largest channel post CHAT stores: the broker's 1 MiB `max_payload` less room for the
- * delivery frame around it (its channel, the frame's own fields, the copy headers), so every
- * copy the delivery daemon must write of a stored post fits the broker.
+ * The largest channel post CHAT stores. CHAT is a history window that drops its oldest posts,
+ * so a sender's share of it is its per-channel cap times this: 1000 × 64 KiB = 64 MiB for each
+ * channel it may post to, a sixteenth of the stream, where a 1 MiB post let two publish grants
+ * evict every other sender's history. It also leaves the broker's 1 MiB `max_payload` ample room
+ * for the delivery frame around a copy. Larger content goes to the Object Store, referenced by
+ * an artifact part.
  */
-export const CHAT_MAX_MESSAGE_BYTES = 1024 * 1024 - 16 * 1024;
+export const CHAT_MAX_MESSAGE_BYTES = 64 * 1024;
 
 /**
  * The largest DM or task DM and TASK store. Both hold what waits for someone offline, so a

@@ -457,3 +457,12 @@ Deno.test("wire - a DLV made before member backlogs (limits, discard old) is mov
     await nc.close();
   }
 });
+
+Deno.test("wire - one sender's share of CHAT, DM and TASK is a small part of each stream", () => {
+  // A sender's share: what one subject of it may hold (per channel, recipient or role).
+  const share = (kind: "chat" | "dm" | "task", max: number) =>
+    STREAM_LIMITS[kind].maxMsgsPerSubject * max / STREAM_LIMITS[kind].maxBytes;
+  assert.ok(share("chat", CHAT_MAX_MESSAGE_BYTES) <= 1 / 16, "CHAT: 16 channel shares or more");
+  assert.ok(share("dm", DIRECT_MAX_MESSAGE_BYTES) <= 1 / 32, "DM: 32 recipients or more");
+  assert.ok(share("task", DIRECT_MAX_MESSAGE_BYTES) <= 1 / 16, "TASK: 16 roles or more");
+});
