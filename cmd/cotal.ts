@@ -13,6 +13,7 @@ import "../lib/mesh/commands/systemd.ts";
 import "../lib/mesh/commands/doctor.ts";
 import "../lib/mesh/commands/agents.ts";
 import "../lib/mesh/commands/delivery.ts";
+import "../lib/mcp/command.ts";
 
 import config from "../deno.json" with { type: "json" };
 

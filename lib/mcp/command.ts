@@ -1,0 +1,132 @@
+/**
+ * `cotal mcp`: joins a space as one agent and serves the mesh as MCP tools on stdio. It starts
+ * from the launch material a spawned agent holds (`--launch`, default `$COTAL_LAUNCH`), or from
+ * a creds file for a harness the operator runs by hand (`--creds` with `--space`,
+ * `--lifecycle-uid` and `--server`).
+ *
+ * @module
+ */
+import { defineCommand } from "../cli/mod.ts";
+import { CotalEndpoint } from "../endpoint/mod.ts";
+import { CotalError } from "../errors.ts";
+import { readLaunchMaterial } from "../manager/launch.ts";
+import { agentEndpoint } from "../manager/runner.ts";
+import { parseCreds } from "../nats/creds.ts";
+import { decodeJwtUnverified } from "../nats/jwt.ts";
+import { registry } from "../registry.ts";
+import { InboxJournal } from "./journal.ts";
+import { serveMcp } from "./server.ts";
+import process from "node:process";
+import config from "../../deno.json" with { type: "json" };
+
+/** Where an agent's inbox lives unless `--inbox` says otherwise. */
+export function defaultInboxDir(space: string, id: string): string {
+  const state = Deno.env.get("XDG_STATE_HOME") ??
+    `${Deno.env.get("HOME") ?? "/tmp"}/.local/state`;
+  return `${state}/cotal/mcp/${encodeURIComponent(space)}/${id}`;
+}
+
+async function fromCreds(values: {
+  creds: string;
+  space?: string;
+  server?: string;
+  "lifecycle-uid"?: string;
+  role?: string;
+  channel?: string[];
+}): Promise<{ endpoint: CotalEndpoint; id: string }> {
+  if (!values.space || !values["lifecycle-uid"]) {
+    throw new CotalError(
+      "usage",
+      "--creds needs --space and --lifecycle-uid (the agent's lifecycle, which its DM queue is keyed on).",
+    );
+  }
+  const text = await Deno.readTextFile(values.creds).catch(() => {
+    throw new CotalError("usage", `The creds file ${JSON.stringify(values.creds)} cannot be read.`);
+  });
+  const { jwt } = await parseCreds(text);
+  const tags = (decodeJwtUnverified(jwt).nats as { tags?: string[] })?.tags ?? [];
+  const tag = (k: string) => tags.find((t) => t.startsWith(`${k}:`))?.slice(k.length + 1);
+  const owner = tag("owner");
+  const actor = tag("actor");
+  if (!owner || !actor) {
+    throw new CotalError(
+      "usage",
+      "The creds do not name a principal (owner and actor tags); use an agent cred of the space.",
+    );
+  }
+  const endpoint = new CotalEndpoint({
+    space: values.space,
+    servers: (values.server ?? "nats://127.0.0.1:4222").split(","),
+    card: { name: actor, owner, actor, ...(values.role ? { role: values.role } : {}) },
+    lifecycleUid: values["lifecycle-uid"],
+    creds: text,
+    ...(values.channel?.length ? { channels: values.channel } : {}),
+  });
+  return { endpoint, id: `${owner}.${actor}` };
+}
+
+/** `cotal mcp`. */
+export const mcpCommand = defineCommand({
+  kind: "command",
+  name: "mcp",
+  summary: "serve the mesh as MCP tools on stdio, as one agent (for Claude Code, Codex, ...)",
+  flags: {
+    launch: {
+      type: "string",
+      value: "file",
+      description: "the agent's launch file (default $COTAL_LAUNCH, set in a spawned agent)",
+    },
+    creds: {
+      type: "string",
+      value: "file",
+      description: "an agent cred instead of a launch file (with --space and --lifecycle-uid)",
+    },
+    space: { type: "string", description: "the space (with --creds)" },
+    server: { type: "string", value: "url", description: "broker URL(s), with --creds" },
+    "lifecycle-uid": { type: "string", description: "the agent's lifecycle uid (with --creds)" },
+    role: {
+      type: "string",
+      description: "the role whose tasks this agent takes (with --creds; its cred must grant it)",
+    },
+    channel: {
+      type: "string",
+      multiple: true,
+      description: "a channel to join at start (repeatable; with --creds)",
+    },
+    inbox: {
+      type: "string",
+      value: "dir",
+      description: "where unread messages are kept (default $XDG_STATE_HOME/cotal/mcp/...)",
+    },
+  },
+  async run({ values }) {
+    let joined: { endpoint: CotalEndpoint; id: string };
+    if (values.creds) {
+      joined = await fromCreds({ ...values, creds: values.creds });
+    } else {
+      const path = values.launch ?? Deno.env.get("COTAL_LAUNCH");
+      if (!path) {
+        throw new CotalError(
+          "usage",
+          "cotal mcp needs --launch <file> (or $COTAL_LAUNCH, as in a spawned agent) or --creds <file>.",
+        );
+      }
+      const launch = await readLaunchMaterial(path);
+      joined = {
+        endpoint: agentEndpoint(path, launch),
+        id: `${launch.principal.owner}.${launch.principal.actor}`,
+      };
+    }
+    const { endpoint, id } = joined;
+    const inbox = await InboxJournal.open(values.inbox ?? defaultInboxDir(endpoint.space, id));
+    const served = await serveMcp({ endpoint, inbox, version: config.version });
+    for (const sig of ["SIGINT", "SIGTERM"] as const) {
+      Deno.addSignalListener(sig, () => void served.stop());
+    }
+    // A client that closes our stdin is gone: stop rather than linger as an agent nobody drives.
+    process.stdin.on("end", () => void served.stop());
+    await served.closed;
+  },
+});
+
+registry.register([mcpCommand]);

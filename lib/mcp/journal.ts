@@ -1,0 +1,200 @@
+/**
+ * The MCP server's inbox: what reached the agent, kept on disk until the harness has read it.
+ * A copy the broker holds for the agent (a DM, a task, a durable channel copy) is acked only
+ * once its line is written and synced here, so a restarted `cotal mcp` loses nothing; what
+ * `inbox` or `wait` returned is marked read before the answer goes out, so nothing is seen
+ * twice. Lines are JSON (`{n, at, kind, message}`), in `inbox.jsonl`; the read marks in
+ * `read.json` (a cursor below which everything is read, and the numbers read out of order).
+ *
+ * @module
+ */
+import type { CotalMessage } from "../wire/envelope.ts";
+import { writeFileAtomic } from "../mesh/atomic_file.ts";
+import { CotalError } from "../errors.ts";
+
+/** How a message reached the agent. */
+export type InboxKind = "channel" | "dm" | "task";
+
+/** One entry of the inbox. */
+export interface InboxEntry {
+  /** Its number in this inbox, from 1, in arrival order. */
+  readonly n: number;
+  /** Epoch ms of its arrival here. */
+  readonly at: number;
+  readonly kind: InboxKind;
+  readonly message: CotalMessage;
+}
+
+interface ReadMarks {
+  /** Every entry up to and including this one is read. */
+  cursor: number;
+  /** Entries above the cursor read out of order (a task's awaited reply). */
+  extra: number[];
+  /** The next entry's number, kept here so numbering survives dropping the read lines. */
+  next?: number;
+}
+
+/** Read entries are dropped from the file once it is over this and all of it is read. */
+const COMPACT_BYTES = 1024 * 1024;
+/** Message ids remembered to drop a second copy (a live post and its durable copy). */
+const SEEN_IDS = 10_000;
+
+/** The inbox of one agent, in `dir` (created 0700). */
+export class InboxJournal {
+  readonly dir: string;
+  #entries: InboxEntry[] = [];
+  #marks: ReadMarks = { cursor: 0, extra: [] };
+  #next = 1;
+  #seen = new Set<string>();
+  #bytes = 0;
+  #waiters = new Set<() => void>();
+  #writing: Promise<void> = Promise.resolve();
+
+  private constructor(dir: string) {
+    this.dir = dir;
+  }
+
+  /** Opens (or creates) the inbox in `dir`. */
+  static async open(dir: string): Promise<InboxJournal> {
+    const j = new InboxJournal(dir);
+    await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+    await j.#load();
+    return j;
+  }
+
+  get #file(): string {
+    return `${this.dir}/inbox.jsonl`;
+  }
+
+  get #marksFile(): string {
+    return `${this.dir}/read.json`;
+  }
+
+  async #load(): Promise<void> {
+    const text = await Deno.readTextFile(this.#file).catch((err) => {
+      if (err instanceof Deno.errors.NotFound) return "";
+      throw new CotalError("mcp_inbox_unreadable", `The inbox ${this.#file} cannot be read.`);
+    });
+    this.#bytes = new TextEncoder().encode(text).length;
+    for (const line of text.split("\n")) {
+      if (line.trim() === "") continue;
+      try {
+        const e = JSON.parse(line) as InboxEntry;
+        if (typeof e.n !== "number" || typeof e.message?.id !== "string") continue;
+        this.#entries.push(e);
+        this.#remember(e.message.id);
+        this.#next = Math.max(this.#next, e.n + 1);
+      } catch {
+        // A line cut short by a crash mid-write was never synced, so never acked: the broker
+        // delivers its message again.
+      }
+    }
+    const marks = await Deno.readTextFile(this.#marksFile).then(JSON.parse, () => undefined);
+    if (marks && typeof marks.cursor === "number" && Array.isArray(marks.extra)) {
+      this.#marks = { cursor: marks.cursor, extra: marks.extra.filter(Number.isInteger) };
+      if (Number.isInteger(marks.next)) this.#next = Math.max(this.#next, marks.next);
+    }
+    this.#next = Math.max(this.#next, this.#marks.cursor + 1);
+  }
+
+  #remember(id: string): void {
+    this.#seen.add(id);
+    if (this.#seen.size > SEEN_IDS) this.#seen.delete(this.#seen.values().next().value!);
+  }
+
+  #isRead(n: number): boolean {
+    return n <= this.#marks.cursor || this.#marks.extra.includes(n);
+  }
+
+  /** Whether a message with this id is already in the inbox (read or not). */
+  has(id: string): boolean {
+    return this.#seen.has(id);
+  }
+
+  /**
+   * Writes `message` to the inbox and syncs it to disk; resolves false for an id already held.
+   * Only after it resolves may a copy the broker holds be acked.
+   */
+  append(kind: InboxKind, message: CotalMessage): Promise<boolean> {
+    const run = this.#writing.then(async () => {
+      if (this.#seen.has(message.id)) return false;
+      const entry: InboxEntry = { n: this.#next, at: Date.now(), kind, message };
+      const line = new TextEncoder().encode(`${JSON.stringify(entry)}\n`);
+      const f = await Deno.open(this.#file, { append: true, create: true, mode: 0o600 });
+      try {
+        await f.write(line);
+        await f.syncData();
+      } finally {
+        f.close();
+      }
+      this.#next++;
+      this.#bytes += line.length;
+      this.#entries.push(entry);
+      this.#remember(message.id);
+      for (const w of this.#waiters) w();
+      return true;
+    });
+    this.#writing = run.then(() => {}, () => {});
+    return run;
+  }
+
+  /** The unread entries, oldest first (at most `max`), without marking them. */
+  unread(max = Infinity): InboxEntry[] {
+    const out: InboxEntry[] = [];
+    for (const e of this.#entries) {
+      if (out.length >= max) break;
+      if (!this.#isRead(e.n)) out.push(e);
+    }
+    return out;
+  }
+
+  /** The entry holding message `id`, read or not. */
+  find(id: string): InboxEntry | undefined {
+    return this.#entries.find((e) => e.message.id === id);
+  }
+
+  /** Marks `entries` read, durably, before they are handed out. */
+  async markRead(entries: readonly InboxEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    const extra = new Set([...this.#marks.extra, ...entries.map((e) => e.n)]);
+    let cursor = this.#marks.cursor;
+    while (extra.has(cursor + 1)) extra.delete(++cursor);
+    this.#marks = { cursor, extra: [...extra].filter((n) => n > cursor).sort((a, b) => a - b) };
+    await this.#saveMarks();
+    await this.#compact();
+  }
+
+  /** Resolves when an entry arrives, or after `ms`. */
+  arrival(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiters.add(done);
+    });
+  }
+
+  async #saveMarks(): Promise<void> {
+    await writeFileAtomic(this.#marksFile, JSON.stringify({ ...this.#marks, next: this.#next }), {
+      what: "The inbox's read marks",
+    });
+  }
+
+  #compact(): Promise<void> {
+    // On the write chain, so no append lands between the check and the rewrite.
+    const run = this.#writing.then(async () => {
+      if (this.#bytes < COMPACT_BYTES || this.unread(1).length > 0) return;
+      // Everything is read: drop the lines. The marks (with the next number) are written
+      // first, so a crash between the two writes leaves read lines, never renumbered ones.
+      await this.#saveMarks();
+      await writeFileAtomic(this.#file, "", { what: "The inbox" });
+      this.#entries = [];
+      this.#bytes = 0;
+    });
+    this.#writing = run.then(() => {}, () => {});
+    return run;
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * `cotal mcp`: one agent of a space as an MCP server over stdio, built on the official SDK's
+ * low-level `Server` (the tools carry their own JSON Schemas, see lib/mcp/tools.ts). What
+ * reaches the agent goes into its on-disk inbox first (lib/mcp/journal.ts), and a copy the
+ * broker holds is acked only once it is written there. Stdout carries the protocol alone;
+ * everything else goes to stderr.
+ *
+ * @module
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ListToolsRequestSchema,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { CotalEndpoint, CotalMessageEvent } from "../endpoint/mod.ts";
+import type { InboxJournal, InboxKind } from "./journal.ts";
+import { checkArguments, type MeshTool, meshTools, toolErrorText } from "./tools.ts";
+
+/** Options of {@linkcode serveMcp}. */
+export interface ServeMcpOptions {
+  /** The agent's endpoint, not started yet (its `message` listener is added here). */
+  readonly endpoint: CotalEndpoint;
+  readonly inbox: InboxJournal;
+  /** The server's version, as MCP clients see it. */
+  readonly version: string;
+  /** Where warnings go (default stderr). */
+  readonly log?: (line: string) => void;
+  /** The transport (default stdio). */
+  readonly transport?: StdioServerTransport;
+}
+
+function kindOf(ev: CotalMessageEvent): InboxKind {
+  const m = ev.message;
+  return m.channel !== undefined ? "channel" : m.to !== undefined ? "dm" : "task";
+}
+
+/** Keeps every arriving message in `inbox`; a held copy is acked only once it is on disk. */
+export function collectInto(
+  endpoint: CotalEndpoint,
+  inbox: InboxJournal,
+  log: (l: string) => void,
+) {
+  endpoint.addEventListener("message", (ev) => {
+    if (ev.meta.historical) return;
+    const held = ev.delivery.durable && !ev.delivery.settled;
+    if (held) ev.preventDefault();
+    inbox.append(kindOf(ev), ev.message).then(
+      () => {
+        if (held) ev.delivery.ack().catch(() => {});
+      },
+      (err) => {
+        log(`cotal mcp: could not keep a message in the inbox (${(err as Error).message})`);
+        // The broker delivers it again.
+        if (held) ev.delivery.nak(5_000);
+      },
+    );
+  });
+}
+
+/** Answers one tool call: the tool's JSON result, or a one-sentence tool error. */
+export async function callTool(
+  tools: readonly MeshTool[],
+  name: string,
+  args: unknown,
+): Promise<CallToolResult> {
+  const tool = tools.find((t) => t.name === name);
+  if (!tool) {
+    return {
+      isError: true,
+      content: [{
+        type: "text",
+        text: `There is no tool ${JSON.stringify(name)}; the tools are ${
+          tools.map((t) => t.name).join(", ")
+        }.`,
+      }],
+    };
+  }
+  try {
+    const result = await tool.run(checkArguments(tool, args));
+    return {
+      content: [{ type: "text", text: JSON.stringify(result) }],
+      structuredContent: result as Record<string, unknown>,
+    };
+  } catch (err) {
+    return { isError: true, content: [{ type: "text", text: toolErrorText(name, err) }] };
+  }
+}
+
+/**
+ * Starts the endpoint and serves the mesh tools until the client closes the transport (or
+ * `stop()` is called); resolves once serving.
+ */
+export async function serveMcp(
+  opts: ServeMcpOptions,
+): Promise<{ closed: Promise<void>; stop(): Promise<void> }> {
+  const log = opts.log ?? ((l: string) => console.error(l));
+  const { endpoint, inbox } = opts;
+  collectInto(endpoint, inbox, log);
+  endpoint.addEventListener("warning", (ev) => log(`cotal mcp: ${ev.error.message}`));
+  endpoint.addEventListener("error", (ev) => log(`cotal mcp: ${ev.error.message}`));
+  await endpoint.start();
+  const tools = meshTools(endpoint, inbox);
+  const server = new Server(
+    { name: "cotal", version: opts.version },
+    {
+      capabilities: { tools: {} },
+      instructions: `You are ${endpoint.id} in the Cotal space '${endpoint.space}'. ` +
+        "Use `wait` to receive work, `reply` to answer it, `presence` to see peers.",
+    },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, () =>
+    Promise.resolve({
+      tools: tools.map((t) => ({
+        name: t.name,
+        description: t.description,
+        inputSchema: t.inputSchema,
+      })),
+    }));
+  server.setRequestHandler(
+    CallToolRequestSchema,
+    (req: { params: { name: string; arguments?: Record<string, unknown> } }) =>
+      callTool(tools, req.params.name, req.params.arguments),
+  );
+  let done: () => void = () => {};
+  const closed = new Promise<void>((r) => (done = r));
+  server.onclose = () => done();
+  await server.connect(opts.transport ?? new StdioServerTransport());
+  const stop = async () => {
+    await server.close().catch(() => {});
+    await endpoint.stop().catch(() => {});
+    done();
+  };
+  closed.then(() => endpoint.stop().catch(() => {}));
+  return { closed, stop };
+}

@@ -1,0 +1,301 @@
+/**
+ * `cotal mcp` as a real process, driven by the MCP SDK's own `Client` over its stdio transport,
+ * against a real broker: two agents converse (a post, a DM, a task and its reply), refusals
+ * come back as one-sentence tool errors, `wait` returns on arrival and on timeout, and what was
+ * not read survives a restart of the server while nothing is returned twice.
+ */
+import assert from "node:assert/strict";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { newIdentity } from "../../lib/trust/mod.ts";
+import { newLifecycleUid, provisionAgent } from "../../lib/wire/mod.ts";
+import { tempDir } from "../_harness/broker.ts";
+import { type DeliverySpace, startDeliverySpace } from "../delivery/_helpers.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
+
+interface McpAgent {
+  readonly id: string;
+  readonly client: Client;
+  readonly inbox: string;
+  call(name: string, args?: Record<string, unknown>): Promise<Answer>;
+  close(): Promise<void>;
+}
+
+interface Answer {
+  isError: boolean;
+  text: string;
+  // deno-lint-ignore no-explicit-any
+  json: any;
+}
+
+interface Provisioned {
+  id: string;
+  creds: string;
+  uid: string;
+  role?: string;
+}
+
+async function provision(s: DeliverySpace, actor: string, role?: string): Promise<Provisioned> {
+  const uid = newLifecycleUid();
+  const p = await provisionAgent({
+    servers: s.url,
+    creds: await s.mint("provisioner"),
+    space: s.space,
+    auth: s.auth,
+    identity: newIdentity(),
+    principal: { owner: "local", actor },
+    lifecycleUid: uid,
+    subscribe: ["general"],
+    allowSubscribe: ["general"],
+    allowPublish: ["general"],
+    ...(role ? { role } : {}),
+  });
+  return { id: `local.${actor}`, creds: p.creds, uid, ...(role ? { role } : {}) };
+}
+
+async function startMcp(
+  s: DeliverySpace,
+  who: Provisioned & { role?: string },
+  inbox?: string,
+): Promise<McpAgent> {
+  const dir = await tempDir("cotal-mcp-");
+  const credsFile = `${dir}/agent.creds`;
+  await Deno.writeTextFile(credsFile, who.creds, { mode: 0o600 });
+  const inboxDir = inbox ?? `${dir}/inbox`;
+  const transport = new StdioClientTransport({
+    command: Deno.execPath(),
+    args: [
+      "run",
+      "-A",
+      `--config=${CONFIG}`,
+      COTAL,
+      "mcp",
+      "--creds",
+      credsFile,
+      "--space",
+      s.space,
+      "--lifecycle-uid",
+      who.uid,
+      "--server",
+      s.url,
+      "--channel",
+      "general",
+      "--inbox",
+      inboxDir,
+      ...(who.role ? ["--role", who.role] : []),
+    ],
+    env: { PATH: "/usr/bin:/bin", HOME: dir, DENO_DIR: Deno.env.get("DENO_DIR") ?? "" },
+    stderr: "pipe",
+  });
+  let stderr = "";
+  transport.stderr?.on("data", (c: Uint8Array) => (stderr += new TextDecoder().decode(c)));
+  const client = new Client({ name: "cotal-test", version: "1" });
+  await client.connect(transport).catch((err: Error) => {
+    throw new Error(`cotal mcp did not start: ${err.message}\n${stderr}`);
+  });
+  return {
+    id: who.id,
+    client,
+    inbox: inboxDir,
+    async call(name, args = {}) {
+      const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 60_000 });
+      const text = (r.content as { type: string; text: string }[])[0]?.text ?? "";
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      return { isError: r.isError === true, text, json };
+    },
+    async close() {
+      await client.close();
+    },
+  };
+}
+
+if (!Deno.env.get("DENO_DIR")) {
+  // The child resolves npm packages from the same cache as this process.
+  const home = Deno.env.get("HOME") ?? "/root";
+  Deno.env.set("DENO_DIR", `${Deno.env.get("XDG_CACHE_HOME") ?? `${home}/.cache`}/deno`);
+}
+
+Deno.test("mcp - two agents converse through the SDK client: a post, a DM, a task and its reply; refusals are tool errors", async () => {
+  await using s = await startDeliverySpace({ prefix: "mcp" });
+  const alice = await startMcp(s, await provision(s, "alice"));
+  const bob = await startMcp(s, await provision(s, "bob", "reviewer"));
+  try {
+    const { tools } = await alice.client.listTools();
+    assert.deepEqual(tools.map((t: { name: string }) => t.name).sort(), [
+      "channels",
+      "dm",
+      "history",
+      "inbox",
+      "post",
+      "presence",
+      "reply",
+      "task",
+      "wait",
+    ]);
+    for (const t of tools) {
+      assert.equal(t.inputSchema.additionalProperties, false, `${t.name} is strict`);
+      assert.ok(t.description && t.description.length > 20, t.name);
+    }
+
+    // A post reaches the peer's wait.
+    assert.equal(
+      (await alice.call("post", { channel: "general", text: "hello all" })).isError,
+      false,
+    );
+    let got = await bob.call("wait", { timeout_seconds: 20 });
+    assert.deepEqual(
+      got.json.messages.map((
+        m: { kind: string; from: string; text: string },
+      ) => [m.kind, m.from, m.text]),
+      [["channel", "local.alice", "hello all"]],
+    );
+    // A DM.
+    await alice.call("dm", { to: "local.bob", text: "psst" });
+    got = await bob.call("wait", { timeout_seconds: 20 });
+    assert.deepEqual(
+      got.json.messages.map((m: { kind: string; text: string }) => [m.kind, m.text]),
+      [[
+        "dm",
+        "psst",
+      ]],
+    );
+    // A task waited on, answered by the role's agent with reply.
+    const asked = alice.call("task", { role: "reviewer", text: "review #42", wait_seconds: 30 });
+    asked.catch(() => {}); // Awaited below; a failure before that must not surface as uncaught.
+    got = await bob.call("wait", { timeout_seconds: 20 });
+    const task = got.json.messages[0];
+    assert.deepEqual([task.kind, task.role, task.text], ["task", "reviewer", "review #42"]);
+    const replied = await bob.call("reply", { message_id: task.id, text: "looks good" });
+    assert.equal(replied.isError, false, replied.text);
+    const answer = await asked;
+    assert.equal(answer.isError, false, answer.text);
+    assert.equal(answer.json.reply.text, "looks good");
+    assert.equal(answer.json.reply.replyTo, answer.json.id);
+    // The awaited reply was handed out once: alice's inbox does not hold it again.
+    assert.deepEqual((await alice.call("inbox")).json.messages, []);
+
+    // Presence and history.
+    const peers = (await alice.call("presence")).json.peers.map((p: { id: string }) => p.id);
+    assert.ok(peers.includes("local.bob"), JSON.stringify(peers));
+    const hist = await bob.call("history", { channel: "general", limit: 5 });
+    assert.ok(hist.json.messages.some((m: { text: string }) => m.text === "hello all"));
+
+    // Refusals: one sentence each, nothing sent.
+    const refusals: [string, Record<string, unknown>, RegExp][] = [
+      ["post", { channel: "general", text: "x", colour: "red" }, /"colour" is not an argument/],
+      ["post", { channel: "general" }, /text is required/],
+      ["dm", { to: "local.bob", text: "x".repeat(70_000) }, /over 60000; send large content/],
+      ["wait", { timeout_seconds: 9999 }, /timeout_seconds must be a whole number from 1 to 300/],
+      ["reply", { message_id: "nope", text: "x" }, /No message "nope" is in your inbox/],
+      ["channels", { action: "join" }, /join needs a channel/],
+      ["nosuch", {}, /There is no tool "nosuch"/],
+    ];
+    for (const [tool, args, re] of refusals) {
+      const r = await alice.call(tool, args);
+      assert.equal(r.isError, true, `${tool} ${JSON.stringify(args)}: ${r.text}`);
+      assert.match(r.text, re);
+      assert.ok(!r.text.includes("\n"), `one sentence: ${r.text}`);
+    }
+    // Outside the grants: the broker refuses, the tool says so.
+    const outside = await alice.call("post", { channel: "secret", text: "x" });
+    assert.equal(outside.isError, true, outside.text);
+    assert.match(outside.text, /secret/);
+    assert.deepEqual((await bob.call("inbox")).json.messages, [], "nothing reached bob");
+
+    // wait returns on its timeout with nothing.
+    const t0 = Date.now();
+    const idle = await bob.call("wait", { timeout_seconds: 1 });
+    assert.deepEqual(idle.json.messages, []);
+    assert.ok(Date.now() - t0 >= 900, "waited out its timeout");
+  } finally {
+    await alice.close();
+    await bob.close();
+  }
+});
+
+Deno.test("mcp - what was not read survives a restart of cotal mcp, and nothing is returned twice", async () => {
+  await using s = await startDeliverySpace({ prefix: "mcprs" });
+  const alice = await startMcp(s, await provision(s, "alice"));
+  const bobAgent = await provision(s, "bob");
+  let bob = await startMcp(s, bobAgent);
+  try {
+    for (const n of [1, 2, 3]) await alice.call("dm", { to: "local.bob", text: `m${n}` });
+    // All three are in bob's inbox before one is read.
+    for (let i = 0; i < 50; i++) {
+      const text = await Deno.readTextFile(`${bob.inbox}/inbox.jsonl`).catch(() => "");
+      if (text.trim().split("\n").filter(Boolean).length === 3) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const first = await bob.call("inbox", { max: 1 });
+    assert.deepEqual(first.json.messages.map((m: { text: string }) => m.text), ["m1"]);
+    assert.equal(first.json.more, true);
+    await bob.close();
+    // Sent while bob's server is down: the broker keeps it for bob's DM queue.
+    await alice.call("dm", { to: "local.bob", text: "m4" });
+    bob = await startMcp(s, bobAgent, bob.inbox);
+    const texts: string[] = [];
+    for (let i = 0; i < 20 && texts.length < 3; i++) {
+      const r = await bob.call("wait", { timeout_seconds: 5 });
+      texts.push(...r.json.messages.map((m: { text: string }) => m.text));
+    }
+    assert.deepEqual(texts, ["m2", "m3", "m4"]);
+    assert.deepEqual((await bob.call("inbox")).json.messages, []);
+  } finally {
+    await alice.close();
+    await bob.close();
+  }
+});
+
+Deno.test("mcp - a client that closes stdin ends cotal mcp, with exit code 0", async () => {
+  await using s = await startDeliverySpace({ prefix: "mcpeof" });
+  const who = await provision(s, "carol");
+  const dir = await tempDir("cotal-mcp-eof-");
+  await Deno.writeTextFile(`${dir}/agent.creds`, who.creds, { mode: 0o600 });
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      `--config=${CONFIG}`,
+      COTAL,
+      "mcp",
+      ...["--creds", `${dir}/agent.creds`, "--space", s.space, "--lifecycle-uid", who.uid],
+      ...["--server", s.url, "--inbox", `${dir}/inbox`],
+    ],
+    env: { HOME: dir },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const w = child.stdin.getWriter();
+  await w.write(new TextEncoder().encode(
+    JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-06-18",
+        capabilities: {},
+        clientInfo: { name: "t", version: "1" },
+      },
+    }) + "\n",
+  ));
+  // The answer first: the server is up and serving.
+  const reader = child.stdout.getReader();
+  const { value } = await reader.read();
+  assert.match(new TextDecoder().decode(value), /"serverInfo":\{"name":"cotal"/);
+  await w.close();
+  const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+  const st = await child.status;
+  clearTimeout(timer);
+  reader.releaseLock();
+  await child.stdout.cancel();
+  const err = new TextDecoder().decode(await new Response(child.stderr).arrayBuffer());
+  assert.equal(st.code, 0, `exited by itself (not killed at the deadline): ${err}`);
+});
