@@ -40,6 +40,3 @@ export const CATCHUP_BATCH = 256;
 /** `readHistory` default and maximum page size. */
 export const READ_HISTORY_DEFAULT_LIMIT = 100;
 export const READ_HISTORY_MAX_LIMIT = 200;
-
-/** A renewal re-read happens at this fraction of the cred's life. */
-export const RENEW_AT_FRACTION = 0.75;

@@ -14,7 +14,7 @@ import { CotalError, isCotalError } from "../errors.ts";
 import { decodeJwt, parseCreds, type UserClaims } from "../nats/mod.ts";
 import { credsAuthenticatorFast } from "../trust/mod.ts";
 import { credFingerprint } from "../workspace/renewal.ts";
-import { RENEW_AT_FRACTION } from "./constants.ts";
+import { RENEW_FRACTION } from "../trust/lifetimes.ts";
 import type { DeliveryLogger } from "./context.ts";
 
 /** Delay between adopting a cred and moving the resident connection onto it. */
@@ -151,7 +151,7 @@ export class RenewingCred {
   #renewAt(): number | undefined {
     const { iat, exp } = this.#current.claims;
     if (exp === undefined) return undefined;
-    return (iat + RENEW_AT_FRACTION * (exp - iat)) * 1000;
+    return (iat + RENEW_FRACTION * (exp - iat)) * 1000;
   }
 
   #schedule(delayMs?: number): void {

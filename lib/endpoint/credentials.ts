@@ -15,13 +15,14 @@ import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
+import { RENEW_FRACTION } from "../trust/lifetimes.ts";
 import { assertValidPrincipal, type Principal } from "../wire/names.ts";
 import type { CredentialSource } from "./types.ts";
 
 /** A credential with less life left than this is treated as dead (connect and kick race). */
 export const EXPIRY_MARGIN_MS = 2_000;
-/** Creds are renewed at this fraction of their life. */
-export const CREDS_RENEW_FRACTION = 0.75;
+/** Creds are renewed at this fraction of their life (the trust layer's one renewal line). */
+export const CREDS_RENEW_FRACTION: number = RENEW_FRACTION;
 /** A bearer is refreshed this long before it expires. */
 export const BEARER_REFRESH_MARGIN_MS = 60_000;
 /** A failed creds renewal is retried after this long (never later than just before expiry). */

@@ -10,7 +10,8 @@ import { errorText } from "../wire/connect.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { remintAndLog } from "./daemon_remint.ts";
 import { probeCreds } from "./manager_broker.ts";
-import { DAEMON_REMINT_INTERVAL_MS, RENEW_FRACTION } from "./manager_types.ts";
+import { RENEW_FRACTION } from "../trust/lifetimes.ts";
+import { DAEMON_REMINT_INTERVAL_MS } from "./manager_types.ts";
 
 /** What the upkeep needs from its manager. */
 export interface UpkeepHost {

@@ -12,8 +12,6 @@ import type { AgentLimits } from "./sandbox/limits.ts";
 
 /** Creds a manager re-signs for its daemons are checked this often (TTL/4 of 24 h). */
 export const DAEMON_REMINT_INTERVAL_MS = 6 * 60 * 60 * 1000;
-/** Standing creds are renewed at this fraction of their life. */
-export const RENEW_FRACTION = 0.75;
 /**
  * Agent creds are re-minted into the launch file at half their life, so the runner's own 75 %
  * re-read always finds the fresh one (an unchanged cred at 75 % would be a failed renewal).

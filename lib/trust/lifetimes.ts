@@ -35,6 +35,13 @@ const MINUTE = 60;
 const HOUR = 3600;
 const DAY = 86400;
 
+/**
+ * The one renewal line of every renewable credential: its holder renews (or its renewal owner
+ * re-signs) it at this fraction of its life, and `cotal doctor auth` calls it near expiry past
+ * it. The endpoint, the delivery daemon and the supervisor all read it from here.
+ */
+export const RENEW_FRACTION = 0.75;
+
 /** Standing daemon creds: 24 h, re-signed by their renewal owner at 75 %. */
 export const STANDING_RENEWABLE_TTL_SEC = DAY;
 /** `$SYS` creds: 30 d, renewed only by a system-account rotation. */

@@ -24,6 +24,7 @@ export {
   isCredentialKind,
   type LifetimeClass,
   type LifetimePolicy,
+  RENEW_FRACTION,
   resolveExpiry,
   ROTATION_RENEWED_TTL_SEC,
   STANDING_RENEWABLE_TTL_SEC,

@@ -7,6 +7,7 @@
 
 import { CotalError } from "../errors.ts";
 import { decodeJwt, parseCreds } from "../nats/mod.ts";
+import { RENEW_FRACTION } from "../trust/lifetimes.ts";
 import { FsSecretStore, workspaceSecretStore } from "./fs_secret_store.ts";
 import {
   CONNECTION_EVICTOR_CREDS_KIND,
@@ -89,7 +90,7 @@ export async function credHealth(
     if (exp === undefined || exp === 0) return { status: "unbounded", issuedAt: iat };
     const times = { issuedAt: iat, expiresAt: exp, remainingSeconds: exp - now };
     if (now >= exp) return { status: "expired", ...times };
-    const renewAt = iat + 0.75 * (exp - iat);
+    const renewAt = iat + RENEW_FRACTION * (exp - iat);
     return { status: now >= renewAt ? "near-expiry" : "healthy", ...times };
   } catch (err) {
     return {
