@@ -13,6 +13,7 @@
 import { CotalError } from "../errors.ts";
 import { decodeJwt, isPublicKey, parseCreds, parseSeed, publicKeyFromSeed } from "../nats/mod.ts";
 import { spaceKeyHex } from "../workspace/keys.ts";
+import { createOnce } from "../workspace/create_once.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { type CalloutAuth, createCalloutAuth } from "./callout_auth.ts";
 import { isPlainObject } from "./jwks.ts";
@@ -74,7 +75,7 @@ export async function ensureCalloutAuth(
       accountPub: auth.account?.pub,
     });
     // Create-only: of two first starts exactly one record wins and both adopt it.
-    await store.create(key, JSON.stringify({ ver: 1, callout: fresh }));
+    await createOnce(store, key, JSON.stringify({ ver: 1, callout: fresh }));
   }
   const callout = await loadCalloutAuth(store, space);
   const operatorPub = await publicKeyFromSeed(auth.operator.seed).catch(() => "");

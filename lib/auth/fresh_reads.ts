@@ -10,6 +10,7 @@
  */
 
 import type { FsSecretStore } from "../workspace/fs_secret_store.ts";
+import { createOnce } from "../workspace/create_once.ts";
 import { checkStoreKey } from "../workspace/store_key.ts";
 import type { SecretStore } from "../workspace/types.ts";
 
@@ -38,7 +39,7 @@ export function freshReadStore(store: FsSecretStore): SecretStore {
     },
     async create(key, value) {
       checked.delete(key);
-      return await store.create(key, value);
+      return await createOnce(store, key, value);
     },
     async delete(key) {
       checked.delete(key);

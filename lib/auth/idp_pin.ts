@@ -9,6 +9,7 @@
 
 import { CotalError } from "../errors.ts";
 import { FsSecretStore } from "../workspace/fs_secret_store.ts";
+import { createOnce } from "../workspace/create_once.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { checkIdpUrl } from "./idp_fetch.ts";
 import {
@@ -57,7 +58,7 @@ export async function ensureIdpPin(where: PinStore, space: string, pin: IdpPin):
   const store = toStore(where);
   const wanted = normalisePin(pin, "idp_pin_invalid");
   const text = JSON.stringify({ ver: 1, ...wanted });
-  if (!(await store.create(idpPinKey(space), text))) {
+  if (!(await createOnce(store, idpPinKey(space), text))) {
     const existing = await loadIdpPin(store, space);
     if (canonical(existing) !== canonical(wanted)) {
       throw new CotalError(

@@ -7,6 +7,7 @@
  */
 
 import { CotalError } from "../errors.ts";
+import { createOnce } from "../workspace/create_once.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { MIN_OWNER_SECRET_BYTES } from "./constants.ts";
 import { createUserTokenIssuer, type UserTokenIssuer } from "./issuer.ts";
@@ -18,7 +19,7 @@ export async function ensureIssuer(store: SecretStore, space: string): Promise<U
   const key = issuerKey(space);
   if ((await store.get(key)) === undefined) {
     const fresh = await createUserTokenIssuer({ space });
-    await store.create(key, fresh.exportRecord());
+    await createOnce(store, key, fresh.exportRecord());
   }
   return await loadIssuer(store, space);
 }
@@ -46,7 +47,7 @@ export async function ensureOwnerSecret(store: SecretStore, space: string): Prom
   const key = ownerSecretKey(space);
   if ((await store.get(key)) === undefined) {
     const secret = crypto.getRandomValues(new Uint8Array(32));
-    await store.create(key, JSON.stringify({ ver: 1, secretB64: toBase64(secret) }));
+    await createOnce(store, key, JSON.stringify({ ver: 1, secretB64: toBase64(secret) }));
     secret.fill(0);
   }
   return await loadOwnerSecret(store, space);

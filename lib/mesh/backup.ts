@@ -15,7 +15,12 @@ import {
 } from "../trust/mod.ts";
 import { decodeJwt, parseCreds } from "../nats/mod.ts";
 import { bucketNames, connectBroker } from "../wire/mod.ts";
-import { spaceAccountKey, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
+import {
+  createOnce,
+  spaceAccountKey,
+  spaceKeyHex,
+  workspaceSecretStore,
+} from "../workspace/mod.ts";
 import { meshPaths } from "./layout.ts";
 import { restoreStream, type SnapshotHeader, snapshotStream } from "./snapshot.ts";
 import { runningBroker, spaceStreamList, startSpaceDaemons } from "./space.ts";
@@ -232,7 +237,7 @@ export async function spaceRestore(root: string, dir: string): Promise<BackupMan
   }
   const { broker } = await ensureBrokerAuth(store, "cotal");
   const adopted = await adoptSpaceAccount(broker, saved);
-  if (!await store.create(spaceAccountKey(m.space), serializeSpaceAccountAuth(adopted))) {
+  if (!await createOnce(store, spaceAccountKey(m.space), serializeSpaceAccountAuth(adopted))) {
     throw new CotalError(
       "space_exists",
       `${root} already holds an account record for '${m.space}'; remove it first.`,

@@ -12,7 +12,12 @@ import {
   serializeSpaceAccountAuth,
   type SpaceAccountAuth,
 } from "../trust/mod.ts";
-import { BROKER_AUTH_KEY, type SecretStore, spaceAccountKey } from "../workspace/mod.ts";
+import {
+  BROKER_AUTH_KEY,
+  createOnce,
+  type SecretStore,
+  spaceAccountKey,
+} from "../workspace/mod.ts";
 
 /** The non-secret index of the spaces a root serves: `<root>/spaces.json`. */
 export interface SpaceIndex {
@@ -68,7 +73,7 @@ export async function ensureBrokerAuth(
   const existing = await loadBrokerAuth(store);
   if (existing) return { broker: existing, created: false };
   const broker = await createBrokerAuth(label);
-  if (await store.create(BROKER_AUTH_KEY, serializeBrokerAuth(broker))) {
+  if (await createOnce(store, BROKER_AUTH_KEY, serializeBrokerAuth(broker))) {
     return { broker, created: true };
   }
   return { broker: (await loadBrokerAuth(store))!, created: false };
@@ -99,7 +104,7 @@ export async function ensureSpaceAccount(
     return { account: restated, created: false };
   }
   const account = await createSpaceAccountAuth(broker, space);
-  if (await store.create(spaceAccountKey(space), serializeSpaceAccountAuth(account))) {
+  if (await createOnce(store, spaceAccountKey(space), serializeSpaceAccountAuth(account))) {
     return { account, created: true };
   }
   return { account: (await loadSpaceAccount(store, space))!, created: false };

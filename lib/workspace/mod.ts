@@ -9,6 +9,7 @@
 export type { SecretStore } from "./types.ts";
 export { FsSecretStore, workspaceSecretStore } from "./fs_secret_store.ts";
 export { MemorySecretStore } from "./memory_secret_store.ts";
+export { createOnce } from "./create_once.ts";
 export {
   CONNECTION_EVICTOR_CREDS_KIND,
   connectionEvictorCredsKey,

@@ -4,7 +4,7 @@ import type { SecretStore } from "../../lib/workspace/mod.ts";
 import { isCotalError } from "../../lib/errors.ts";
 
 Deno.test("workspace - MemorySecretStore keeps the SecretStore contract", async () => {
-  const store: SecretStore = new MemorySecretStore([["auth/broker.json", "{}"]]);
+  const store = new MemorySecretStore([["auth/broker.json", "{}"]]);
   assert.equal(await store.get("auth/broker.json"), "{}");
   assert.equal(await store.get("missing"), undefined);
   await store.put("space.ab/delivery.creds", "one");
