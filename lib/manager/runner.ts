@@ -160,7 +160,11 @@ function signalNumber(sig: Deno.Signal): number | undefined {
  * The agent's endpoint. Its creds come from the launch file on every (re)read: the supervisor
  * re-mints them into it before the endpoint's 75 % renewal, so renewal needs no signer here.
  */
-export function agentEndpoint(launchPath: string, launch: LaunchMaterial): CotalEndpoint {
+export function agentEndpoint(
+  launchPath: string,
+  launch: LaunchMaterial,
+  opts: { consume?: boolean } = {},
+): CotalEndpoint {
   if (launch.auth.kind !== "creds") {
     throw new CotalError(
       "agent_bearer_unsupported",
@@ -179,6 +183,7 @@ export function agentEndpoint(launchPath: string, launch: LaunchMaterial): Cotal
       ...(card.description ? { description: card.description } : {}),
     },
     lifecycleUid: launch.lifecycleUid,
+    ...(opts.consume === false ? { consume: false } : {}),
     creds: async () => {
       const now = await readLaunchMaterial(launchPath);
       if (now.auth.kind !== "creds") {
@@ -226,9 +231,13 @@ export async function runAgent(launchPath: string, opts: RunAgentOptions = {}): 
   const log = opts.log ?? ((line: string) => console.error(line));
   const spec = launch.agent;
   let ep: Promise<CotalEndpoint> | undefined;
+  // A program's runner only keeps its presence: it binds none of the agent's consumers, which
+  // it could not hand to the program. What reaches the agent waits in its durables (within
+  // their caps) for the program's own reader, `cotal mcp`, instead of being refused by the
+  // runner again and again while it holds the copies.
   const endpoint = () => {
     ep ??= (async () => {
-      const e = agentEndpoint(launchPath, launch);
+      const e = agentEndpoint(launchPath, launch, { consume: spec.kind !== "program" });
       e.addEventListener("warning", (ev) => log(`cotal-agent: ${ev.error.message}`));
       await e.start();
       return e;
