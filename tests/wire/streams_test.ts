@@ -76,7 +76,7 @@ Deno.test("wire - setupSpaceStreams creates the reference's streams and buckets 
     for (const [name, subj] of [[s.inbox, "dinbox"], [s.dlv, "dlv"]]) {
       const c = (await jsm.streams.info(name)).config;
       assert.deepEqual(c.subjects, [`${P}.${subj}.>`]);
-      assert.equal(c.max_msgs_per_subject, 1000);
+      assert.equal(c.max_msgs_per_subject, name === s.dlv ? MEMBER_BACKLOG_CAP : 1000);
       assert.equal(c.duplicate_window, 7200 * S);
     }
     const presence = (await jsm.streams.info(`KV_${b.presence}`)).config;
@@ -465,4 +465,9 @@ Deno.test("wire - one sender's share of CHAT, DM and TASK is a small part of eac
   assert.ok(share("chat", CHAT_MAX_MESSAGE_BYTES) <= 1 / 16, "CHAT: 16 channel shares or more");
   assert.ok(share("dm", DIRECT_MAX_MESSAGE_BYTES) <= 1 / 32, "DM: 32 recipients or more");
   assert.ok(share("task", DIRECT_MAX_MESSAGE_BYTES) <= 1 / 16, "TASK: 16 roles or more");
+  // A member that never reads keeps its whole DLV backlog (red team 7's T): copies of posts.
+  assert.ok(
+    MEMBER_BACKLOG_CAP * CHAT_MAX_MESSAGE_BYTES / STREAM_LIMITS.dlv.maxBytes <= 1 / 60,
+    "DLV: 60 members that never read or more",
+  );
 });
