@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { waitFor } from "../_harness/broker.ts";
+import { lineFileReady } from "../_harness/files.ts";
 import { type ManagerMesh, startManagerMesh } from "./_manager_mesh.ts";
 import { agentWorkdir } from "./_agent_fixture.ts";
 
@@ -170,7 +171,7 @@ Deno.test("manager - cotal spawn --workdir, --limit, --net, --expose: what ps re
   assert.equal(row.sandbox?.limits.memory, "2G");
   assert.equal(row.sandbox?.limits.processes, "128");
   assert.equal(row.sandbox?.net, "relay");
-  await waitFor(() => Deno.stat(`${work}/where.txt`).then(() => true, () => false), {
+  await waitFor(() => lineFileReady(`${work}/where.txt`), {
     what: "the agent to write in its workdir",
   });
   assert.equal((await Deno.readTextFile(`${work}/where.txt`)).trim(), await Deno.realPath(work));

@@ -11,6 +11,7 @@ import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { subjectRoot } from "../../lib/wire/subjects.ts";
 import { streamNames } from "../../lib/wire/resources.ts";
 import { tempDir, waitFor } from "../_harness/broker.ts";
+import { jsonFileReady } from "../_harness/files.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
 
@@ -109,7 +110,7 @@ Deno.test("security - a spawned agent's NATS attacks are refused by the broker a
   const report = `${work}/hostile.json`;
   const sending = setInterval(() => void ep.unicast("local.victim", "for the victim only"), 200);
   try {
-    await waitFor(() => Deno.stat(report).then(() => true, () => false), {
+    await waitFor(() => jsonFileReady(report), {
       timeoutMs: 20_000,
       what: "the hostile agent's report",
     });

@@ -13,6 +13,7 @@ import { connectBroker } from "../../lib/wire/connect.ts";
 import { bucketNames, kvStreamName, streamNames } from "../../lib/wire/resources.ts";
 import { subjectRoot } from "../../lib/wire/subjects.ts";
 import { tempDir, waitFor } from "../_harness/broker.ts";
+import { jsonFileReady } from "../_harness/files.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
 
@@ -161,7 +162,7 @@ Deno.test("security - aimed answers and aimed deliveries from a sandboxed agent 
       subscribe: ["general"],
     }, { timeoutMs: 40_000 });
     const file = `${work}/report.json`;
-    await waitFor(() => Deno.stat(file).then(() => true, () => false), {
+    await waitFor(() => jsonFileReady(file), {
       timeoutMs: 60_000,
       what: "the hostile agent's report",
     }).catch(async (err) => {

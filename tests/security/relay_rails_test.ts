@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
+import { jsonFileReady } from "../_harness/files.ts";
 import { cotalIn, cotalQuietly } from "../_harness/cotal_cli.ts";
 
 const MODULE = `
@@ -40,7 +41,7 @@ Deno.test("security - a sandboxed agent's durable join goes through its relay an
       "--workdir",
       work,
     );
-    await waitFor(() => Deno.stat(`${work}/join.json`).then(() => true, () => false), {
+    await waitFor(() => jsonFileReady(`${work}/join.json`), {
       timeoutMs: 40_000,
       what: "the agent's join result",
     });

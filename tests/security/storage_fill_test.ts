@@ -13,6 +13,7 @@ import { connectBroker } from "../../lib/wire/connect.ts";
 import { dmDurableName, streamNames, svcDurableName } from "../../lib/wire/resources.ts";
 import { subjectRoot } from "../../lib/wire/subjects.ts";
 import { tempDir, waitFor } from "../_harness/broker.ts";
+import { jsonFileReady } from "../_harness/files.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
 
@@ -75,7 +76,7 @@ Deno.test("security - a sandboxed agent's DMs to nobody and tasks to no role are
     workdir: work,
   }, { timeoutMs: 40_000 });
   const file = `${work}/report.json`;
-  await waitFor(() => Deno.stat(file).then(() => true, () => false), {
+  await waitFor(() => jsonFileReady(file), {
     timeoutMs: 90_000,
     what: "the hostile agent's report",
   });
