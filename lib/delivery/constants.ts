@@ -40,3 +40,14 @@ export const CATCHUP_BATCH = 256;
 /** `readHistory` default and maximum page size. */
 export const READ_HISTORY_DEFAULT_LIMIT = 100;
 export const READ_HISTORY_MAX_LIMIT = 200;
+
+/**
+ * Requests on a rail the daemon works on at once, per caller and in all: a request is a few
+ * bytes, but a `readHistory` makes consumers on CHAT and holds up to a page of posts, so a
+ * member flooding the rail would otherwise exhaust the daemon for the whole space. A request
+ * past either is answered `delivery_busy` at once, never queued.
+ */
+export const RAIL_IN_FLIGHT: Readonly<{ perCaller: number; total: number }> = Object.freeze({
+  perCaller: 4,
+  total: 32,
+});

@@ -16,6 +16,7 @@ import type { Msg, Subscription } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
 import { isPrincipalOwnerToken, isPrincipalToken, type Principal } from "../wire/mod.ts";
 import type { DeliveryContext } from "./context.ts";
+import { RAIL_IN_FLIGHT } from "./constants.ts";
 import { readHistory } from "./history.ts";
 import { durableJoin, durableLeave, listMemberships } from "./membership_ops.ts";
 
@@ -84,6 +85,9 @@ function serve(
   what: string,
   handle: Handler,
 ): Subscription {
+  // Requests in progress, per caller and in all (RAIL_IN_FLIGHT).
+  const inFlight = new Map<string, number>();
+  let total = 0;
   return ctx.nc.subscribe(subject, {
     queue,
     callback: (err, m) => {
@@ -97,6 +101,22 @@ function serve(
         return;
       }
       const caller = callerOf(m.subject);
+      const who = caller ? `${caller.owner}.${caller.actor}` : "";
+      const mine = inFlight.get(who) ?? 0;
+      if (mine >= RAIL_IN_FLIGHT.perCaller || total >= RAIL_IN_FLIGHT.total) {
+        const busy = new CotalError(
+          "delivery_busy",
+          mine >= RAIL_IN_FLIGHT.perCaller
+            ? `${RAIL_IN_FLIGHT.perCaller} of your requests are in progress; send the next when one is answered.`
+            : "The delivery daemon is busy with other members' requests; retry shortly.",
+        );
+        if (ctx.fence.mayAct(token)) {
+          ctx.nc.publish(m.reply, ENC.encode(JSON.stringify(errorBody(busy))));
+        }
+        return;
+      }
+      inFlight.set(who, mine + 1);
+      total++;
       (async () => {
         let out: unknown;
         try {
@@ -107,6 +127,11 @@ function serve(
         } catch (e) {
           if (!isCotalError(e)) ctx.log.warn(`${what}: ${(e as Error)?.message ?? e}`);
           out = errorBody(e);
+        } finally {
+          total--;
+          const left = (inFlight.get(who) ?? 1) - 1;
+          if (left > 0) inFlight.set(who, left);
+          else inFlight.delete(who);
         }
         // Every effect re-checks the fence, the reply included.
         if (!ctx.fence.mayAct(token)) return;

@@ -1,0 +1,64 @@
+/**
+ * A member flooding the delivery daemon's request rail with `readHistory` (each one a few bytes
+ * that make consumers on CHAT and hold a page of posts) gets `delivery_busy` past its share of
+ * requests in progress, and another member's request is still answered.
+ */
+import assert from "node:assert/strict";
+import { deliveryRequest } from "../../lib/delivery/mod.ts";
+import { RAIL_IN_FLIGHT } from "../../lib/delivery/constants.ts";
+import { isCotalError } from "../../lib/errors.ts";
+import { connectAs, post, startDaemonProcess, startDeliverySpace } from "./_helpers.ts";
+
+Deno.test("delivery - a flood of readHistory requests from one member is answered busy past its share; others are still served", async () => {
+  await using s = await startDeliverySpace({ prefix: "raillim" });
+  const daemon = startDaemonProcess(s);
+  const alice = await s.agent("alice");
+  const mallory = await s.agent("mallory");
+  const an = await connectAs(s.url, alice.creds);
+  const mn = await connectAs(s.url, mallory.creds);
+  try {
+    await daemon.waitForLine(/delivery daemon up/);
+    for (let i = 0; i < 50; i++) await post(an, s.space, alice, "general", "x".repeat(60_000));
+    // 60 requests at once, each asking for a full page of the largest posts.
+    const flood = await Promise.allSettled(
+      Array.from(
+        { length: 60 },
+        () =>
+          deliveryRequest(mn, s.space, mallory.principal, "readHistory", {
+            channel: "general",
+            limit: 200,
+          }),
+      ),
+    );
+    const busy = flood.filter((r) =>
+      r.status === "rejected" && isCotalError(r.reason, "delivery_busy")
+    );
+    const served = flood.filter((r) => r.status === "fulfilled");
+    const other = flood.filter((r) =>
+      r.status === "rejected" && !isCotalError(r.reason, "delivery_busy")
+    );
+    assert.deepEqual(other.map((r) => String((r as PromiseRejectedResult).reason)), []);
+    assert.ok(busy.length >= 60 - 4 * RAIL_IN_FLIGHT.perCaller, `busy: ${busy.length}`);
+    assert.ok(served.length >= RAIL_IN_FLIGHT.perCaller, `served: ${served.length}`);
+    assert.match(
+      String((busy[0] as PromiseRejectedResult).reason.message),
+      /4 of your requests are in progress; send the next when one is answered/,
+    );
+    // Another member is served meanwhile, and the flooder again once its requests are answered.
+    const page = await deliveryRequest(an, s.space, alice.principal, "readHistory", {
+      channel: "general",
+      limit: 5,
+    });
+    assert.equal((page.messages as unknown[]).length, 5);
+    const again = await deliveryRequest(mn, s.space, mallory.principal, "readHistory", {
+      channel: "general",
+      limit: 1,
+    });
+    assert.equal((again.messages as unknown[]).length, 1);
+  } finally {
+    await an.close();
+    await mn.close();
+    daemon.kill();
+    await daemon.exited;
+  }
+});
