@@ -7,7 +7,8 @@
  * - A **gap** is a member's copy refused because its backlog of unread copies is full
  *   (`MEMBER_BACKLOG_CAP`): counted per member lifecycle with the range it covers, kept under
  *   `gap.<owner>.<actor>.<uid>`, and handed to the member as a gap marker in its DLV subject as
- *   soon as the backlog has room again. Nothing is lost in silence.
+ *   soon as the backlog has room again. Once told, the member's running total is kept under
+ *   `told.<owner>.<actor>.<uid>` for the operator. Nothing is lost in silence.
  *
  * @module
  */
@@ -52,6 +53,20 @@ export function isTooLarge(err: unknown): boolean {
   return /maximum payload|max(imum)? ?payload|message size exceeds|MAX_PAYLOAD/i.test(
     String((err as Error)?.message ?? err),
   );
+}
+
+/** What a member was told it missed, in all, for the operator (`told.<member>.<uid>`). */
+export interface ToldGap {
+  member: string;
+  lifecycleUid: string;
+  /** Copies missed, over every marker delivered to this lifecycle. */
+  count: number;
+  /** Markers delivered. */
+  markers: number;
+  /** The latest range told. */
+  last: GapEnd;
+  /** Epoch ms of the latest marker. */
+  at: number;
 }
 
 /** The daemon's set-aside records and the pending gap markers it owes members. */
@@ -164,6 +179,7 @@ export class SetAside {
         }
         if (!this.#gaps.has(key)) await this.#kv.delete(key).catch(() => {});
         this.markersDelivered++;
+        await this.#told(g);
         this.#ctx.log.warn(
           `${g.member} (${g.lifecycleUid}) missed ${g.count} copies from #${g.first.seq} to #${g.last.seq}; told it with a gap marker`,
         );
@@ -173,20 +189,54 @@ export class SetAside {
     }
   }
 
-  /** Every record, for the operator (dead letters and pending gaps). */
-  async list(): Promise<{ deadLetters: DeadLetter[]; gaps: Gap[] }> {
-    const deadLetters: DeadLetter[] = [];
-    for await (const key of await this.#kv.keys("dead.>")) {
+  /** Adds a delivered marker to the member's running total. Never throws. */
+  async #told(g: Gap): Promise<void> {
+    const key = `told.${keyToken(g.member)}.${keyToken(g.lifecycleUid)}`;
+    const before = await this.#kv.get(key).then((e) => e && e.operation === "PUT" ? e : null)
+      .catch(() => null);
+    let prev: ToldGap | undefined;
+    try {
+      prev = before ? JSON.parse(new TextDecoder().decode(before.value)) as ToldGap : undefined;
+    } catch {
+      prev = undefined;
+    }
+    const next: ToldGap = {
+      member: g.member,
+      lifecycleUid: g.lifecycleUid,
+      count: (prev?.count ?? 0) + g.count,
+      markers: (prev?.markers ?? 0) + 1,
+      last: g.last,
+      at: Date.now(),
+    };
+    await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
+  }
+
+  async #records<T>(prefix: string): Promise<T[]> {
+    const out: T[] = [];
+    for await (const key of await this.#kv.keys(`${prefix}.>`)) {
       const e = await this.#kv.get(key).catch(() => null);
       if (!e || e.operation !== "PUT") continue;
       try {
-        deadLetters.push(JSON.parse(new TextDecoder().decode(e.value)));
+        out.push(JSON.parse(new TextDecoder().decode(e.value)));
       } catch {
         // Left to its TTL.
       }
     }
-    deadLetters.sort((a, b) => a.at - b.at);
-    return { deadLetters, gaps: [...this.#gaps.values()] };
+    return out;
+  }
+
+  /**
+   * Every record, for the operator: dead letters, gaps still owed (pending, and any in flight
+   * now), and what members were told they missed.
+   */
+  async list(): Promise<{ deadLetters: DeadLetter[]; gaps: Gap[]; told: ToldGap[] }> {
+    const deadLetters = (await this.#records<DeadLetter>("dead")).sort((a, b) => a.at - b.at);
+    const told = (await this.#records<ToldGap>("told")).sort((a, b) => a.at - b.at);
+    const pending = new Map(
+      (await this.#records<Gap>("gap")).map((g) => [`${g.member}.${g.lifecycleUid}`, g]),
+    );
+    for (const g of this.#gaps.values()) pending.set(`${g.member}.${g.lifecycleUid}`, g);
+    return { deadLetters, gaps: [...pending.values()], told };
   }
 }
 

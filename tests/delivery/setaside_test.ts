@@ -204,6 +204,18 @@ Deno.test("delivery - twice its backlog of posts to an offline member: it reads 
     assert.equal(gaps[0].first.channel, "general");
     // Logged right after the marker is stored: it may reach the log a moment after the event.
     await daemon.waitForLine(/local\.bob \(.*\) missed \d+ copies from #\d+ to #\d+/, 10_000);
+    // The operator still sees it once the member was told (red team 7 saw nothing listed).
+    const ctl = await connectAs(s.url, await s.mint("control-caller", { principal: OPERATOR }));
+    try {
+      await waitFor(async () => {
+        const listed = await deliveryRequest(ctl, s.space, OPERATOR, "setAside", {}, {
+          service: "delivery-admin",
+        }) as { told: { member: string; count: number }[] };
+        return listed.told.some((t) => t.member === "local.bob" && t.count === MEMBER_BACKLOG_CAP);
+      }, { what: "bob's told total in the operator's listing" });
+    } finally {
+      await ctl.close();
+    }
   } finally {
     for (const c of [...conns, bn]) await c.close().catch(() => {});
     daemon.kill();

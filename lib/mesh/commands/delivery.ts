@@ -1,7 +1,7 @@
 /**
  * `cotal dead-letters`: what a space's delivery daemon could not deliver. Dead letters (a copy
- * no retry can store, with where it came from and why, never its body) and the gaps members
- * are still owed a marker for, asked of the daemon on its admin rail with a short-lived
+ * no retry can store, with where it came from and why, never its body), the gaps members
+ * are still owed a marker for and what members were told they missed, asked of the daemon on its admin rail with a short-lived
  * `control-caller` cred minted from this root's signer.
  *
  * @module
@@ -10,7 +10,7 @@ import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts"
 import { safeText } from "../../cli/terminal.ts";
 import { CotalError } from "../../errors.ts";
 import { deliveryRequest } from "../../delivery/client.ts";
-import type { DeadLetter, Gap } from "../../delivery/setaside.ts";
+import type { DeadLetter, Gap, ToldGap } from "../../delivery/setaside.ts";
 import { registry } from "../../registry.ts";
 import { connectBroker } from "../../wire/connect.ts";
 import { assertValidSpaceName } from "../names.ts";
@@ -22,6 +22,13 @@ function line(d: DeadLetter): string {
   return `${new Date(d.at).toISOString()} ${d.stage} ${d.stream} #${d.seq}${
     d.member ? ` for ${d.member}` : ""
   } ${d.msgId ?? ""} (${d.bytes} bytes): ${d.reason}`;
+}
+
+function toldLine(t: ToldGap): string {
+  return `${t.member} (${t.lifecycleUid}) was told it missed ${t.count} copies ` +
+    `(${t.markers} gap marker${t.markers === 1 ? "" : "s"}, the last ${
+      new Date(t.at).toISOString()
+    }, up to #${t.last.seq} in ${t.last.channel}); it can read them from channel history`;
 }
 
 function gapLine(g: Gap): string {
@@ -60,9 +67,13 @@ export const deadLettersCommand = defineCommand({
       const r = await deliveryRequest(nc, space, caller, "setAside", {}, {
         service: "delivery-admin",
         timeoutMs: 10_000,
-      }) as { deadLetters: DeadLetter[]; gaps: Gap[] };
+      }) as { deadLetters: DeadLetter[]; gaps: Gap[]; told?: ToldGap[] };
       printResult(denoIo(), { json: values.json === true }, r, (v) => {
-        const lines = [...v.deadLetters.map(line), ...v.gaps.map(gapLine)];
+        const lines = [
+          ...v.deadLetters.map(line),
+          ...v.gaps.map(gapLine),
+          ...(v.told ?? []).map(toldLine),
+        ];
         return lines.length ? safeText(lines.join("\n")) : "nothing set aside";
       });
     } finally {
