@@ -63,10 +63,12 @@ export const DIRECT_MAX_MESSAGE_BYTES = 64 * 1024;
  * delivery daemon records the gap and hands the member a marker with its count and range (the
  * member reads what it missed from channel history). Every member of a durable channel holds
  * one copy of each post until it reads it, and a member that never reads (a hostile one
- * included) keeps its whole backlog for 30 days: 256 copies of at most 64 KiB, 16 MiB, so it
- * takes over 60 such members to fill DLV, where 1000 copies of 1 MiB posts let one fill it.
+ * included) keeps its whole backlog for 30 days: 512 copies of at most 64 KiB, 32 MiB, so it
+ * takes over 30 such members to fill DLV, where 1000 copies of 1 MiB posts let one fill it. A
+ * reading member falls 512 copies behind only in a burst (256 made a member reading as fast as
+ * it could miss copies in a burst of 1,000 posts).
  */
-export const MEMBER_BACKLOG_CAP = 256;
+export const MEMBER_BACKLOG_CAP = 512;
 
 /** How long the set-aside records (dead letters, pending gap markers) are kept. */
 export const SETASIDE_TTL_MS = 30 * DAY_MS;

@@ -1,13 +1,16 @@
 /**
  * Single-flight and crash safety with the daemon as a real process: a second daemon refuses
  * while the first holds the lease, and after `kill -9` mid-stream a successor proves the first
- * dead (its holder lock is free), takes the lease over at once, and nothing is lost.
+ * dead (its holder lock is free), takes the lease over at once, and nothing is lost: every copy
+ * reaches the member once, or (when a loaded machine lets the reader fall a backlog behind) is
+ * counted in a gap marker the member receives; none vanishes in silence.
  */
 import assert from "node:assert/strict";
 import { waitFor } from "../_harness/broker.ts";
 import { deliveryRequest } from "../../lib/delivery/mod.ts";
 import { decodeFrame } from "../../lib/delivery/mod.ts";
 import { buildMessage, chatSubject, dlvDurableName, streamNames } from "../../lib/wire/mod.ts";
+import { GAP_MARKER_HEADER, parseGapMarker } from "../../lib/wire/gap_marker.ts";
 import { connectAs, startDaemonProcess, startDeliverySpace, waitSettled } from "./_helpers.ts";
 
 const TOTAL = 2000;
@@ -35,9 +38,10 @@ Deno.test("delivery - one daemon per space; kill -9 mid-stream and the successor
     });
 
     await t.step("kill -9 in the middle of 2,000 messages, restart: nothing lost", async () => {
-      // Bob is online and consuming, as a member is: INBOX and DLV keep at most 1000 entries
-      // per member lifecycle, so a member that never reads would lose the oldest by design.
+      // Bob is online and consuming, as a member is. DLV keeps a member's unread backlog
+      // (MEMBER_BACKLOG_CAP); a reader that falls further behind is told with a gap marker.
       const got: string[] = [];
+      let gapped = 0;
       const consumer = await bn.jetstream().consumers.get(
         streamNames(s.space).dlv,
         dlvDurableName(bob.principal, bob.uid),
@@ -45,8 +49,12 @@ Deno.test("delivery - one daemon per space; kill -9 mid-stream and the successor
       const reading = await consumer.consume({ max_messages: 256 });
       (async () => {
         for await (const m of reading) {
-          const f = decodeFrame(m.headers, m.data);
-          if (f.ok) got.push(f.frame.msg.id);
+          if (m.headers?.get(GAP_MARKER_HEADER) === "1") {
+            gapped += parseGapMarker(m.data)?.count ?? 0;
+          } else {
+            const f = decodeFrame(m.headers, m.data);
+            if (f.ok) got.push(f.frame.msg.id);
+          }
           m.ack();
         }
       })();
@@ -90,8 +98,8 @@ Deno.test("delivery - one daemon per space; kill -9 mid-stream and the successor
         successor.stderr(),
         /took the lease over from .*, whose process on this machine is gone/,
       );
-      await waitFor(() => got.length >= TOTAL, {
-        what: `all ${TOTAL} copies (have ${got.length})`,
+      await waitFor(() => got.length + gapped >= TOTAL, {
+        what: `all ${TOTAL} copies, delivered or in gap markers (have ${got.length} + ${gapped})`,
         timeoutMs: 30_000,
       }).catch((err) => {
         throw new Error(`${err.message}\n${successor!.stderr()}`);
@@ -99,9 +107,13 @@ Deno.test("delivery - one daemon per space; kill -9 mid-stream and the successor
       await waitSettled(s, 30_000);
       await new Promise((r) => setTimeout(r, 300));
       reading.stop();
-      assert.deepEqual(new Set(got), new Set(sent));
       // Copy ids make the re-handled gap idempotent: DLV holds each copy once.
-      assert.equal(got.length, TOTAL);
+      assert.equal(new Set(got).size, got.length, "no copy twice");
+      assert.ok(got.every((id) => sent.includes(id)));
+      // At least every copy: a copy the first daemon counted as missed just before the kill may
+      // still reach the member through its successor (told once too often, never too few).
+      assert.ok(got.length + gapped >= TOTAL, `${got.length} delivered, ${gapped} in gap markers`);
+      assert.ok(got.length <= TOTAL);
       assert.match(successor.stderr(), /reset (fanout|reader) on/);
     });
   } finally {

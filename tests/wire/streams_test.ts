@@ -467,7 +467,7 @@ Deno.test("wire - one sender's share of CHAT, DM and TASK is a small part of eac
   assert.ok(share("task", DIRECT_MAX_MESSAGE_BYTES) <= 1 / 16, "TASK: 16 roles or more");
   // A member that never reads keeps its whole DLV backlog (red team 7's T): copies of posts.
   assert.ok(
-    MEMBER_BACKLOG_CAP * CHAT_MAX_MESSAGE_BYTES / STREAM_LIMITS.dlv.maxBytes <= 1 / 60,
-    "DLV: 60 members that never read or more",
+    MEMBER_BACKLOG_CAP * CHAT_MAX_MESSAGE_BYTES / STREAM_LIMITS.dlv.maxBytes <= 1 / 30,
+    "DLV: 30 members that never read or more",
   );
 });
