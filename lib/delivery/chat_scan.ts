@@ -7,7 +7,7 @@
 
 import { AckPolicy, DeliverPolicy, type JsMsg, nanos } from "nats";
 import { wrapJs } from "../wire/streams.ts";
-import { CATCHUP_BATCH } from "./constants.ts";
+import { SCAN_BATCH_BYTES } from "./constants.ts";
 import type { DeliveryContext } from "./context.ts";
 
 /** Options of {@linkcode scanChat}. */
@@ -48,10 +48,9 @@ export async function scanChat(ctx: DeliveryContext, opts: ScanOptions): Promise
   try {
     const consumer = await ctx.js.consumers.get(stream, opts.name);
     while (remaining > 0) {
-      const batch = await consumer.fetch({
-        max_messages: Math.min(CATCHUP_BATCH, remaining),
-        expires: 2000,
-      });
+      // Bounded in bytes, not messages (the client takes one or the other): 256 posts of
+      // 64 KiB would be 16 MiB pending on the daemon's connection per scan.
+      const batch = await consumer.fetch({ max_bytes: SCAN_BATCH_BYTES, expires: 2000 });
       let got = 0;
       for await (const m of batch) {
         got++;

@@ -35,8 +35,6 @@ export const LEASE_RENEW_MS = 5_000;
  */
 export const LEASE_QUIESCE_AFTER_MS = 18_000;
 
-/** Catch-up fetch batch on a durable join. */
-export const CATCHUP_BATCH = 256;
 /** `readHistory` default and maximum page size. */
 export const READ_HISTORY_DEFAULT_LIMIT = 100;
 export const READ_HISTORY_MAX_LIMIT = 200;
@@ -51,3 +49,15 @@ export const RAIL_IN_FLIGHT: Readonly<{ perCaller: number; total: number }> = Ob
   perCaller: 4,
   total: 32,
 });
+
+/**
+ * History reads (`readHistory`) at once, per caller and in all, within {@linkcode RAIL_IN_FLIGHT}.
+ * Each pulls CHAT on the daemon's own connection, whose pending bytes the broker caps (64 MiB,
+ * then it cuts the daemon off as a slow consumer): 4 reads of at most
+ * {@linkcode SCAN_BATCH_BYTES} each stay far below it (red team 8: 134 cuts in 15 minutes).
+ */
+export const HISTORY_READS_IN_FLIGHT: Readonly<{ perCaller: number; total: number }> = Object
+  .freeze({ perCaller: 1, total: 4 });
+
+/** The most bytes one pull of a CHAT scan (history read or catch-up) asks the broker for. */
+export const SCAN_BATCH_BYTES = 4 * 1024 * 1024;

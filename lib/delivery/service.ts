@@ -16,7 +16,7 @@ import type { Msg, Subscription } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
 import { isPrincipalOwnerToken, isPrincipalToken, type Principal } from "../wire/mod.ts";
 import type { DeliveryContext } from "./context.ts";
-import { RAIL_IN_FLIGHT } from "./constants.ts";
+import { HISTORY_READS_IN_FLIGHT, RAIL_IN_FLIGHT } from "./constants.ts";
 import { readHistory } from "./history.ts";
 import { durableJoin, durableLeave, listMemberships } from "./membership_ops.ts";
 
@@ -78,6 +78,63 @@ function errorBody(err: unknown): Record<string, unknown> {
 
 type Handler = (caller: Principal, req: Request, token: number) => Promise<unknown>;
 
+/** Counts work in progress per caller and in all, against frozen limits. */
+class InFlight {
+  readonly #limits: { perCaller: number; total: number };
+  readonly #byCaller = new Map<string, number>();
+  #total = 0;
+
+  constructor(limits: { perCaller: number; total: number }) {
+    this.#limits = limits;
+  }
+
+  /** Why `who` may not start one more now (its own share, or everyone's), or undefined. */
+  refusal(who: string): "caller" | "total" | undefined {
+    if ((this.#byCaller.get(who) ?? 0) >= this.#limits.perCaller) return "caller";
+    if (this.#total >= this.#limits.total) return "total";
+    return undefined;
+  }
+
+  take(who: string): void {
+    this.#byCaller.set(who, (this.#byCaller.get(who) ?? 0) + 1);
+    this.#total++;
+  }
+
+  give(who: string): void {
+    this.#total--;
+    const left = (this.#byCaller.get(who) ?? 1) - 1;
+    if (left > 0) this.#byCaller.set(who, left);
+    else this.#byCaller.delete(who);
+  }
+}
+
+/** Runs `fn` as one of `limits`' work, or refuses at once with `delivery_busy`. */
+async function bounded<T>(
+  work: InFlight,
+  who: string,
+  what: string,
+  limit: number,
+  fn: () => Promise<T>,
+): Promise<T> {
+  const why = work.refusal(who);
+  if (why) {
+    throw new CotalError(
+      "delivery_busy",
+      why === "caller"
+        ? `${limit} of your ${what} ${limit === 1 ? "is" : "are"} in progress; send the next when ${
+          limit === 1 ? "it" : "one"
+        } is answered.`
+        : "The delivery daemon is busy with other members' requests; retry shortly.",
+    );
+  }
+  work.take(who);
+  try {
+    return await fn();
+  } finally {
+    work.give(who);
+  }
+}
+
 function serve(
   ctx: DeliveryContext,
   subject: string,
@@ -86,8 +143,7 @@ function serve(
   handle: Handler,
 ): Subscription {
   // Requests in progress, per caller and in all (RAIL_IN_FLIGHT).
-  const inFlight = new Map<string, number>();
-  let total = 0;
+  const work = new InFlight(RAIL_IN_FLIGHT);
   return ctx.nc.subscribe(subject, {
     queue,
     callback: (err, m) => {
@@ -102,36 +158,21 @@ function serve(
       }
       const caller = callerOf(m.subject);
       const who = caller ? `${caller.owner}.${caller.actor}` : "";
-      const mine = inFlight.get(who) ?? 0;
-      if (mine >= RAIL_IN_FLIGHT.perCaller || total >= RAIL_IN_FLIGHT.total) {
-        const busy = new CotalError(
-          "delivery_busy",
-          mine >= RAIL_IN_FLIGHT.perCaller
-            ? `${RAIL_IN_FLIGHT.perCaller} of your requests are in progress; send the next when one is answered.`
-            : "The delivery daemon is busy with other members' requests; retry shortly.",
-        );
-        if (ctx.fence.mayAct(token)) {
-          ctx.nc.publish(m.reply, ENC.encode(JSON.stringify(errorBody(busy))));
-        }
-        return;
-      }
-      inFlight.set(who, mine + 1);
-      total++;
       (async () => {
         let out: unknown;
         try {
-          if (!caller) {
-            throw new CotalError("bad_caller", "The request subject names no principal.");
-          }
-          out = { ok: true, data: await handle(caller, parseRequest(m), token) };
+          out = {
+            ok: true,
+            data: await bounded(work, who, "requests", RAIL_IN_FLIGHT.perCaller, () => {
+              if (!caller) {
+                throw new CotalError("bad_caller", "The request subject names no principal.");
+              }
+              return handle(caller, parseRequest(m), token);
+            }),
+          };
         } catch (e) {
           if (!isCotalError(e)) ctx.log.warn(`${what}: ${(e as Error)?.message ?? e}`);
           out = errorBody(e);
-        } finally {
-          total--;
-          const left = (inFlight.get(who) ?? 1) - 1;
-          if (left > 0) inFlight.set(who, left);
-          else inFlight.delete(who);
         }
         // Every effect re-checks the fence, the reply included.
         if (!ctx.fence.mayAct(token)) return;
@@ -144,6 +185,7 @@ function serve(
 /** Binds the three rails; returns their subscriptions. */
 export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription[] {
   const P = ctx.root;
+  const reads = new InFlight(HISTORY_READS_IN_FLIGHT);
   const ctl = serve(
     ctx,
     `${P}.ctl.delivery.*.*`,
@@ -158,7 +200,13 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
         case "listMemberships":
           return listMemberships(ctx, caller, body.lifecycleUid);
         case "readHistory":
-          return readHistory(ctx, caller, body) as Promise<unknown>;
+          return bounded(
+            reads,
+            `${caller.owner}.${caller.actor}`,
+            "history reads",
+            HISTORY_READS_IN_FLIGHT.perCaller,
+            () => readHistory(ctx, caller, body) as Promise<unknown>,
+          );
         default:
           throw new CotalError(
             "unknown_op",

@@ -1,11 +1,12 @@
 /**
  * A member flooding the delivery daemon's request rail with `readHistory` (each one a few bytes
- * that make consumers on CHAT and hold a page of posts) gets `delivery_busy` past its share of
- * requests in progress, and another member's request is still answered.
+ * that make consumers on CHAT and pull a page of posts on the daemon's connection) gets
+ * `delivery_busy` past its one read in progress, and another member's request is answered
+ * (red team 8's U).
  */
 import assert from "node:assert/strict";
 import { deliveryRequest } from "../../lib/delivery/mod.ts";
-import { RAIL_IN_FLIGHT } from "../../lib/delivery/constants.ts";
+import { HISTORY_READS_IN_FLIGHT } from "../../lib/delivery/constants.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { connectAs, post, startDaemonProcess, startDeliverySpace } from "./_helpers.ts";
 
@@ -38,11 +39,14 @@ Deno.test("delivery - a flood of readHistory requests from one member is answere
       r.status === "rejected" && !isCotalError(r.reason, "delivery_busy")
     );
     assert.deepEqual(other.map((r) => String((r as PromiseRejectedResult).reason)), []);
-    assert.ok(busy.length >= 60 - 4 * RAIL_IN_FLIGHT.perCaller, `busy: ${busy.length}`);
-    assert.ok(served.length >= RAIL_IN_FLIGHT.perCaller, `served: ${served.length}`);
+    // One history read per caller at a time (red team 8: floods of them got the daemon's
+    // connection cut as a slow consumer 134 times in 15 minutes).
+    assert.equal(HISTORY_READS_IN_FLIGHT.perCaller, 1);
+    assert.ok(busy.length >= 50, `busy: ${busy.length}`);
+    assert.ok(served.length >= 1, `served: ${served.length}`);
     assert.match(
       String((busy[0] as PromiseRejectedResult).reason.message),
-      /4 of your requests are in progress; send the next when one is answered/,
+      /1 of your history reads is in progress; send the next when it is answered/,
     );
     // Another member is served meanwhile, and the flooder again once its requests are answered.
     const page = await deliveryRequest(an, s.space, alice.principal, "readHistory", {
