@@ -2,11 +2,17 @@ import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { isProfile, mintCreds, newIdentity, type Profile } from "../trust/mod.ts";
 import {
+  bucketNames,
   buildMessage,
   connectBroker,
   decodeMessage,
+  isNotFound,
+  listKeys,
+  parsePrincipalId,
   publishMessage,
+  streamNames,
   subjectRoot,
+  svcDurableName,
 } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
 import { runningBroker } from "./space.ts";
@@ -88,6 +94,42 @@ export interface SendTarget {
 }
 
 /** Sends one text message as the local operator; returns its id and stream sequence. */
+/**
+ * Refuses a DM to a principal with no live lifecycle, or a task to a role no agent was ever
+ * given: DM and TASK keep only what a durable waits for, so the broker would acknowledge it and
+ * keep nothing (docs/SPEC.md §4). Asked with a provisioner cred of the root.
+ */
+async function assertRecipient(root: string, space: string, target: SendTarget): Promise<void> {
+  const nc = await connectAs(root, space, "provisioner");
+  try {
+    const jsm = await nc.jetstreamManager();
+    if (target.to !== undefined) {
+      const p = parsePrincipalId(target.to, { anyOwner: true });
+      const live = await listKeys(jsm, bucketNames(space).acl, `${p.owner}.${p.actor}.*`);
+      if (live.length === 0) {
+        throw new CotalError(
+          "recipient_unknown",
+          `${target.to} has no live agent in space '${space}', so a DM to it would not be ` +
+            `kept; check the name with 'cotal ps', or spawn it first.`,
+        );
+      }
+      return;
+    }
+    try {
+      await jsm.consumers.info(streamNames(space).task, svcDurableName(target.role!));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      throw new CotalError(
+        "role_unknown",
+        `No agent in space '${space}' was ever given the role '${target.role}', so a task to it ` +
+          `would not be kept; spawn one with 'cotal spawn --role ${target.role} ...' first.`,
+      );
+    }
+  } finally {
+    await nc.close();
+  }
+}
+
 export async function sendText(
   root: string,
   space: string,
@@ -102,6 +144,7 @@ export async function sendText(
       "Say where the message goes with exactly one of --channel, --to or --role.",
     );
   }
+  if (target.channel === undefined) await assertRecipient(root, space, target);
   const nc = await connectAs(root, space, "operator", actor);
   try {
     const msg = buildMessage({

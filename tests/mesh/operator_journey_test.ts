@@ -59,6 +59,12 @@ Deno.test("mesh - operator journey: up, status, spawn, a task answered, space ad
     );
     assert.equal(spawned.present, true);
     assert.match(spawned.isolation, /bwrap/);
+    // A DM and a task to what exists are sent (what does not exist: tests/mesh/ops_test.ts).
+    for (const to of [["--to", spawned.id], ["--role", "upper"]]) {
+      const r = await run("send", ...to, "--json", "hello");
+      assert.equal(r.code, 0, r.stderr);
+      assert.ok(JSON.parse(r.stdout).seq > 0);
+    }
 
     // A task to the role, answered by the spawned agent, seen by an interactive member.
     const join = new Deno.Command(Deno.execPath(), {

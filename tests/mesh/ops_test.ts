@@ -92,6 +92,15 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
         ],
         [["send", "--space", "ops", "hi"], /exactly one of --channel, --to or --role/],
         [["send", "--space", "ops", "--channel", "a", "--role", "b", "hi"], /exactly one/],
+        // DM and TASK keep only what a durable waits for: refused, not sent into nothing.
+        [
+          ["send", "--space", "ops", "--to", "local.nobody", "hi"],
+          /local\.nobody has no live agent in space 'ops', so a DM to it would not be kept/,
+        ],
+        [
+          ["send", "--space", "ops", "--role", "nobody", "hi"],
+          /No agent in space 'ops' was ever given the role 'nobody'/,
+        ],
         [["tail", "--space", "no-such-space"], /No mesh found for space 'no-such-space'/],
         [["space", "add", "bad.name"], /'bad.name' is not a usable space name/],
       ] as const

@@ -99,8 +99,15 @@ export const sendCommand = defineCommand({
     ...SPACE_FLAG,
     ...JSON_FLAG,
     channel: { type: "string", description: "post to this channel" },
-    to: { type: "string", value: "owner.actor", description: "DM this peer" },
-    role: { type: "string", description: "hand a task to this role (anycast)" },
+    to: {
+      type: "string",
+      value: "owner.actor",
+      description: "DM this peer (it must have a live agent: a DM to no one is not kept)",
+    },
+    role: {
+      type: "string",
+      description: "hand a task to this role (anycast; some agent must have been given it)",
+    },
     as: { type: "string", default: "operator", description: "the actor to send as" },
   },
   positionals: [{ name: "text", description: "the message", required: true, variadic: true }],
