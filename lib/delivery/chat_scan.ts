@@ -7,7 +7,7 @@
 
 import { AckPolicy, DeliverPolicy, type JsMsg, nanos } from "nats";
 import { wrapJs } from "../wire/streams.ts";
-import { SCAN_BATCH_BYTES } from "./constants.ts";
+import { SCAN_BATCH } from "./constants.ts";
 import type { DeliveryContext } from "./context.ts";
 
 /** Options of {@linkcode scanChat}. */
@@ -48,9 +48,13 @@ export async function scanChat(ctx: DeliveryContext, opts: ScanOptions): Promise
   try {
     const consumer = await ctx.js.consumers.get(stream, opts.name);
     while (remaining > 0) {
-      // Bounded in bytes, not messages (the client takes one or the other): 256 posts of
-      // 64 KiB would be 16 MiB pending on the daemon's connection per scan.
-      const batch = await consumer.fetch({ max_bytes: SCAN_BATCH_BYTES, expires: 2000 });
+      // At most SCAN_BATCH posts (4 MiB of 64 KiB posts) pending on the daemon's connection per
+      // scan; counted in messages, not bytes, so a fetch returns once what is there has come
+      // (a byte-bounded fetch waited out its expiry on every short page: red team 9's S1).
+      const batch = await consumer.fetch({
+        max_messages: Math.min(SCAN_BATCH, remaining),
+        expires: 2000,
+      });
       let got = 0;
       for await (const m of batch) {
         got++;

@@ -53,11 +53,19 @@ export const RAIL_IN_FLIGHT: Readonly<{ perCaller: number; total: number }> = Ob
 /**
  * History reads (`readHistory`) at once, per caller and in all, within {@linkcode RAIL_IN_FLIGHT}.
  * Each pulls CHAT on the daemon's own connection, whose pending bytes the broker caps (64 MiB,
- * then it cuts the daemon off as a slow consumer): 4 reads of at most
- * {@linkcode SCAN_BATCH_BYTES} each stay far below it (red team 8: 134 cuts in 15 minutes).
+ * then it cuts the daemon off as a slow consumer): 8 reads of {@linkcode SCAN_BATCH} posts
+ * each stay below it (red team 8: 134 cuts in 15 minutes).
  */
 export const HISTORY_READS_IN_FLIGHT: Readonly<{ perCaller: number; total: number }> = Object
-  .freeze({ perCaller: 1, total: 4 });
+  .freeze({ perCaller: 1, total: 8 });
 
-/** The most bytes one pull of a CHAT scan (history read or catch-up) asks the broker for. */
-export const SCAN_BATCH_BYTES = 4 * 1024 * 1024;
+/**
+ * Durable channel rows one member lifecycle may hold (joined or left; a leave keeps its row).
+ * Each is a row in the space's 64 MiB members bucket, up to ~8 KiB with a long channel name:
+ * without a cap, one agent with a wildcard read grant filled the bucket in 30 s with joins of
+ * channels nobody uses, and every member's join was refused for good (red team 9's S2).
+ */
+export const MAX_MEMBERSHIPS_PER_LIFECYCLE = 64;
+
+/** Posts one pull of a CHAT scan (history read or catch-up) asks for: 4 MiB of 64 KiB posts. */
+export const SCAN_BATCH = 64;

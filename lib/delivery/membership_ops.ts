@@ -20,10 +20,11 @@ import {
   dinboxSubject,
   isLifecycleUid,
   isValidChannel,
+  kvStreamName,
   type Principal,
 } from "../wire/mod.ts";
 import { scanChat } from "./chat_scan.ts";
-import { FANOUT_DURABLE } from "./constants.ts";
+import { FANOUT_DURABLE, MAX_MEMBERSHIPS_PER_LIFECYCLE } from "./constants.ts";
 import { aliasAclRows, type DeliveryContext } from "./context.ts";
 import { copyId, entryHeaders, type InboxEntry, renderFrame } from "./frames.ts";
 import { casMember, type MembershipRecord } from "./members.ts";
@@ -39,6 +40,14 @@ export function isConcrete(channel: unknown): channel is string {
 
 function dot(p: Principal): string {
   return `${p.owner}.${p.actor}`;
+}
+
+/** Rows (joined or left) the member's lifecycle holds in the members bucket. */
+function rowsOf(ctx: DeliveryContext, member: string, uid: string): number {
+  const suffix = `/${member}.${uid}`;
+  let n = 0;
+  for (const [key] of ctx.members.entries()) if (key.endsWith(suffix)) n++;
+  return n;
 }
 
 /** The caller's single live lifecycle (its ACL row); refuses none or several. */
@@ -113,6 +122,13 @@ export async function durableJoin(
       lifecycleUid: uid,
       activated: true,
     };
+  }
+  if (!existing && rowsOf(ctx, member, uid) >= MAX_MEMBERSHIPS_PER_LIFECYCLE) {
+    refuse(
+      "too_many_memberships",
+      `${member} already has ${MAX_MEMBERSHIPS_PER_LIFECYCLE} durable channels (joined or left); ` +
+        `re-join one of them, or ask the operator to respawn the agent.`,
+    );
   }
   // A row stuck mid-activation resumes from its own cursor; a new or re-join starts at the frontier.
   const joinCursor = open ? existing.value.joinCursor : await chatFrontier(ctx);
@@ -265,4 +281,41 @@ export async function listMemberships(
   }
   out.sort((a, b) => a.channel.localeCompare(b.channel));
   return { memberships: out };
+}
+
+/** How often the rows of lifecycles that no longer exist are removed. */
+export const ROW_PRUNE_INTERVAL_MS = 60_000;
+
+/**
+ * Removes the member rows of lifecycles whose ACL row is gone (deprovisioned: despawned or
+ * replaced), so what an agent joined does not stay in the members bucket for good. A row is
+ * written only after its lifecycle's ACL row was seen, so with the ACL mirror synced an absent
+ * ACL row means the lifecycle ended. Returns the rows removed.
+ */
+export async function pruneEndedRows(ctx: DeliveryContext, token: number): Promise<number> {
+  await Promise.all([ctx.acl.sync(), ctx.members.sync()]);
+  let removed = 0;
+  for (const [key] of [...ctx.members.entries()]) {
+    const slash = key.indexOf("/");
+    const lifecycle = key.slice(slash + 1);
+    if (slash <= 0 || ctx.acl.get(lifecycle) !== undefined) continue;
+    if (!ctx.fence.mayAct(token)) break;
+    // Removed from the stream outright: a KV delete or purge marker keeps the key (up to a
+    // 4 KiB channel name) in the bucket.
+    await ctx.jsm.streams.purge(kvStreamName(ctx.buckets.members), {
+      filter: `$KV.${ctx.buckets.members}.${key}`,
+    }).then(() => removed++, () => {});
+  }
+  return removed;
+}
+
+/** Prunes ended lifecycles' rows now and every {@linkcode ROW_PRUNE_INTERVAL_MS}. */
+export function startRowPrune(ctx: DeliveryContext, token: number): { stop(): void } {
+  const run = () =>
+    void pruneEndedRows(ctx, token).then((n) => {
+      if (n > 0) ctx.log.info(`removed ${n} member rows of ended lifecycles`);
+    }, (err) => ctx.log.warn(`member row prune failed (${(err as Error)?.message ?? err})`));
+  run();
+  const timer = setInterval(run, ROW_PRUNE_INTERVAL_MS);
+  return { stop: () => clearInterval(timer) };
 }

@@ -49,6 +49,7 @@ import { PublishGate } from "./publish_gate.ts";
 import type { PullLoop } from "./pull_loop.ts";
 import { startReader } from "./reader.ts";
 import { bindRails } from "./service.ts";
+import { startRowPrune } from "./membership_ops.ts";
 import type { SysSource } from "./sys_creds.ts";
 
 /** Where a run of the daemon is. */
@@ -386,12 +387,14 @@ export async function runDelivery(
     },
   };
 
+  let prune: { stop(): void } | undefined;
   const arm = async () => {
     ctx.fence.activate();
     await ensureFanoutDurable(ctx);
     await ensureReaderDurable(ctx);
     loops = [await startFanout(ctx), await startReader(ctx)];
     rails = bindRails(ctx, hooks);
+    prune = startRowPrune(ctx, ctx.fence.token);
     ctx.setaside?.start();
     await nc.flush();
     if (!(await lease.write({ ready: true }))) {
@@ -404,6 +407,8 @@ export async function runDelivery(
     ctx.fence.quiesce();
     for (const s of rails) s.unsubscribe();
     rails = [];
+    prune?.stop();
+    prune = undefined;
     await Promise.allSettled(loops.map((l) => l.stop()));
     loops = [];
   };

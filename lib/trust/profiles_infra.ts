@@ -134,6 +134,8 @@ export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
   );
   g.pub(...kvRead(b.presence), ...kvRead(b.channels), ...kvRead(b.members), ...kvRead(b.acl));
   g.pub(kvKey(b.members, ">"));
+  // The rows of ended lifecycles go whole (a purge marker would keep a long key's bytes).
+  g.pub(js.streamPurge(kvStream(b.members)));
   g.pub(...kvRead(b.delivery), kvKey(b.delivery, "lease.*"));
   // What it set aside (dead letters, members' pending gap markers): its own records.
   g.pub(...kvRead(b.setaside), kvKey(b.setaside, ">"));
