@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { MemorySecretStore } from "../../lib/workspace/mod.ts";
-import type { SecretStore } from "../../lib/workspace/mod.ts";
 import { isCotalError } from "../../lib/errors.ts";
 
 Deno.test("workspace - MemorySecretStore keeps the SecretStore contract", async () => {
