@@ -65,6 +65,13 @@ export function agentSocketDir(layout: DeploymentLayout, instanceId: string): st
  */
 export async function socketDirFor(layout: DeploymentLayout, instanceId: string): Promise<string> {
   const dir = agentSocketDir(layout, instanceId);
+  // The permission row was rendered with a socket dir: it must be this one.
+  if (layout.agentSocketDir && layout.agentSocketDir !== dir) {
+    throw new CotalError(
+      "sandbox_socket_path",
+      `The layout names ${layout.agentSocketDir} for agent sockets, but this manager uses ${dir}; render the row with agentSocketDir().`,
+    );
+  }
   const runDir = layout.runDir ?? `${layout.root}/run`;
   if (dir.startsWith(`${runDir}/`)) {
     await Deno.mkdir(dir, { recursive: true, mode: 0o700 });

@@ -61,6 +61,19 @@ export const programConnector: Connector = Object.freeze({
 
 registry.register([taskRunnerConnector, moduleConnector, programConnector]);
 
+/** The registered connector `name`; refuses (`unknown_connector`) naming the known ones. */
+export function findConnector(name: string): Connector {
+  const connector = registry.find("connector", name);
+  if (!connector) {
+    const known = registry.list("connector").map((c) => c.name).join(", ");
+    throw new CotalError(
+      "unknown_connector",
+      `No connector "${name}" is registered (known: ${known}).`,
+    );
+  }
+  return connector;
+}
+
 /**
  * Turns a connector's launch spec into the runner's agent spec. `program` is what the agent
  * may start besides itself (its `--allow-run`), `config` the built-in's configuration.

@@ -210,6 +210,20 @@ export class ManagedAgent {
   }
 
   /** Ends every attach session. */
+  /**
+   * Stops the agent for good or for later: no renewal, its sessions ended with `reason`, its
+   * runner stopped (SIGTERM, then SIGKILL), its sandbox closed. Resolves the runner's exit, or
+   * undefined when it had none, outlived SIGKILL or could not be stopped.
+   */
+  async halt(reason: string): Promise<RuntimeExit | undefined> {
+    this.status = "stopping";
+    clearTimeout(this.renewTimer);
+    this.endSessions(reason);
+    const exit = await this.stopRunner().catch(() => undefined);
+    await this.sandbox?.close();
+    return exit;
+  }
+
   endSessions(reason: string): void {
     for (const s of this.sinks) s.end(reason);
     this.sinks.clear();

@@ -14,20 +14,20 @@
  * @module
  */
 import type { NatsConnection, Subscription } from "nats";
-import { CotalError, isCotalError } from "../errors.ts";
+import { CotalError } from "../errors.ts";
 import type { CotalEndpoint } from "../endpoint/endpoint.ts";
 import type { Presence } from "../endpoint/types.ts";
 import type { DeploymentLayout } from "../permissions.ts";
-import { registry, type Runtime, type RuntimeExit } from "../registry.ts";
+import type { Runtime, RuntimeExit } from "../registry.ts";
 import { errorText } from "../wire/connect.ts";
 import { newLifecycleUid } from "../wire/names.ts";
 import { workspaceSecretStore } from "../workspace/fs_secret_store.ts";
 import { ControlVerifier } from "./control_auth.ts";
-import { localSigning, type ManagerSigning, remoteSigning } from "./manager_signer.ts";
+import { type ManagerSigning, managerSigning } from "./manager_signer.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { AttachSessions } from "./attach.ts";
 import { CONTROL_VERSION, type JsonObject } from "./control_rail.ts";
-import "./connectors.ts";
+import { findConnector } from "./connectors.ts";
 import { MANAGER_LEASE_TTL_MS, ManagerLease } from "./lease.ts";
 import {
   agentCredsKey,
@@ -39,20 +39,13 @@ import {
 } from "./lifecycle.ts";
 import { type AgentRow, ManagedAgent } from "./managed_agent.ts";
 import { createRuntime } from "./pty_runtime.ts";
-import {
-  agentsRootOf,
-  chooseIsolation,
-  type HostIsolation,
-  type Isolation,
-  type IsolationRequest,
-  probeIsolation,
-} from "./sandbox/isolation.ts";
-import { AgentIdPool } from "./sandbox/ids.ts";
+import { agentsRootOf } from "./sandbox/isolation.ts";
+import { HostSandbox } from "./host_sandbox.ts";
 import { prepareAgent, runnerSandbox, socketDirFor } from "./agent_setup.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { healSpace } from "./space_heal.ts";
 import { onRunnerExit } from "./restarts.ts";
-import { rosterRow, rosterRows, sweepRoster } from "./roster.ts";
+import { isPresent, presenceHolds, rosterRow, rosterRows, sweepRoster } from "./roster.ts";
 import {
   connectSupervisor,
   startSupervisorEndpoint,
@@ -103,15 +96,13 @@ export class Manager {
   #endpoint?: CotalEndpoint;
   #lease?: ManagerLease;
   #runtime?: Runtime;
-  #isolationSummary = "";
   #subs: Subscription[] = [];
   #timers: ReturnType<typeof setTimeout>[] = [];
   #sessions?: AttachSessions;
   #startedAt = 0;
   #inflight = new Set<Promise<unknown>>();
-  #host?: HostIsolation;
+  #sandbox?: HostSandbox;
   readonly #stopping = new AbortController();
-  #idPool?: AgentIdPool;
   #holderLock?: HolderLock;
   #socketDir = "";
   /**
@@ -182,25 +173,14 @@ export class Manager {
     }
     this.#state = "starting";
     try {
-      this.#signing = this.#opts.signer === "remote"
-        ? await remoteSigning(
-          this.#store,
-          this.space,
-          this.#opts.secretStore ? { injected: true } : { root: this.root },
-        )
-        : await localSigning(this.#store, this.space, this.#principal);
+      this.#signing = await managerSigning(this.#opts.signer, this.#store, this.space, {
+        principal: this.#principal,
+        composition: this.#opts.secretStore ? { injected: true } : { root: this.root },
+      });
       this.#verifier = new ControlVerifier(this.#signing.trust);
       this.#runtime = await createRuntime(this.#opts.runtime ?? "pty");
-      this.#isolationSummary = await this.#probeIsolation();
+      this.#sandbox = await HostSandbox.probe(this.#opts);
       this.#socketDir = await socketDirFor(this.#layout(), this.instanceId);
-      if (
-        this.#opts.layout?.agentSocketDir && this.#opts.layout.agentSocketDir !== this.#socketDir
-      ) {
-        throw new CotalError(
-          "sandbox_socket_path",
-          `The layout names ${this.#opts.layout.agentSocketDir} for agent sockets, but this manager uses ${this.#socketDir}; render the row with agentSocketDir().`,
-        );
-      }
       this.#creds = this.#signing.initialCreds;
       this.#nc = await this.#connect();
       this.#signing.attach(this.#nc, () => this.#creds);
@@ -212,7 +192,7 @@ export class Manager {
         pid: Deno.pid,
         root: this.root,
         runtime: this.#runtime.name,
-        isolation: this.#isolationSummary,
+        isolation: this.#sandbox.summary,
         since: Date.now(),
         lock: this.#holderLock.id,
       }, {
@@ -250,7 +230,7 @@ export class Manager {
       this.#startedAt = Date.now();
       this.#state = "running";
       this.#log(
-        `manager up (space ${this.space}, instance ${this.instanceId}, ${this.#runtime.name}, ${this.#isolationSummary})`,
+        `manager up (space ${this.space}, instance ${this.instanceId}, ${this.#runtime.name}, ${this.#sandbox.summary})`,
       );
       if (this.#kept.size) {
         this.#log(`manager: bringing back ${[...this.#kept.keys()].join(", ")}`);
@@ -261,31 +241,6 @@ export class Manager {
       this.#state = "idle";
       throw err;
     }
-  }
-
-  /** Probes this machine's sandbox once; its verdict holds for this manager's life. */
-  async #probeIsolation(): Promise<string> {
-    const mode = this.#opts.isolation ?? "bwrap";
-    if (mode === "bwrap") {
-      this.#host = await probeIsolation({
-        ...(this.#opts.bwrap ? { bwrap: this.#opts.bwrap } : {}),
-      });
-      if (this.#host.bwrap && this.#host.switchUser) {
-        this.#idPool = new AgentIdPool(this.#opts.agentIds, this.#opts.idLockDir);
-      }
-    }
-    try {
-      return this.#isolate({ mode }).summary;
-    } catch (err) {
-      return `none: untrusted agents are refused (${
-        isCotalError(err) ? `${err.code}: ${err.message}` : "error"
-      })`;
-    }
-  }
-
-  #isolate(request: IsolationRequest): Isolation {
-    if (request.mode === "deno-only") return chooseIsolation(request);
-    return chooseIsolation({ ...request, ...this.#host });
   }
 
   #connect(): Promise<NatsConnection> {
@@ -350,7 +305,7 @@ export class Manager {
       this.#ctx,
       this.instanceId,
       this.#socketDir,
-      this.#host?.cgroup,
+      this.#sandbox?.host?.cgroup,
       this.#log,
     );
     for (const a of kept) this.#kept.set(a.name, a);
@@ -422,7 +377,7 @@ export class Manager {
       pid: Deno.pid,
       root: this.root,
       runtime: this.#runtime?.name ?? "",
-      isolation: this.#isolationSummary,
+      isolation: this.#sandbox?.summary ?? "",
       ...(this.#signing ? { signing: this.#signing.where } : {}),
       agents: this.#agents.size,
       sessions: this.#sessions?.size ?? 0,
@@ -439,10 +394,7 @@ export class Manager {
   }
 
   #present(id: string, uid?: string): boolean {
-    return this.#roster().some((p) =>
-      p.card.id === id && p.status !== "offline" &&
-      (uid === undefined || p.lifecycleTag === lifecycleTag(uid))
-    );
+    return isPresent(this.#roster(), id, uid);
   }
 
   /** Every managed agent, with its presence fact. */
@@ -464,30 +416,18 @@ export class Manager {
         `This manager runs ${MAX_AGENTS} agents already; despawn one first.`,
       );
     }
-    const connector = registry.find("connector", req.agent);
-    if (!connector) {
-      const known = registry.list("connector").map((c) => c.name).join(", ");
-      throw new CotalError(
-        "unknown_connector",
-        `No connector "${req.agent}" is registered (known: ${known}).`,
-      );
-    }
+    const connector = findConnector(req.agent);
     // A kept lifecycle's own stale presence row does not hold its name.
     const taken = (n: string) =>
-      this.#agents.has(n) ||
-      (!resume && this.#kept.has(n)) ||
-      this.#roster().some((p) =>
-        p.card.id === `local.${n}` && p.status !== "offline" &&
-        !(p.lifecycleTag && this.#ended.has(p.lifecycleTag)) &&
-        (resume === undefined || p.lifecycleTag !== lifecycleTag(resume.lifecycleUid))
-      );
+      this.#agents.has(n) || (!resume && this.#kept.has(n)) ||
+      presenceHolds(this.#roster(), n, this.#ended, resume?.lifecycleUid);
     const plan = await planSpawn({
       req,
       connector,
       ctx: this.#ctx,
       taken,
       isolationMode: this.#opts.isolation ?? "bwrap",
-      isolate: (r) => Promise.resolve(this.#isolate(r)),
+      isolate: (r) => Promise.resolve(this.#sandbox!.isolate(r)),
       credsKey: (name, uid) => agentCredsKey(this.#ctx, name, uid),
       spaceLimits: this.#opts.agentLimits,
       ...(resume ? { lifecycleUid: resume.lifecycleUid } : {}),
@@ -503,7 +443,7 @@ export class Manager {
         servers: this.#servers,
         slot: agent.slot!,
         socketDir: this.#socketDir,
-        ...(this.#idPool ? { idPool: this.#idPool } : {}),
+        ...(this.#sandbox?.idPool ? { idPool: this.#sandbox.idPool } : {}),
         ...(req.module ? { moduleSource: req.module } : {}),
         subscribe: req.subscribe,
         ttlSeconds: ttl,
@@ -519,9 +459,7 @@ export class Manager {
       this.#log(`manager: spawned ${plan.name} (${plan.connector}, pid ${agent.handle?.pid})`);
       return agent.row(true);
     } catch (err) {
-      agent.status = "stopping";
-      await agent.stopRunner().catch(() => {});
-      await agent.sandbox?.close();
+      await agent.halt("spawn-failed");
       // A kept lifecycle interrupted by a stop that keeps agents stays on the roster.
       if (resume && this.#keepAgents) await removeAgentDir(plan.agentDir);
       else await teardownFootprint(this.#ctx, plan);
@@ -580,11 +518,7 @@ export class Manager {
   /** Stops one agent for a later start to bring back: its roster row, lifecycle and durables stay. */
   async #keep(a: ManagedAgent): Promise<void> {
     if (a.status === "retired" || !a.request) return void await this.despawn(a.plan.name);
-    a.status = "stopping";
-    clearTimeout(a.renewTimer);
-    a.endSessions("manager-stop");
-    await a.stopRunner().catch(() => {});
-    await a.sandbox?.close();
+    await a.halt("manager-stop");
     await removeAgentDir(a.plan.agentDir);
     const { pid: _pid, ...row } = rosterRow(a);
     this.#kept.set(a.plan.name, row);
@@ -606,13 +540,10 @@ export class Manager {
     }
     const a = this.#get(name);
     const wasRetired = a.status === "retired";
-    a.status = "stopping";
-    clearTimeout(a.renewTimer);
-    a.endSessions("target-despawn");
-    if (a.handle && (await a.stopRunner()) === undefined) {
+    const exit = await a.halt("target-despawn");
+    if (a.handle && exit === undefined) {
       this.#log(`manager: ${name}'s runner (pid ${a.handle.pid}) did not exit after SIGKILL`);
     }
-    await a.sandbox?.close();
     const r = wasRetired
       ? { durablesRemoved: [] as string[] }
       : await teardownFootprint(this.#ctx, a.plan);
@@ -658,7 +589,7 @@ export class Manager {
     await this.#endpoint?.stop().catch(() => {});
     await this.#nc?.close().catch(() => {});
     this.#signing?.close();
-    this.#idPool?.releaseAll();
+    this.#sandbox?.idPool?.releaseAll();
   }
 
   /** `await using` stops the manager. */

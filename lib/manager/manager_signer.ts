@@ -134,3 +134,15 @@ export async function remoteSigning(
     },
   };
 }
+
+/** The manager's signing as its options ask: remote through `cotal-signer`, else local. */
+export function managerSigning(
+  where: "local" | "remote" | undefined,
+  store: SecretStore,
+  space: string,
+  opts: { principal: Principal; composition: { injected: true } | { root: string } },
+): Promise<ManagerSigning> {
+  return where === "remote"
+    ? remoteSigning(store, space, opts.composition)
+    : localSigning(store, space, opts.principal);
+}

@@ -12,6 +12,8 @@ import {
   removeAgentDir,
   teardownFootprint,
 } from "./lifecycle.ts";
+import type { Presence } from "../endpoint/types.ts";
+import { lifecycleTag } from "../wire/names.ts";
 import type { ManagedAgent } from "./managed_agent.ts";
 import type { CgroupHost } from "./sandbox/cgroup.ts";
 
@@ -66,4 +68,29 @@ export async function sweepRoster(
     log(`manager: swept ${a.name} (left by a previous manager)`);
   }
   return { kept, found: left.length };
+}
+
+/** Whether `id` is online in `roster`, as the lifecycle `uid` when one is given. */
+export function isPresent(roster: readonly Presence[], id: string, uid?: string): boolean {
+  return roster.some((p) =>
+    p.card.id === id && p.status !== "offline" &&
+    (uid === undefined || p.lifecycleTag === lifecycleTag(uid))
+  );
+}
+
+/**
+ * Whether a live presence row holds the name `local.<name>`: a row of a lifecycle this manager
+ * ended holds nothing, and neither does the resumed lifecycle's own stale row.
+ */
+export function presenceHolds(
+  roster: readonly Presence[],
+  name: string,
+  ended: ReadonlySet<string>,
+  resumedUid?: string,
+): boolean {
+  return roster.some((p) =>
+    p.card.id === `local.${name}` && p.status !== "offline" &&
+    !(p.lifecycleTag && ended.has(p.lifecycleTag)) &&
+    (resumedUid === undefined || p.lifecycleTag !== lifecycleTag(resumedUid))
+  );
 }
