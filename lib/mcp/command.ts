@@ -8,11 +8,10 @@
  */
 import { defineCommand } from "../cli/mod.ts";
 import { CotalEndpoint } from "../endpoint/mod.ts";
+import { parseHeldCreds } from "../endpoint/credentials.ts";
 import { CotalError } from "../errors.ts";
 import { readLaunchMaterial } from "../manager/launch.ts";
 import { agentEndpoint } from "../manager/runner.ts";
-import { parseCreds } from "../nats/creds.ts";
-import { decodeJwtUnverified } from "../nats/jwt.ts";
 import { registry } from "../registry.ts";
 import { InboxJournal } from "./journal.ts";
 import { serveMcp } from "./server.ts";
@@ -43,17 +42,14 @@ async function fromCreds(values: {
   const text = await Deno.readTextFile(values.creds).catch(() => {
     throw new CotalError("usage", `The creds file ${JSON.stringify(values.creds)} cannot be read.`);
   });
-  const { jwt } = await parseCreds(text);
-  const tags = (decodeJwtUnverified(jwt).nats as { tags?: string[] })?.tags ?? [];
-  const tag = (k: string) => tags.find((t) => t.startsWith(`${k}:`))?.slice(k.length + 1);
-  const owner = tag("owner");
-  const actor = tag("actor");
-  if (!owner || !actor) {
+  const principal = (await parseHeldCreds(text)).principal;
+  if (!principal) {
     throw new CotalError(
       "usage",
       "The creds do not name a principal (owner and actor tags); use an agent cred of the space.",
     );
   }
+  const { owner, actor } = principal;
   const endpoint = new CotalEndpoint({
     space: values.space,
     servers: (values.server ?? "nats://127.0.0.1:4222").split(","),

@@ -59,6 +59,25 @@ export async function provision(
   return { id: `local.${actor}`, creds: p.creds, uid, ...(role ? { role } : {}) };
 }
 
+/** The `deno run` arguments of `cotal mcp` as `who`, from its creds file, on `s`'s broker. */
+export function mcpArgs(
+  s: DeliverySpace,
+  who: Provisioned,
+  credsFile: string,
+  inbox: string,
+  extra: string[] = [],
+): string[] {
+  return [
+    "run",
+    "-A",
+    `--config=${CONFIG}`,
+    COTAL,
+    "mcp",
+    ...["--creds", credsFile, "--space", s.space, "--lifecycle-uid", who.uid],
+    ...["--server", s.url, "--inbox", inbox, ...extra],
+  ];
+}
+
 export async function startMcp(
   s: DeliverySpace,
   who: Provisioned & { role?: string },
@@ -70,26 +89,11 @@ export async function startMcp(
   const inboxDir = inbox ?? `${dir}/inbox`;
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
-    args: [
-      "run",
-      "-A",
-      `--config=${CONFIG}`,
-      COTAL,
-      "mcp",
-      "--creds",
-      credsFile,
-      "--space",
-      s.space,
-      "--lifecycle-uid",
-      who.uid,
-      "--server",
-      s.url,
+    args: mcpArgs(s, who, credsFile, inboxDir, [
       "--channel",
       "general",
-      "--inbox",
-      inboxDir,
       ...(who.role ? ["--role", who.role] : []),
-    ],
+    ]),
     // The child resolves npm packages from the same cache as this process.
     env: { PATH: "/usr/bin:/bin", HOME: dir, DENO_DIR: denoDir() },
     stderr: "pipe",
