@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { tempDir } from "../_harness/broker.ts";
 import { startDeliverySpace } from "../delivery/_helpers.ts";
-import { CONFIG, COTAL, provision, startMcp } from "./_mcp_agent.ts";
+import { CONFIG, COTAL, mcpArgs, provision, startMcp } from "./_mcp_agent.ts";
 
 Deno.test("mcp - two agents converse through the SDK client: a post, a DM, a task and its reply; refusals are tool errors", async () => {
   await using s = await startDeliverySpace({ prefix: "mcp" });
@@ -146,15 +146,7 @@ Deno.test("mcp - a client that closes stdin ends cotal mcp, with exit code 0", a
   const dir = await tempDir("cotal-mcp-eof-");
   await Deno.writeTextFile(`${dir}/agent.creds`, who.creds, { mode: 0o600 });
   const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      `--config=${CONFIG}`,
-      COTAL,
-      "mcp",
-      ...["--creds", `${dir}/agent.creds`, "--space", s.space, "--lifecycle-uid", who.uid],
-      ...["--server", s.url, "--inbox", `${dir}/inbox`],
-    ],
+    args: mcpArgs(s, who, `${dir}/agent.creds`, `${dir}/inbox`),
     env: { HOME: dir },
     stdin: "piped",
     stdout: "piped",
@@ -185,4 +177,32 @@ Deno.test("mcp - a client that closes stdin ends cotal mcp, with exit code 0", a
   await child.stdout.cancel();
   const err = new TextDecoder().decode(await new Response(child.stderr).arrayBuffer());
   assert.equal(st.code, 0, `exited by itself (not killed at the deadline): ${err}`);
+});
+
+Deno.test("mcp - cotal mcp without what it joins with is refused with a sentence, exit 2", async () => {
+  const dir = await tempDir("cotal-mcp-usage-");
+  const cases: [string[], RegExp][] = [
+    [
+      [],
+      /cotal mcp needs --launch <file> \(or \$COTAL_LAUNCH, as in a spawned agent\) or --creds <file>/,
+    ],
+    [["--creds", `${dir}/agent.creds`], /--creds needs --space and --lifecycle-uid/],
+    [
+      ["--creds", `${dir}/missing.creds`, "--space", "s", "--lifecycle-uid", "a".repeat(26)],
+      /The creds file ".*missing\.creds" cannot be read/,
+    ],
+  ];
+  for (const [args, re] of cases) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", `--config=${CONFIG}`, COTAL, "mcp", ...args],
+      env: { HOME: dir, COTAL_LAUNCH: "" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 2, `${args.join(" ")}: ${err}`);
+    assert.match(err, re);
+    assert.equal(new TextDecoder().decode(out.stdout), "", "nothing on the protocol channel");
+  }
 });
