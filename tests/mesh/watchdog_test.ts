@@ -65,12 +65,20 @@ Deno.test("mesh - the detached stack's watchdog restarts the broker and each dae
           .length >= 2,
       { timeoutMs: 30_000, what: "the restarted delivery daemon up" },
     );
-    const log = await Deno.readTextFile(componentFiles(root, "watchdog").logFile);
+    // The new supervisor writes its pid file before the watchdog logs the restart it made, so
+    // the log is awaited, not read once.
+    const watchdogLog = componentFiles(root, "watchdog").logFile;
+    const restartedSupervise = /watchdog: restarted supervise\.[0-9a-f]+ \(pid \d+\)/;
+    await waitFor(async () => restartedSupervise.test(await Deno.readTextFile(watchdogLog)), {
+      timeoutMs: 30_000,
+      what: "the watchdog's log of the supervisor's restart",
+    });
+    const log = await Deno.readTextFile(watchdogLog);
     assert.match(
       log,
       /watchdog: nats-server is not running; restarting it in 250 ms \(restart 1\)/,
     );
-    assert.match(log, /watchdog: restarted supervise\.[0-9a-f]+ \(pid \d+\)/);
+    assert.match(log, restartedSupervise);
     // The status command reports the whole stack healthy again.
     await waitFor(async () => (await cotal(["status", "--root", root])).code === 0, {
       timeoutMs: 30_000,
