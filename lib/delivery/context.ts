@@ -14,6 +14,7 @@ import type { KvMirror } from "./kv_mirror.ts";
 import type { PublishGate } from "./publish_gate.ts";
 import type { MembershipRecord } from "./members.ts";
 import type { SetAside } from "./setaside.ts";
+import type { StorageWarden } from "./warden.ts";
 
 /** Where the daemon's lines go; `warn` and `error` are the loud ones an operator must see. */
 export interface DeliveryLogger {
@@ -118,6 +119,8 @@ export interface DeliveryContext {
   counters: DeliveryCounters;
   /** Dead letters and members' gaps (bound once the daemon holds the lease). */
   setaside?: SetAside;
+  /** Keeps DM, TASK and DLV open to everyone (runs while the daemon holds the lease). */
+  warden?: StorageWarden;
 }
 
 /** A fresh set of zeroed counters. */

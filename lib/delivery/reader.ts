@@ -64,9 +64,13 @@ export async function readOne(ctx: DeliveryContext, m: JsMsg, token: number): Pr
     }
   }
   if (!ctx.fence.mayAct(token)) return;
+  const subject = dlvSubject(ctx.space, parsed.member, uid);
   try {
+    // DLV under pressure: a member with one of the largest unread backlogs waits, as if its
+    // backlog were full (the storage warden, ./warden.ts).
+    if (ctx.warden?.yields(subject)) throw new Error("maximum messages per subject exceeded");
     // The body is the frame the fan-out rendered from the authenticated message: forwarded as is.
-    await ctx.gate.publish(dlvSubject(ctx.space, parsed.member, uid), m.data, {
+    await ctx.gate.publish(subject, m.data, {
       msgID: copyId(entry.msgId, member, uid, entry.generation),
       headers: frameHeaders(),
     });

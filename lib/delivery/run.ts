@@ -42,6 +42,7 @@ import { startFanout } from "./fanout.ts";
 import { KvMirror } from "./kv_mirror.ts";
 import { acquireLease, DeliveryLease } from "./lease.ts";
 import { SetAside } from "./setaside.ts";
+import { StorageWarden } from "./warden.ts";
 import { HolderLock } from "../workspace/holder_lock.ts";
 import { type MembershipRecord, parseMemberKey, parseMemberRecord } from "./members.ts";
 import { type FeedStatus, type MembershipFeed, startMembershipFeed } from "./membership_feed.ts";
@@ -395,6 +396,8 @@ export async function runDelivery(
     loops = [await startFanout(ctx), await startReader(ctx)];
     rails = bindRails(ctx, hooks);
     prune = startRowPrune(ctx, ctx.fence.token);
+    ctx.warden = new StorageWarden(ctx, ctx.fence.token);
+    ctx.warden.start();
     ctx.setaside?.start();
     await nc.flush();
     if (!(await lease.write({ ready: true }))) {
@@ -409,6 +412,8 @@ export async function runDelivery(
     rails = [];
     prune?.stop();
     prune = undefined;
+    ctx.warden?.stop();
+    ctx.warden = undefined;
     await Promise.allSettled(loops.map((l) => l.stop()));
     loops = [];
   };

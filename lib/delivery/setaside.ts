@@ -8,7 +8,10 @@
  *   (`MEMBER_BACKLOG_CAP`): counted per member lifecycle with the range it covers, kept under
  *   `gap.<owner>.<actor>.<uid>`, and handed to the member as a gap marker in its DLV subject as
  *   soon as the backlog has room again. Once told, the member's running total is kept under
- *   `told.<owner>.<actor>.<uid>` for the operator. Nothing is lost in silence.
+ *   `told.<owner>.<actor>.<uid>` for the operator.
+ * - A **trim** is what the storage warden cut from a DM recipient's or a task role's backlog
+ *   to keep DM or TASK open to everyone (`./warden.ts`): the running total per recipient is
+ *   kept under `trim.<stream>.<recipient>` for the operator. Nothing is lost in silence.
  *
  * @module
  */
@@ -69,6 +72,21 @@ export interface ToldGap {
   at: number;
 }
 
+/** What the storage warden trimmed from one recipient's backlog, in all. */
+export interface TrimRecord {
+  /** Epoch ms of the latest trim. */
+  at: number;
+  stream: string;
+  /** `<owner>.<actor>` of a DM recipient, or a task role. */
+  recipient: string;
+  /** "DM" or "task". */
+  what: string;
+  /** Messages trimmed, over every trim of this recipient. */
+  purged: number;
+  /** How many trims that took. */
+  trims: number;
+}
+
 /** The daemon's set-aside records and the pending gap markers it owes members. */
 export class SetAside {
   readonly #ctx: DeliveryContext;
@@ -89,7 +107,7 @@ export class SetAside {
   static async open(ctx: DeliveryContext): Promise<SetAside> {
     const kv = await ctx.js.views.kv(ctx.buckets.setaside, { bindOnly: true });
     const s = new SetAside(ctx, kv);
-    for await (const key of await kv.keys("gap.>")) {
+    for (const key of await keysOf(kv, "gap.>")) {
       const e = await kv.get(key).catch(() => null);
       if (!e || e.operation !== "PUT") continue;
       try {
@@ -148,18 +166,46 @@ export class SetAside {
     await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
   }
 
+  /** Adds a trim to the recipient's running total and says so in the log. Never throws. */
+  async trimmed(t: Omit<TrimRecord, "trims">): Promise<void> {
+    const key = `trim.${keyToken(t.stream)}.${keyToken(t.recipient)}`;
+    const prev = await this.#read<TrimRecord>(key);
+    const next: TrimRecord = {
+      ...t,
+      purged: (prev?.purged ?? 0) + t.purged,
+      trims: (prev?.trims ?? 0) + 1,
+    };
+    this.#ctx.log.warn(
+      `storage warden: trimmed ${t.purged} unread ${t.what} messages of ${t.recipient} (the largest backlog of ${t.stream}, ${next.purged} in all)`,
+    );
+    await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
+  }
+
+  async #read<T>(key: string): Promise<T | undefined> {
+    const e = await this.#kv.get(key).then((e) => e && e.operation === "PUT" ? e : null)
+      .catch(() => null);
+    try {
+      return e ? JSON.parse(new TextDecoder().decode(e.value)) as T : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Hands each pending gap to its member once its backlog has room. */
   async flush(): Promise<void> {
     if (this.#flushing || !this.#ctx.fence.active) return;
     this.#flushing = true;
     try {
       for (const [key, g] of [...this.#gaps]) {
+        const [owner, actor] = g.member.split(".");
+        const subject = dlvSubject(this.#ctx.space, { owner, actor }, g.lifecycleUid);
+        // A member the storage warden holds back gets its marker once DLV has room again.
+        if (this.#ctx.warden?.yields(subject)) continue;
         // Out of the map while in flight: copies refused meanwhile start a record of their own.
         this.#gaps.delete(key);
-        const [owner, actor] = g.member.split(".");
         try {
           await this.#ctx.gate.publish(
-            dlvSubject(this.#ctx.space, { owner, actor }, g.lifecycleUid),
+            subject,
             ENC.encode(JSON.stringify(g)),
             {
               msgID: `gap.${g.member}.${g.lifecycleUid}.${g.first.msgId}.${g.count}`,
@@ -192,14 +238,7 @@ export class SetAside {
   /** Adds a delivered marker to the member's running total. Never throws. */
   async #told(g: Gap): Promise<void> {
     const key = `told.${keyToken(g.member)}.${keyToken(g.lifecycleUid)}`;
-    const before = await this.#kv.get(key).then((e) => e && e.operation === "PUT" ? e : null)
-      .catch(() => null);
-    let prev: ToldGap | undefined;
-    try {
-      prev = before ? JSON.parse(new TextDecoder().decode(before.value)) as ToldGap : undefined;
-    } catch {
-      prev = undefined;
-    }
+    const prev = await this.#read<ToldGap>(key);
     const next: ToldGap = {
       member: g.member,
       lifecycleUid: g.lifecycleUid,
@@ -213,7 +252,7 @@ export class SetAside {
 
   async #records<T>(prefix: string): Promise<T[]> {
     const out: T[] = [];
-    for await (const key of await this.#kv.keys(`${prefix}.>`)) {
+    for (const key of await keysOf(this.#kv, `${prefix}.>`)) {
       const e = await this.#kv.get(key).catch(() => null);
       if (!e || e.operation !== "PUT") continue;
       try {
@@ -227,17 +266,30 @@ export class SetAside {
 
   /**
    * Every record, for the operator: dead letters, gaps still owed (pending, and any in flight
-   * now), and what members were told they missed.
+   * now), what members were told they missed, and what the storage warden trimmed.
    */
-  async list(): Promise<{ deadLetters: DeadLetter[]; gaps: Gap[]; told: ToldGap[] }> {
+  async list(): Promise<
+    { deadLetters: DeadLetter[]; gaps: Gap[]; told: ToldGap[]; trimmed: TrimRecord[] }
+  > {
     const deadLetters = (await this.#records<DeadLetter>("dead")).sort((a, b) => a.at - b.at);
     const told = (await this.#records<ToldGap>("told")).sort((a, b) => a.at - b.at);
+    const trimmed = (await this.#records<TrimRecord>("trim")).sort((a, b) => a.at - b.at);
     const pending = new Map(
       (await this.#records<Gap>("gap")).map((g) => [`${g.member}.${g.lifecycleUid}`, g]),
     );
     for (const g of this.#gaps.values()) pending.set(`${g.member}.${g.lifecycleUid}`, g);
-    return { deadLetters, gaps: [...pending.values()], told };
+    return { deadLetters, gaps: [...pending.values()], told, trimmed };
   }
+}
+
+/**
+ * Every key under `filter`, listed before any is read: a read awaited inside nats.js's key
+ * iterator ends the iteration after the first key (a listing of twelve records returned one).
+ */
+async function keysOf(kv: KV, filter: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const key of await kv.keys(filter)) keys.push(key);
+  return keys;
 }
 
 function gapHeaders(): MsgHdrs {

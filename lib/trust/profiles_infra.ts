@@ -117,9 +117,11 @@ export function deprovisionerGrants(ctx: GrantContext, g: GrantSet): void {
 export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
   const { names: n } = ctx;
   const P = n.root;
-  const { chat, inbox, dlv } = n.streams;
+  const { chat, inbox, dlv, dm, task } = n.streams;
   const b = n.buckets;
   g.pub(JS_INFO, js.streamInfo(chat), js.streamInfo(inbox), js.streamInfo(dlv));
+  // The storage warden: it sizes DM, TASK and DLV, and trims the largest DM and TASK backlogs.
+  g.pub(js.streamInfo(dm), js.streamInfo(task), js.streamPurge(dm), js.streamPurge(task));
   g.pub(...js.consumerCreate(chat), js.durableCreate(chat), js.consumerInfo(chat));
   g.pub(js.msgNext(chat), js.consumerDelete(chat), js.ack(chat));
   // INBOX holds pre-authorisation copies: only the `reader` durable, by name.

@@ -63,8 +63,9 @@ export const DIRECT_MAX_MESSAGE_BYTES = 64 * 1024;
  * delivery daemon records the gap and hands the member a marker with its count and range (the
  * member reads what it missed from channel history). Every member of a durable channel holds
  * one copy of each post until it reads it, and a member that never reads (a hostile one
- * included) keeps its whole backlog for 30 days: 512 copies of at most 64 KiB, 32 MiB, so it
- * takes over 30 such members to fill DLV, where 1000 copies of 1 MiB posts let one fill it. A
+ * included) keeps its whole backlog for 30 days: 512 copies of at most 64 KiB, 32 MiB, where
+ * 1000 copies of 1 MiB posts let one fill DLV (many such members together are the delivery
+ * daemon's storage warden's to hold back, `lib/delivery/warden.ts`). A
  * reading member falls 512 copies behind only in a burst (256 made a member reading as fast as
  * it could miss copies in a burst of 1,000 posts).
  */
@@ -81,7 +82,9 @@ export const SETASIDE_TTL_MS = 30 * DAY_MS;
  * live lifecycle, or a task to a role no agent was ever given, is not stored at all, so no
  * sender can fill them by writing to names nobody reads. At a byte cap, CHAT (a history window)
  * drops its oldest posts; DM and TASK refuse the new message instead, so a flood is told "no"
- * at publish and no acknowledged DM or task is ever dropped to make room for it.
+ * at publish and no acknowledged DM or task is ever dropped to make room for it. Shares add up
+ * when many recipients never read; the delivery daemon's storage warden keeps DM, TASK and DLV
+ * under half full by making the largest unread backlogs yield (`lib/delivery/warden.ts`).
  */
 export const STREAM_LIMITS: Readonly<
   Record<

@@ -78,7 +78,7 @@ export interface DeliverySpace {
   mint(profile: Profile, opts?: MintOpts): Promise<string>;
   agent(
     name: string,
-    opts?: { allowSubscribe?: string[]; allowPublish?: string[] },
+    opts?: { allowSubscribe?: string[]; allowPublish?: string[]; role?: string },
   ): Promise<Agent>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -165,6 +165,7 @@ export async function startDeliverySpace(
         subscribe: [],
         allowSubscribe,
         allowPublish: o.allowPublish ?? allowSubscribe.filter((c) => !/[*>]/.test(c)),
+        ...(o.role ? { role: o.role } : {}),
       });
       return { name, principal, id: `local.${name}`, uid, creds: p.creds };
     },

@@ -1,7 +1,8 @@
 /**
  * `cotal dead-letters`: what a space's delivery daemon could not deliver. Dead letters (a copy
- * no retry can store, with where it came from and why, never its body), the gaps members
- * are still owed a marker for and what members were told they missed, asked of the daemon on its admin rail with a short-lived
+ * no retry can store, with where it came from and why, never its body), the gaps members are
+ * still owed a marker for, what members were told they missed, and what the storage warden
+ * trimmed from DM and TASK; asked of the daemon on its admin rail with a short-lived
  * `control-caller` cred minted from this root's signer.
  *
  * @module
@@ -10,7 +11,7 @@ import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts"
 import { safeText } from "../../cli/terminal.ts";
 import { CotalError } from "../../errors.ts";
 import { deliveryRequest } from "../../delivery/client.ts";
-import type { DeadLetter, Gap, ToldGap } from "../../delivery/setaside.ts";
+import type { DeadLetter, Gap, ToldGap, TrimRecord } from "../../delivery/setaside.ts";
 import { registry } from "../../registry.ts";
 import { connectBroker } from "../../wire/connect.ts";
 import { assertValidSpaceName } from "../names.ts";
@@ -31,6 +32,12 @@ function toldLine(t: ToldGap): string {
     }, up to #${t.last.seq} in ${t.last.channel}); it can read them from channel history`;
 }
 
+function trimLine(t: TrimRecord): string {
+  return `${t.purged} unread ${t.what} messages of ${t.recipient} were trimmed from ${t.stream} ` +
+    `(${t.trims} trim${t.trims === 1 ? "" : "s"}, the last ${new Date(t.at).toISOString()}): ` +
+    `the largest backlog while the stream was over half full`;
+}
+
 function gapLine(g: Gap): string {
   return `${g.member} (${g.lifecycleUid}) is owed a gap marker: ${g.count} copies missed, ` +
     `#${g.first.seq} in ${g.first.channel} to #${g.last.seq} in ${g.last.channel}`;
@@ -40,7 +47,8 @@ function gapLine(g: Gap): string {
 export const deadLettersCommand = defineCommand({
   kind: "command",
   name: "dead-letters",
-  summary: "list what the delivery daemon could not deliver (dead letters, members' gaps)",
+  summary:
+    "list what the delivery daemon could not deliver (dead letters, members' gaps, trimmed backlogs)",
   flags: {
     ...ROOT_FLAG,
     ...JSON_FLAG,
@@ -67,12 +75,13 @@ export const deadLettersCommand = defineCommand({
       const r = await deliveryRequest(nc, space, caller, "setAside", {}, {
         service: "delivery-admin",
         timeoutMs: 10_000,
-      }) as { deadLetters: DeadLetter[]; gaps: Gap[]; told?: ToldGap[] };
+      }) as { deadLetters: DeadLetter[]; gaps: Gap[]; told?: ToldGap[]; trimmed?: TrimRecord[] };
       printResult(denoIo(), { json: values.json === true }, r, (v) => {
         const lines = [
           ...v.deadLetters.map(line),
           ...v.gaps.map(gapLine),
           ...(v.told ?? []).map(toldLine),
+          ...(v.trimmed ?? []).map(trimLine),
         ];
         return lines.length ? safeText(lines.join("\n")) : "nothing set aside";
       });
