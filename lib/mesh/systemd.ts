@@ -23,6 +23,11 @@ export interface SystemdLayout {
   port: number;
   /** The spaces this host serves. */
   spaces: string[];
+  /**
+   * User auth (IdP-token exchange) when the root has it: the IdP, its audience, and the first
+   * space's auth-service listen address (the next spaces listen on the following ports).
+   */
+  userAuth?: { idp: string; audience?: string; host: string; port: number };
 }
 
 /** The users units run as; one per daemon, sharing nothing but the `cotal` group. */
@@ -32,6 +37,42 @@ export const UNIT_USERS = Object.freeze({
   supervise: "cotal-supervise",
   auth: "cotal-auth",
 });
+
+/** A oneshot that only asks systemd to act: root (to reach systemd's socket) and nothing more. */
+const ONESHOT_LOCKDOWN: readonly string[] = Object.freeze([
+  "NoNewPrivileges=yes",
+  "CapabilityBoundingSet=",
+  "ProtectSystem=strict",
+  "ProtectHome=yes",
+  "PrivateTmp=yes",
+  "PrivateDevices=yes",
+  "PrivateNetwork=yes",
+  "PrivateMounts=yes",
+  "IPAddressDeny=any",
+  "ProtectKernelTunables=yes",
+  "ProtectKernelModules=yes",
+  "ProtectKernelLogs=yes",
+  "ProtectControlGroups=yes",
+  "ProtectClock=yes",
+  "ProtectHostname=yes",
+  "ProtectProc=invisible",
+  "ProcSubset=pid",
+  "RestrictAddressFamilies=AF_UNIX",
+  "RestrictNamespaces=yes",
+  "RestrictSUIDSGID=yes",
+  "RestrictRealtime=yes",
+  "LockPersonality=yes",
+  "MemoryDenyWriteExecute=yes",
+  "SystemCallArchitectures=native",
+  "SystemCallFilter=@system-service",
+  "SystemCallFilter=~@privileged @resources",
+  "SystemCallErrorNumber=EPERM",
+  "UMask=0077",
+]);
+
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127\./.test(host);
+}
 
 /** Defaults for a standard host. */
 export function defaultSystemdLayout(spaces: string[]): SystemdLayout {
@@ -51,19 +92,60 @@ function unit(sections: Record<string, (string | false)[]>): string {
   ).join("\n");
 }
 
-// Directives every Cotal unit carries.
-function hardening(): string[] {
+/** What a unit's process needs beyond the common lockdown; each need is named where it is used. */
+interface UnitNeeds {
+  /** It runs V8 (a Deno binary), whose JIT writes executable memory. */
+  jit?: boolean;
+  /** It makes the agents' sandboxes (bwrap): user, PID, mount, network, IPC, UTS namespaces. */
+  sandboxes?: boolean;
+  /** Socket families beyond loopback TCP and unix sockets. */
+  families?: string[];
+  /** It only ever talks to the broker, and the broker is on loopback. */
+  loopbackOnly?: boolean;
+}
+
+// Directives every Cotal unit carries: no capabilities, no new privileges, a read-only OS with
+// no homes, devices, kernel knobs, clock or hostname, native system calls of a service only.
+function hardening(needs: UnitNeeds = {}): string[] {
   return [
     "NoNewPrivileges=yes",
+    "CapabilityBoundingSet=",
+    "AmbientCapabilities=",
     "ProtectSystem=strict",
     "ProtectHome=yes",
     "PrivateTmp=yes",
     "PrivateDevices=yes",
+    "PrivateMounts=yes",
     "ProtectKernelTunables=yes",
     "ProtectKernelModules=yes",
+    "ProtectKernelLogs=yes",
     "ProtectControlGroups=yes",
+    "ProtectClock=yes",
+    "ProtectHostname=yes",
+    "ProtectProc=invisible",
     "RestrictSUIDSGID=yes",
+    "RestrictRealtime=yes",
     "LockPersonality=yes",
+    "RemoveIPC=yes",
+    "SystemCallArchitectures=native",
+    "SystemCallErrorNumber=EPERM",
+    `RestrictAddressFamilies=${
+      ["AF_UNIX", "AF_INET", "AF_INET6", ...(needs.families ?? [])].join(" ")
+    }`,
+    ...(needs.sandboxes
+      // Exception: bwrap makes each agent's namespaces and mounts, pivots into them and installs
+      // the agent's own seccomp filter, and the supervisor sets each agent's rlimits, so neither
+      // RestrictNamespaces= nor the service allowlist fits it: only what no sandbox needs is denied.
+      ? ["SystemCallFilter=~@clock @cpu-emulation @debug @module @obsolete @raw-io @reboot @swap"]
+      : [
+        "RestrictNamespaces=yes",
+        "SystemCallFilter=@system-service",
+        "SystemCallFilter=~@privileged",
+      ]),
+    // A daemon that only talks to a loopback broker reaches nothing else.
+    ...(needs.loopbackOnly ? ["IPAddressDeny=any", "IPAddressAllow=localhost"] : []),
+    // Exception for Deno binaries: V8's JIT needs writable, executable memory.
+    ...(needs.jit ? [] : ["MemoryDenyWriteExecute=yes"]),
     "UMask=0077",
     "Restart=on-failure",
     "RestartSec=2s",
@@ -91,7 +173,7 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
     ],
     Install: ["WantedBy=multi-user.target"],
   });
-  for (const space of l.spaces) {
+  for (const [i, space] of l.spaces.entries()) {
     const hex = spaceKeyHex(space);
     const spaceStore = `${S}/secrets/space.${hex}`;
     units[`cotal-delivery-${space}.service`] = unit({
@@ -107,7 +189,7 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
         `ExecStart=${l.binDir}/cotal-delivery --space ${space} --server ${url} --creds \${CREDENTIALS_DIRECTORY}/delivery.creds --lock-file ${S}/run/delivery/space.${hex}.lock --lease-wait 40`,
         `InaccessiblePaths=${S}/secrets`,
         `ReadWritePaths=${S}/logs ${S}/run/delivery`,
-        ...hardening(),
+        ...hardening({ jit: true, loopbackOnly: isLoopback(l.host) }),
       ],
       Install: ["WantedBy=multi-user.target"],
     });
@@ -125,6 +207,8 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
       Service: [
         "Type=oneshot",
         `ExecStart=/bin/systemctl try-restart cotal-delivery-${space}.service`,
+        // It only asks systemd, over its unix socket, to restart one unit: nothing else.
+        ...ONESHOT_LOCKDOWN,
       ],
     });
     units[`cotal-supervise-${space}.service`] = unit({
@@ -138,14 +222,17 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
         "Group=cotal",
         `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url}`,
         `ReadWritePaths=${S}`,
-        // The supervisor holds the signer; agents it starts are sandboxed by bwrap on top.
-        ...hardening(),
+        // The supervisor holds the signer; agents it starts are sandboxed by bwrap on top, which
+        // needs netlink to bring up each agent's loopback in its own network namespace.
+        ...hardening({ jit: true, sandboxes: true, families: ["AF_NETLINK"] }),
       ],
       Install: ["WantedBy=multi-user.target"],
     });
+    if (!l.userAuth) continue;
+    const listen = `${l.userAuth.host}:${l.userAuth.port + i}`;
     units[`cotal-auth-service-${space}.service`] = unit({
       Unit: [
-        `Description=Cotal auth service for space ${space} (callout, exchange, JWKS)`,
+        `Description=Cotal auth service for space ${space} (callout, exchange, JWKS on ${listen})`,
         "After=cotal-nats.service",
         "Requires=cotal-nats.service",
       ],
@@ -154,10 +241,12 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
         "Group=cotal",
         // Its own root: the store holds its kinds and a stripped data-signer projection that
         // 'cotal systemd install' places there, so the supervisor's store stays out of reach.
-        `ExecStart=${l.binDir}/cotal-auth-service --root ${S}/auth-service --space ${space} --server ${url} --listen 127.0.0.1:0`,
+        `ExecStart=${l.binDir}/cotal-auth-service --root ${S}/auth-service --space ${space} --server ${url} --listen ${listen} --idp ${l.userAuth.idp}${
+          l.userAuth.audience ? ` --audience ${l.userAuth.audience}` : ""
+        }`,
         `InaccessiblePaths=${S}/secrets`,
         `ReadWritePaths=${S}/auth-service`,
-        ...hardening(),
+        ...hardening({ jit: true }),
       ],
       Install: ["WantedBy=multi-user.target"],
     });

@@ -22,8 +22,10 @@ function directives(text: string): Map<string, string[]> {
   return m;
 }
 
+const USER_AUTH = { idp: "https://idp.example.test/", host: "127.0.0.1", port: 4280 };
+
 Deno.test("systemd - every service carries its user, the lockdown and the signer exclusion", () => {
-  const l = defaultSystemdLayout(["alpha", "beta"]);
+  const l = { ...defaultSystemdLayout(["alpha", "beta"]), userAuth: USER_AUTH };
   const units = renderUnits(l);
   const services = Object.keys(units).filter((n) =>
     n.endsWith(".service") && !n.includes("restart")
@@ -37,6 +39,11 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
     }
     assert.deepEqual(d.get("ProtectSystem"), ["strict"]);
     assert.deepEqual(d.get("NoNewPrivileges"), ["yes"]);
+    assert.deepEqual(d.get("CapabilityBoundingSet"), [""], `${name} keeps no capability`);
+    // The supervisor makes agents' namespaces (bwrap): the one unit allowed to.
+    assert.equal(d.has("RestrictNamespaces"), !name.startsWith("cotal-supervise"), name);
+    // V8's JIT: every Deno daemon is the exception, the broker (Go) is not.
+    assert.equal(d.has("MemoryDenyWriteExecute"), name === "cotal-nats.service", name);
     assert.ok(d.get("ExecStart")![0].startsWith("/"), `${name} runs an absolute path`);
     users.add(d.get("User")![0]);
     // Everyone but the signer's holder is denied the whole secret store.
@@ -56,6 +63,16 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
   assert.match(units["cotal-delivery-alpha.path"], /PathChanged=.*delivery\.creds/);
   assert.match(renderSysusers(), /^u cotal-delivery -:cotal /m);
   assert.match(renderTmpfiles(l), /^d \/var\/lib\/cotal\/secrets 0700 cotal-supervise cotal -$/m);
+  // Each space's auth service on its own fixed port, with the IdP it exchanges tokens of.
+  const auth = (sp: string) => directives(units[`cotal-auth-service-${sp}.service`]);
+  assert.match(
+    auth("alpha").get("ExecStart")![0],
+    / --listen 127\.0\.0\.1:4280 --idp https:\/\/idp\.example\.test\/$/,
+  );
+  assert.match(auth("beta").get("ExecStart")![0], / --listen 127\.0\.0\.1:4281 /);
+  // Without user auth there is no auth service to run.
+  const plain = renderUnits(defaultSystemdLayout(["alpha"]));
+  assert.deepEqual(Object.keys(plain).filter((n) => n.includes("auth-service")), []);
 });
 
 const hasAnalyze = (() => {
@@ -83,6 +100,7 @@ Deno.test({
         ...defaultSystemdLayout(["alpha"]),
         binDir: `${dir}/bin`,
         natsServer: `${dir}/bin/nats-server`,
+        userAuth: USER_AUTH,
       });
       const files: string[] = [];
       for (const [name, text] of Object.entries(units)) {
@@ -110,7 +128,46 @@ Deno.test({
   },
 });
 
-Deno.test("systemd - install writes units, sysusers and tmpfiles under --dest; bad input is refused", async () => {
+Deno.test({
+  name: hasAnalyze
+    ? "systemd - systemd-analyze security scores every unit 2.5 or less"
+    : "systemd - systemd-analyze security (skipped: systemd-analyze is not installed here)",
+  ignore: !hasAnalyze,
+  async fn() {
+    const dir = await tempDir("cotal-units-");
+    try {
+      const units = renderUnits({ ...defaultSystemdLayout(["alpha"]), userAuth: USER_AUTH });
+      const services = Object.keys(units).filter((n) => n.endsWith(".service"));
+      assert.equal(services.length, 5, "broker, delivery, its restart oneshot, supervise, auth");
+      for (const name of services) {
+        await Deno.writeTextFile(`${dir}/${name}`, units[name]);
+        const out = await new Deno.Command("systemd-analyze", {
+          args: ["security", "--offline=true", "--no-pager", `${dir}/${name}`],
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        const text = new TextDecoder().decode(out.stdout);
+        const m = /Overall exposure level for \S+: (\d+\.\d)/.exec(text);
+        assert.ok(m, `${name}: ${text.slice(-300)}${new TextDecoder().decode(out.stderr)}`);
+        assert.ok(Number(m[1]) <= 2.5, `${name} scores ${m[1]}`);
+      }
+      // The scorer is not lenient: a unit with none of the lockdown scores far above the bar.
+      await Deno.writeTextFile(`${dir}/bare.service`, "[Service]\nExecStart=/bin/true\n");
+      const bare = new TextDecoder().decode(
+        (await new Deno.Command("systemd-analyze", {
+          args: ["security", "--offline=true", "--no-pager", `${dir}/bare.service`],
+          stdout: "piped",
+          stderr: "null",
+        }).output()).stdout,
+      );
+      assert.ok(Number(/Overall exposure level for \S+: (\d+\.\d)/.exec(bare)![1]) > 5, bare);
+    } finally {
+      await removeTempDir(dir);
+    }
+  },
+});
+
+Deno.test("systemd - install writes units into <dest>/systemd/system, prints every step, and refuses bad input", async () => {
   const dest = await tempDir("cotal-etc-");
   try {
     const out = await new Deno.Command(Deno.execPath(), {
@@ -120,10 +177,29 @@ Deno.test("systemd - install writes units, sysusers and tmpfiles under --dest; b
     }).output();
     assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
     for (
-      const f of ["systemd/cotal-nats.service", "sysusers.d/cotal.conf", "tmpfiles.d/cotal.conf"]
+      const f of [
+        "systemd/system/cotal-nats.service",
+        "systemd/system/cotal-supervise-alpha.service",
+        "sysusers.d/cotal.conf",
+        "tmpfiles.d/cotal.conf",
+      ]
     ) {
       assert.ok((await Deno.stat(`${dest}/${f}`)).isFile, f);
     }
+    const said = new TextDecoder().decode(out.stdout);
+    for (
+      const step of [
+        /systemd-sysusers \/etc\/sysusers\.d\/cotal\.conf/,
+        /systemd-tmpfiles --create \/etc\/tmpfiles\.d\/cotal\.conf/,
+        /systemctl daemon-reload/,
+        /systemctl enable --now cotal-nats\.service cotal-delivery-alpha\.service cotal-delivery-alpha\.path cotal-supervise-alpha\.service\n/,
+      ]
+    ) assert.match(said, step);
+    // No user auth here: no auth-service unit.
+    assert.equal(
+      [...Deno.readDirSync(`${dest}/systemd/system`)].some((e) => e.name.includes("auth")),
+      false,
+    );
     for (
       const [args, re] of [
         [
@@ -132,6 +208,14 @@ Deno.test("systemd - install writes units, sysusers and tmpfiles under --dest; b
         ],
         [["systemd", "print", "--space", "no.dots"], /not a usable space name/],
         [["systemd", "print", "--state-dir", `${dest}/empty`], /No spaces under/],
+        [
+          ["systemd", "print", "--space", "a", "--idp", "https://i.test/", "--auth-listen", "x"],
+          /--auth-listen must be host:port/,
+        ],
+        [
+          ["systemd", "print", "--space", "a", "--idp", "https://i.test/", "--auth-listen", "h:0"],
+          /--auth-listen's port must be a whole number from 1 to 65535, not '0'/,
+        ],
       ] as const
     ) {
       const r = await new Deno.Command(Deno.execPath(), {

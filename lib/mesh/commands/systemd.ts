@@ -12,6 +12,7 @@ import {
   type SystemdLayout,
 } from "../systemd.ts";
 import { parsePort } from "./common.ts";
+import { parseIdpUrl, readUserAuth } from "../user_auth.ts";
 
 const FLAGS = {
   "state-dir": {
@@ -35,6 +36,17 @@ const FLAGS = {
     multiple: true,
     description: "a space to serve (repeatable; default: the spaces under --state-dir)",
   },
+  idp: {
+    type: "string",
+    description:
+      "the IdP of user auth (default: the one --state-dir is pinned to; without either, no auth-service units)",
+  },
+  audience: { type: "string", description: "the IdP token audience (with --idp)" },
+  "auth-listen": {
+    type: "string",
+    default: "127.0.0.1:4280",
+    description: "the first space's auth-service address; each next space the next port",
+  },
 } as const;
 
 async function layoutFrom(values: {
@@ -43,6 +55,9 @@ async function layoutFrom(values: {
   "nats-server": string;
   port: string;
   space?: string[];
+  idp?: string;
+  audience?: string;
+  "auth-listen": string;
 }): Promise<SystemdLayout> {
   for (
     const [flag, v] of [["--state-dir", values["state-dir"]], ["--bin-dir", values["bin-dir"]], [
@@ -63,21 +78,63 @@ async function layoutFrom(values: {
       `No spaces under ${values["state-dir"]}; name them with --space <name>.`,
     );
   }
+  const pinned = values.idp === undefined
+    ? await readUserAuth(values["state-dir"]).catch(() => undefined)
+    : undefined;
+  const idp = values.idp ?? pinned?.idp;
+  const audience = values.audience ?? pinned?.audience;
+  let userAuth: SystemdLayout["userAuth"];
+  if (idp !== undefined) {
+    parseIdpUrl(idp);
+    const m = /^([^:\s]+):(\d+)$/.exec(values["auth-listen"]);
+    if (!m) {
+      throw new CotalError(
+        "usage",
+        `--auth-listen must be host:port (e.g. 127.0.0.1:4280), not '${values["auth-listen"]}'.`,
+      );
+    }
+    const port = parsePort(m[2], "--auth-listen's port");
+    if (port + spaces.length - 1 > 65535) {
+      throw new CotalError(
+        "usage",
+        `--auth-listen needs ${spaces.length} fixed ports from ${port}; pick a port between 1 and ${
+          65536 - spaces.length
+        }.`,
+      );
+    }
+    userAuth = { idp, ...(audience ? { audience } : {}), host: m[1], port };
+  }
   return {
     ...defaultSystemdLayout(spaces),
     stateDir: values["state-dir"],
     binDir: values["bin-dir"],
     natsServer: values["nats-server"],
     port: parsePort(values.port),
+    ...(userAuth ? { userAuth } : {}),
   };
 }
 
 function allFiles(l: SystemdLayout): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [name, text] of Object.entries(renderUnits(l))) out[`systemd/${name}`] = text;
+  for (const [name, text] of Object.entries(renderUnits(l))) {
+    out[`systemd/system/${name}`] = text;
+  }
   out["sysusers.d/cotal.conf"] = renderSysusers();
   out["tmpfiles.d/cotal.conf"] = renderTmpfiles(l);
   return out;
+}
+
+/** What the operator runs after an install into `dest`, in order. */
+export function nextSteps(dest: string, units: string[]): string[] {
+  const where = dest === "/etc" ? "" : ` (after copying ${dest}/* into /etc)`;
+  return [
+    `next${where}, as root:`,
+    "  systemd-sysusers /etc/sysusers.d/cotal.conf",
+    "  systemd-tmpfiles --create /etc/tmpfiles.d/cotal.conf",
+    "  systemctl daemon-reload",
+    `  systemctl enable --now ${units.join(" ")}`,
+    "  systemctl status 'cotal-*'",
+  ];
 }
 
 /** `cotal systemd print`. */
@@ -96,13 +153,14 @@ export const systemdPrintCommand = defineCommand({
 export const systemdInstallCommand = defineCommand({
   kind: "command",
   name: "systemd install",
-  summary: "write the units into /etc (or --dest) and say how to enable them",
+  summary:
+    "write the units into <dest>/systemd/system (sysusers.d, tmpfiles.d beside it) and print every step to enable them",
   flags: {
     ...FLAGS,
     dest: {
       type: "string",
       default: "/etc",
-      description: "where systemd/, sysusers.d/ and tmpfiles.d/ live",
+      description: "the /etc to write into: systemd/system/, sysusers.d/ and tmpfiles.d/ under it",
     },
   },
   async run({ values }) {
@@ -113,10 +171,11 @@ export const systemdInstallCommand = defineCommand({
       await writeFileAtomic(path, text, { mode: 0o644, what: "The unit file" });
       console.log(`wrote ${path}`);
     }
-    console.log(
-      "next: systemd-sysusers && systemd-tmpfiles --create && systemctl daemon-reload && " +
-        "systemctl enable --now cotal-nats.service",
-    );
+    const units = Object.keys(files).filter((f) => f.startsWith("systemd/system/"))
+      .map((f) => f.slice("systemd/system/".length))
+      // The restart oneshot runs only when its path unit fires.
+      .filter((u) => !u.startsWith("cotal-delivery-restart-"));
+    console.log(nextSteps(values.dest, units).join("\n"));
   },
 });
 
