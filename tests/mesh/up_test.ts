@@ -110,7 +110,7 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     assert.equal(dead.code, 0, dead.stderr);
     assert.equal(dead.stdout.trim(), "nothing set aside");
     const deadJson = JSON.parse((await cotal(["dead-letters", "--json", "--root", root])).stdout);
-    assert.deepEqual(deadJson, { deadLetters: [], gaps: [], told: [] });
+    assert.deepEqual(deadJson, { deadLetters: [], gaps: [], told: [], trimmed: [] });
 
     const down = await cotal(["down", "--root", root]);
     assert.equal(down.code, 0, down.stderr);
