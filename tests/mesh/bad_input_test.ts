@@ -89,7 +89,7 @@ Deno.test("mesh - mint --out refuses a directory, a missing directory and an exi
       `${dir}/kept.creds`,
     ]);
     assert.equal(exists.code, 1);
-    oneSentence(exists.stderr, /already exists; remove it or name another file/);
+    oneSentence(exists.stderr, /already exists; pass --force to replace it, or name another/);
     assert.equal(await Deno.readTextFile(`${dir}/kept.creds`), "mine");
     assert.deepEqual(leftovers(dir), []);
     const ok = await cotal([
@@ -106,14 +106,17 @@ Deno.test("mesh - mint --out refuses a directory, a missing directory and an exi
     // It says when the cred stops working and how a NATS client must connect with it.
     assert.match(
       ok.stderr,
-      /expires \d{4}-.*Z \(in \d+ s\); a NATS client connects with inboxPrefix "_INBOX_U[A-Z0-9]+"/,
+      /observer cred for U[A-Z0-9]+ expires \d{4}-.*Z \(in \d+ s\); a NATS client connects with inboxPrefix "_INBOX_U[A-Z0-9]+"/,
     );
     // The agent profile needs a lifecycle: a new one is made and printed.
     const agent = await cotal(["mint", "--root", root, "--profile", "agent", "--actor", "a1"]);
     assert.equal(agent.code, 0, agent.stderr);
     assert.match(agent.stderr, /lifecycle uid [a-z0-9]{26,32} /);
     // Its help names the profiles, not array indices.
-    assert.match((await cotal(["mint", "--help"])).stdout, /one of: [a-z-]+, [a-z-]+/);
+    assert.match(
+      (await cotal(["mint", "--help"])).stdout,
+      /one of \(longest lifetime\): [a-z-]+ \(\d+[dhm]\), [a-z-]+/,
+    );
   } finally {
     await removeTempDir(dir);
   }

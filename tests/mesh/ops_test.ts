@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { connect, credsAuthenticator } from "nats";
 import { parseCreds } from "../../lib/nats/mod.ts";
 import { decodeJwt } from "../../lib/nats/mod.ts";
 import { down, up } from "../../lib/mesh/up.ts";
@@ -82,6 +83,68 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     const { jwt } = await parseCreds(await Deno.readTextFile(credsFile));
     const claims = await decodeJwt(jwt);
     assert.ok(claims.exp! - claims.iat! <= 60);
+
+    // --json says what was minted; an existing --out only with --force; --context writes a NATS
+    // CLI context a client connects with as written.
+    const xdg = `${elsewhere}/xdg`;
+    const envX = { ...env, XDG_CONFIG_HOME: xdg };
+    const again = await run(
+      ["mint", "--space", "ops", "--profile", "observer", "--out", credsFile, "--context", "c1"],
+      envX,
+      elsewhere,
+    );
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /--out ".*obs\.creds" already exists; pass --force to replace it/);
+    const forced = await run(
+      [
+        "mint",
+        "--space",
+        "ops",
+        "--profile",
+        "observer",
+        "--out",
+        credsFile,
+        "--force",
+        "--context",
+        "c1",
+        "--json",
+      ],
+      envX,
+      elsewhere,
+    );
+    assert.equal(forced.code, 0, forced.stderr);
+    const report = JSON.parse(forced.stdout);
+    const ctx = JSON.parse(await Deno.readTextFile(`${xdg}/nats/context/c1.json`));
+    const fresh = decodeJwt((await parseCreds(await Deno.readTextFile(credsFile))).jwt);
+    assert.equal(report.subject, (await fresh).sub);
+    assert.equal(report.profile, "observer");
+    assert.equal(report.inboxPrefix, `_INBOX_${report.subject}`);
+    assert.equal(report.context, `${xdg}/nats/context/c1.json`);
+    assert.ok(Date.parse(report.expiresAt) > Date.now());
+    assert.deepEqual(
+      { creds: ctx.creds, inbox_prefix: ctx.inbox_prefix },
+      { creds: credsFile, inbox_prefix: report.inboxPrefix },
+    );
+    assert.equal(ctx.url, (await lookupMesh("ops"))?.url);
+    const viaContext = await connect({
+      servers: ctx.url,
+      authenticator: credsAuthenticator(await Deno.readFile(ctx.creds)),
+      inboxPrefix: ctx.inbox_prefix,
+    });
+    await viaContext.flush();
+    await viaContext.close();
+    const noOut = await run(
+      ["mint", "--space", "ops", "--profile", "observer", "--context", "c2"],
+      envX,
+      elsewhere,
+    );
+    assert.equal(noOut.code, 2);
+    assert.match(noOut.stderr, /--context needs --out <file>/);
+    // The help names each profile with its longest lifetime.
+    assert.match(
+      (await run(["mint", "--help"], env, elsewhere)).stdout,
+      /agent \(7d\), observer \(30d\)/,
+    );
 
     for (
       const [args, re] of [

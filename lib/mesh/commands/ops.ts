@@ -6,12 +6,13 @@ import { safeText } from "../../cli/terminal.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
-import { PROFILES } from "../../trust/mod.ts";
+import { CREDENTIAL_LIFETIMES, PROFILES } from "../../trust/mod.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot, sendText, tail } from "../ops.ts";
 import { join } from "../join.ts";
 import { TextLineStream } from "../../cli/lines.ts";
 import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
+import { readMeshRecord } from "../stack.ts";
 
 const SPACE_FLAG = {
   space: { type: "string", default: "default", description: "the space" },
@@ -28,6 +29,43 @@ function parseTtl(text: string | undefined): number | undefined {
   return Number(text);
 }
 
+/** Each profile `cotal mint` offers, with its longest lifetime (the frozen policy). */
+function profileList(): string {
+  const span = (s: number) =>
+    s % 86400 === 0 ? `${s / 86400}d` : s % 3600 === 0 ? `${s / 3600}h` : `${s / 60}m`;
+  return PROFILES.map((p) => `${p} (${span(CREDENTIAL_LIFETIMES[p].maxTtlSeconds)})`).join(", ");
+}
+
+/** Where the NATS CLI keeps its contexts (`nats context`), as it resolves the dir itself. */
+function natsContextDir(): string {
+  const xdg = Deno.env.get("XDG_CONFIG_HOME");
+  const home = Deno.env.get("HOME");
+  if (!xdg && !home) {
+    throw new CotalError(
+      "usage",
+      "--context needs HOME or XDG_CONFIG_HOME to find the NATS CLI's contexts.",
+    );
+  }
+  return `${xdg || `${home}/.config`}/nats/context`;
+}
+
+/** What `cotal mint` reports (`--json`, and the lines on stderr). */
+export interface MintReport {
+  profile: string;
+  /** The cred's user public key (its JWT `sub`). */
+  subject: string;
+  /** ISO time the cred stops working. */
+  expiresAt: string;
+  /** The inbox prefix a NATS client must use (its grants cover only that). */
+  inboxPrefix: string;
+  lifecycleUid?: string;
+  /** Where the creds were written (else they are on stdout, or in `creds` with --json). */
+  out?: string;
+  /** The NATS CLI context written, by path. */
+  context?: string;
+  creds?: string;
+}
+
 /** `cotal mint`: a scoped cred for one profile, from this root's signer. */
 export const mintCommand = defineCommand({
   kind: "command",
@@ -36,10 +74,11 @@ export const mintCommand = defineCommand({
   flags: {
     ...ROOT_FLAG,
     ...SPACE_FLAG,
+    ...JSON_FLAG,
     profile: {
       type: "string",
       required: true,
-      description: `one of: ${PROFILES.join(", ")}`,
+      description: `one of (longest lifetime): ${profileList()}`,
     },
     actor: { type: "string", description: "the actor name (owner is 'local')" },
     lifecycle: {
@@ -51,12 +90,52 @@ export const mintCommand = defineCommand({
     out: {
       type: "string",
       value: "file",
-      description: "write the creds file here (0600; never over an existing file)",
+      description: "write the creds file here (0600; an existing file only with --force)",
+    },
+    force: { type: "boolean", description: "replace an existing --out file or --context" },
+    context: {
+      type: "string",
+      value: "name",
+      description:
+        "also write a NATS CLI context <name> (servers, creds, inbox prefix); needs --out",
     },
   },
   async run({ values }) {
     const space = assertValidSpaceName(values.space);
     const root = await resolveMeshRoot(values.root, space);
+    const force = values.force === true;
+    if (values.context !== undefined) {
+      if (!values.out) {
+        throw new CotalError(
+          "usage",
+          "--context needs --out <file>: a context points at a creds file.",
+        );
+      }
+      if (!/^[A-Za-z0-9_-]{1,64}$/.test(values.context)) {
+        throw new CotalError(
+          "usage",
+          `--context must be 1 to 64 letters, digits, '-' or '_', not '${
+            safeText(values.context)
+          }'.`,
+        );
+      }
+    }
+    // A directory is refused by the write itself, with its own sentence.
+    const exists = async (path: string) =>
+      (await Deno.lstat(path).catch(() => undefined))?.isDirectory === false;
+    const contextPath = values.context !== undefined
+      ? `${natsContextDir()}/${values.context}.json`
+      : undefined;
+    for (const [flag, path] of [["--out", values.out], ["--context", contextPath]] as const) {
+      if (path && !force && await exists(path)) {
+        throw new CotalError(
+          "file_exists",
+          `${flag} ${
+            JSON.stringify(path)
+          } already exists; pass --force to replace it, or name another.`,
+        );
+      }
+    }
     // An agent cred names its lifecycle: a given one, or a new one the operator is told.
     const lifecycleUid = values.profile === "agent"
       ? values.lifecycle ?? newLifecycleUid()
@@ -67,20 +146,66 @@ export const mintCommand = defineCommand({
       expiresInSeconds: parseTtl(values.ttl),
       ...(lifecycleUid ? { lifecycleUid } : {}),
     });
+    const { jwt } = await parseCreds(creds);
+    const claims = decodeJwtUnverified(jwt);
+    const report: MintReport = {
+      profile: values.profile,
+      subject: claims.sub,
+      expiresAt: new Date((claims.exp ?? 0) * 1000).toISOString(),
+      inboxPrefix: `_INBOX_${claims.sub}`,
+      ...(lifecycleUid ? { lifecycleUid } : {}),
+    };
     if (values.out) {
-      await writeFileAtomic(values.out, creds, { noClobber: true, what: "--out" });
-      console.error(`wrote ${safeText(values.out)}`);
+      await writeFileAtomic(values.out, creds, { noClobber: !force, what: "--out" });
+      report.out = values.out;
+      if (contextPath) {
+        const url = (await readMeshRecord(root))?.url;
+        if (!url) {
+          throw new CotalError(
+            "broker_unknown",
+            `--context needs the broker's address, and ${root} was never brought up; run 'cotal up --root ${root}' first.`,
+          );
+        }
+        const credsPath = values.out.startsWith("/") ? values.out : `${Deno.cwd()}/${values.out}`;
+        await Deno.mkdir(natsContextDir(), { recursive: true, mode: 0o700 });
+        await writeFileAtomic(
+          contextPath,
+          JSON.stringify(
+            {
+              description:
+                `Cotal space ${space}, ${values.profile} cred (expires ${report.expiresAt})`,
+              url,
+              creds: credsPath,
+              inbox_prefix: report.inboxPrefix,
+            },
+            null,
+            2,
+          ) + "\n",
+          { noClobber: !force, what: "--context" },
+        );
+        report.context = contextPath;
+      }
+    } else if (values.json) {
+      report.creds = creds;
     } else {
       await Deno.stdout.write(new TextEncoder().encode(creds));
     }
+    if (values.json) {
+      printResult(denoIo(), { json: true }, report);
+      return;
+    }
+    if (report.out) console.error(`wrote ${safeText(report.out)}`);
+    if (report.context) {
+      console.error(
+        `wrote NATS CLI context ${report.context} (nats --context ${values.context} ...)`,
+      );
+    }
     // What a client needs to use it, and when it stops working.
-    const { jwt } = await parseCreds(creds);
-    const claims = decodeJwtUnverified(jwt);
     if (claims.exp) {
       console.error(
-        `expires ${new Date(claims.exp * 1000).toISOString()} (in ${
+        `${values.profile} cred for ${claims.sub} expires ${report.expiresAt} (in ${
           claims.exp - Math.floor(Date.now() / 1000)
-        } s); a NATS client connects with inboxPrefix "_INBOX_${claims.sub}"`,
+        } s); a NATS client connects with inboxPrefix "${report.inboxPrefix}"`,
       );
     }
     if (values.profile === "agent" && !values.lifecycle) {
