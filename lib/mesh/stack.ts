@@ -20,6 +20,8 @@ export interface MeshRecord {
   agentLimits?: string;
   /** The uid range a root supervisor gives agents (`first-last`). */
   agentIds?: string;
+  /** The broker's HTTP monitoring address (`host:port`), when `up --monitor` asked for one. */
+  monitor?: string;
 }
 
 /** One daemon of the stack, as `up` starts it and `down`/`status` find it. */

@@ -50,6 +50,7 @@ import {
   writeMeshRecord,
 } from "./stack.ts";
 import { Watchdog, type WatchedComponent, writeWatchList } from "./watchdog.ts";
+import { checkOperatorInclude, OPERATOR_INCLUDE, testBrokerConfig } from "./broker_include.ts";
 import {
   ensureBrokerAuth,
   ensureSpaceAccount,
@@ -84,7 +85,7 @@ function portFree(host: string, port: number): boolean {
 /** Renders the broker config for every space of a root into its broker dir (0600). */
 export async function renderBrokerConfig(
   root: string,
-  opts: { host: string; port: number },
+  opts: { host: string; port: number; monitor?: string },
 ): Promise<{ accounts: SpaceAccountAuth[]; configPath: string }> {
   const p = meshPaths(root);
   const store = workspaceSecretStore(root);
@@ -93,6 +94,15 @@ export async function renderBrokerConfig(
   // User mode: each space's callout account is preloaded beside its data account.
   const userAuth = await readUserAuth(root);
   const extraAccounts = userAuth ? await ensureUserAuthSecrets(store, broker, accounts) : [];
+  const includePath = `${p.brokerDir}/${OPERATOR_INCLUDE}`;
+  const include = await Deno.readTextFile(includePath).catch((err) => {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw new CotalError(
+      "operator_include_unreadable",
+      `${includePath} cannot be read (${err.message}).`,
+    );
+  });
+  if (include !== undefined) checkOperatorInclude(include, includePath);
   const config = serverConfig(
     broker,
     accounts.map((a) => ({ space: a.space, account: { pub: a.account.pub, jwt: a.account.jwt } })),
@@ -102,9 +112,19 @@ export async function renderBrokerConfig(
       port: opts.port,
       extraAccounts,
       logFile: componentFiles(root, "nats-server").logFile,
+      ...(opts.monitor ? { monitor: opts.monitor } : {}),
+      ...(include !== undefined ? { include: OPERATOR_INCLUDE } : {}),
     },
   );
-  await writeFileAtomic(p.brokerConfig, config, { what: "The broker's configuration" });
+  // The new config replaces the last good one only once nats-server accepts it.
+  const candidate = `${p.brokerDir}/.nats.conf.candidate`;
+  await writeFileAtomic(candidate, config, { what: "The broker's configuration" });
+  try {
+    await testBrokerConfig((await brokerBinary(() => {})).path, candidate);
+    await Deno.rename(candidate, p.brokerConfig);
+  } finally {
+    await Deno.remove(candidate).catch(() => {});
+  }
   return { accounts, configPath: p.brokerConfig };
 }
 
@@ -202,6 +222,8 @@ export async function up(
     isolation?: IsolationChoice;
     agentLimits?: string;
     agentIds?: string;
+    /** The broker's HTTP monitoring address, `host:port` (kept for later `up`s). */
+    monitor?: string;
   },
 ): Promise<UpResult> {
   const previous = await readMeshRecord(opts.root);
@@ -248,12 +270,14 @@ export async function up(
     await rotateSys(opts.root, store, trust, all);
     opts.say(`re-issued the system account and the $SYS creds of ${all.length} space(s)`);
   }
-  const { accounts } = await renderBrokerConfig(opts.root, opts);
+  const monitor = opts.monitor ?? previous?.monitor;
+  const { accounts } = await renderBrokerConfig(opts.root, { ...opts, monitor });
   const rec: MeshRecord = {
     root: opts.root,
     host: opts.host,
     port: opts.port,
     url: `nats://${opts.host}:${opts.port}`,
+    ...(monitor ? { monitor } : {}),
     detached: detach,
     isolation: opts.isolation ?? previous?.isolation ?? "bwrap",
     ...((opts.agentLimits ?? previous?.agentLimits)

@@ -64,6 +64,16 @@ export interface ServerConfigOpts {
    * agent can make millions of them.
    */
   logFile?: string;
+  /**
+   * The HTTP monitoring endpoint (`/varz`, `/connz`, `/jsz`: what `nats server report` and
+   * Prometheus exporters read), `host:port`; none by default.
+   */
+  monitor?: string;
+  /**
+   * A file name beside the config that it includes, before the trust and JetStream lines (which
+   * therefore win over anything the include sets): the operator's own listener settings.
+   */
+  include?: string;
 }
 
 /** The size at which the broker rotates its log (frozen). */
@@ -179,6 +189,21 @@ export function serverConfig(
     `host: ${q(opts.host ?? "127.0.0.1")}`,
     `port: ${port}`,
   ];
+  if (opts.monitor !== undefined) {
+    if (!/^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$/.test(opts.monitor)) {
+      refuse("invalid_monitor", `The monitor address must be host:port, not ${q(opts.monitor)}.`);
+    }
+    lines.push(`http: ${q(opts.monitor)}`);
+  }
+  if (opts.include !== undefined) {
+    if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*\.conf$/.test(opts.include)) {
+      refuse(
+        "invalid_include",
+        `The include must be a .conf file name beside the config, not ${q(opts.include)}.`,
+      );
+    }
+    lines.push(`include ${q(opts.include)}`);
+  }
   if (opts.cluster) lines.push(`server_name: ${q(opts.cluster.serverName)}`);
   // Agent JWTs carry their whole grant list in CONNECT, past the 4 KiB default; the line is
   // parsed before auth, so the cap stays modest.

@@ -15,7 +15,7 @@ import { parsePort, resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common
 import { doctorAuth } from "../../workspace/doctor.ts";
 import { credRows, storeRows } from "./doctor.ts";
 import { doctorStore } from "../../workspace/doctor_store.ts";
-import { workspaceSecretStore } from "../../workspace/mod.ts";
+import { spaceKeyHex, workspaceSecretStore } from "../../workspace/mod.ts";
 import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { DEFAULT_AGENT_IDS, parseIdRange } from "../../manager/sandbox/ids.ts";
 
@@ -86,6 +86,12 @@ export const upCommand = defineCommand({
     },
     idp: { type: "string", value: "issuer url", description: "the OIDC issuer to pin" },
     audience: { type: "string", description: "the audience IdP tokens carry (default: issuer)" },
+    monitor: {
+      type: "string",
+      value: "[host:]port",
+      description:
+        "serve the broker's HTTP monitoring (/varz, /connz, /jsz) here; loopback unless a host is given",
+    },
     "rotate-sys": {
       type: "boolean",
       description: "re-issue the system account and its $SYS creds (mesh must be stopped)",
@@ -119,6 +125,7 @@ export const upCommand = defineCommand({
           ? { agentIds: checked(() => parseIdRange(values["agent-ids"]!), values["agent-ids"]) }
           : {}),
         userAuth: userAuthFrom(values["user-auth"] === true, values.idp, values.audience),
+        ...(values.monitor !== undefined ? { monitor: monitorAddress(values.monitor) } : {}),
         // With --json, progress goes to stderr so stdout is one JSON document.
         say: (l) => json ? console.error(l) : console.log(l),
         untilStopped: stop.promise,
@@ -130,6 +137,18 @@ export const upCommand = defineCommand({
     return 0;
   },
 });
+
+/** `--monitor 8222` is loopback's port 8222; `--monitor host:port` is taken as given. */
+function monitorAddress(text: string): string {
+  const m = /^(?:(.+):)?(\d+)$/.exec(text);
+  if (!m) {
+    throw new CotalError(
+      "usage",
+      `--monitor must be a port or host:port (e.g. 8222 or 127.0.0.1:8222), not '${text}'.`,
+    );
+  }
+  return `${m[1] ?? "127.0.0.1"}:${parsePort(m[2], "--monitor's port")}`;
+}
 
 /** `cotal down`: stop every component of a root, dependants first. */
 export const downCommand = defineCommand({
@@ -220,6 +239,12 @@ export const statusCommand = defineCommand({
         ? "local: the supervisor loads the space's signer records"
         : "unknown";
     }
+    const byHex = new Map(spaces.map((sp) => [spaceKeyHex(sp), sp]));
+    const label = (id: string) => {
+      const [kind, hex] = id.split(".");
+      const sp = hex ? byHex.get(hex) : undefined;
+      return sp ? `${kind}.${safeText(sp)}` : id;
+    };
     const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
       credsOk && store.length === 0 && brokerFault === undefined;
     printResult(
@@ -233,13 +258,16 @@ export const statusCommand = defineCommand({
         store,
         isolation,
         signing,
+        ...(rec?.monitor ? { monitor: rec.monitor } : {}),
       },
       (r) =>
         r.components.length
           ? [
+            // By kind and space name (the ids carry the space's hex, for --json and the files).
             ...r.components.map((c) =>
-              `${c.id.padEnd(44)} ${c.state}${c.pid ? ` (pid ${c.pid})` : ""}`
+              `${label(c.id).padEnd(32)} ${c.state}${c.pid ? ` (pid ${c.pid})` : ""}`
             ),
+            ...(r.monitor ? [`monitor: http://${r.monitor}/ (varz, connz, jsz)`] : []),
             ...(r.brokerFault
               ? [`broker cannot write: ${safeText(r.brokerFault)} (the watchdog restarts it)`]
               : []),
