@@ -132,10 +132,18 @@ export async function renderBrokerConfig(
 export async function addSpaceRecord(root: string, space: string): Promise<boolean> {
   const p = meshPaths(root);
   await ensureMeshDirs(p);
+  const index = await readSpaceIndex(root);
+  // Names that differ only by case would be two spaces an operator reads as one.
+  const twin = index.spaces.find((s) => s !== space && s.toLowerCase() === space.toLowerCase());
+  if (twin) {
+    throw new CotalError(
+      "space_case_conflict",
+      `Space '${space}' differs from ${root}'s space '${twin}' only by case; use '${twin}' or another name.`,
+    );
+  }
   const store = workspaceSecretStore(root);
   const { broker } = await ensureBrokerAuth(store, "cotal");
   const { created } = await ensureSpaceAccount(store, broker, space);
-  const index = await readSpaceIndex(root);
   if (!index.spaces.includes(space)) {
     index.spaces.push(space);
     await writeSpaceIndex(root, index);

@@ -120,7 +120,22 @@ Deno.test("mesh - operator journey: up, status, spawn, a task answered, space ad
 
     await run("send", "--space", "second", "--channel", "general", "kept");
     await run("space", "backup", "second", "--to", `${cwd}/bk`);
-    await run("space", "rm", "second");
+    // Without a terminal to ask on, rm is refused unless --yes says it is meant; nothing goes.
+    const unasked = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, "space", "rm", "second"],
+      cwd,
+      env,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(unasked.code, 2);
+    assert.match(
+      new TextDecoder().decode(unasked.stderr),
+      /space rm deletes space 'second' of .*, for good; pass --yes to confirm/,
+    );
+    assert.equal(JSON.parse((await run("space", "list", "--json")).stdout).length, 2);
+    await run("space", "rm", "second", "--yes");
     await run("space", "restore", "--from", `${cwd}/bk`);
     const obs2 = await connectBroker({
       servers: up.url,

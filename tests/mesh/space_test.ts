@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spaceKeyHex } from "../../lib/workspace/mod.ts";
 import { spaceAdd, spaceList, spaceRm, spaceStreamList } from "../../lib/mesh/space.ts";
 import { loadSpaceAccount } from "../../lib/mesh/trust_state.ts";
 import { down, up } from "../../lib/mesh/up.ts";
@@ -81,6 +82,18 @@ Deno.test("mesh - space add while a sibling keeps serving: no message lost acros
     assert.deepEqual((await spaceList(root)).map((s) => s.space), ["alpha", "beta"]);
 
     await assert.rejects(spaceAdd(root, "beta"), (e) => isCotalError(e, "space_exists"));
+    // A name that differs only by case is refused before anything is created for it.
+    await assert.rejects(
+      spaceAdd(root, "Beta"),
+      (e) => isCotalError(e, "space_case_conflict") && /only by case; use 'beta'/.test(e.message),
+    );
+    assert.deepEqual((await spaceList(root)).map((s) => s.space), ["alpha", "beta"]);
+    assert.equal(
+      [...Deno.readDirSync(`${root}/secrets/auth`)].filter((e) =>
+        e.name.includes(spaceKeyHex("Beta"))
+      ).length,
+      0,
+    );
     const rm = await spaceRm(root, "beta");
     assert.deepEqual(rm.deletedStreams.sort(), spaceStreamList("beta").sort());
     assert.deepEqual((await spaceList(root)).map((s) => s.space), ["alpha"]);

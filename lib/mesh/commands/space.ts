@@ -1,5 +1,6 @@
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
+import { CotalError } from "../../errors.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { spaceAdd, spaceList, spaceRm } from "../space.ts";
 import { spaceBackup, spaceRestore } from "../backup.ts";
@@ -31,12 +32,33 @@ export const spaceAddCommand = defineCommand({
 export const spaceRmCommand = defineCommand({
   kind: "command",
   name: "space rm",
-  summary: "stop a space's daemons and delete its streams, buckets and account",
-  flags: { ...ROOT_FLAG, ...JSON_FLAG },
+  summary:
+    "stop a space's daemons and delete its streams, buckets and account (asks first, or --yes)",
+  flags: {
+    ...ROOT_FLAG,
+    ...JSON_FLAG,
+    yes: { type: "boolean", description: "do not ask: remove the space and its messages for good" },
+  },
   positionals: SPACE_ARG,
   async run({ values, positionals }) {
     const space = assertValidSpaceName(positionals[0]);
-    const result = await spaceRm(await resolveExistingRoot(values.root), space);
+    const root = await resolveExistingRoot(values.root);
+    if (values.yes !== true) {
+      const what =
+        `space '${space}' of ${root}, with every message, member and credential it holds`;
+      if (!Deno.stdin.isTerminal() || !Deno.stderr.isTerminal()) {
+        throw new CotalError(
+          "usage",
+          `space rm deletes ${what}, for good; pass --yes to confirm (there is no terminal to ask on).`,
+        );
+      }
+      // prompt() writes its question to stdout; the question belongs on the terminal.
+      const answer = prompt(`Remove ${what}? Type the space's name to confirm:`);
+      if (answer?.trim() !== space) {
+        throw new CotalError("cancelled", `Nothing removed: the answer was not '${space}'.`);
+      }
+    }
+    const result = await spaceRm(root, space);
     printResult(
       denoIo(),
       { json: values.json === true },
