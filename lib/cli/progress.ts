@@ -57,3 +57,31 @@ export function createProgress(io: CliIo, options?: ProgressOptions): Progress {
     },
   };
 }
+
+/** A live status line: what a long command is doing now. */
+export interface LiveLine {
+  /** Shows `text` in place of the last one. */
+  (text: string): void;
+  /** Clears the line (call before the command prints its result). */
+  done(): void;
+}
+
+/**
+ * A live status line on stderr, only when stderr is a terminal and the output is not `--json`:
+ * logs, pipes and CI get nothing, so a command's output stays exactly its result. Untrusted
+ * text is the caller's to sanitize.
+ */
+export function liveLine(io: CliIo, opts: { json?: boolean } = {}): LiveLine {
+  const on = io.stderrIsTerminal && opts.json !== true;
+  let shown = false;
+  const line = ((text: string) => {
+    if (!on) return;
+    io.stderr(`${CLEAR_LINE}... ${text.slice(0, 200)}`);
+    shown = true;
+  }) as LiveLine;
+  line.done = () => {
+    if (on && shown) io.stderr(CLEAR_LINE);
+    shown = false;
+  };
+  return line;
+}

@@ -34,6 +34,10 @@ import { provisionSpace, renderBrokerConfig } from "./up.ts";
 import { reloadBroker } from "./stack.ts";
 import { registerMesh } from "./machine_registry.ts";
 
+function mib(bytes: number): string {
+  return `${(bytes / 1048576).toFixed(1)} MiB`;
+}
+
 /** The format tag a backup's manifest carries. */
 export const BACKUP_FORMAT = "cotal-space-backup/1";
 
@@ -75,7 +79,9 @@ export async function spaceBackup(
   root: string,
   space: string,
   dir: string,
+  opts: { onProgress?: (line: string) => void } = {},
 ): Promise<BackupManifest> {
+  const say = opts.onProgress ?? (() => {});
   const store = workspaceSecretStore(root);
   const account = await loadSpaceAccount(store, space);
   if (!account) {
@@ -109,7 +115,8 @@ export async function spaceBackup(
   const skipped: string[] = [];
   try {
     const jsm = await nc.jetstreamManager();
-    for (const name of spaceStreamList(space)) {
+    const names = spaceStreamList(space);
+    for (const [i, name] of names.entries()) {
       let info;
       try {
         info = await jsm.streams.info(name);
@@ -131,8 +138,12 @@ export async function spaceBackup(
         mode: 0o600,
       });
       try {
+        let written = 0;
+        say(`snapshot of ${name} (${i + 1}/${names.length})`);
         const h = await snapshotStream(nc, name, async (chunk) => {
           await out.write(chunk);
+          written += chunk.length;
+          say(`snapshot of ${name} (${i + 1}/${names.length}): ${mib(written)}`);
         }, { inboxPrefix: await inboxPrefixOf(creds) });
         streams.push({ name, file, bytes: h.bytes, config: h.config, state: h.state });
       } finally {
@@ -214,7 +225,12 @@ async function* fileChunks(path: string): AsyncIterable<Uint8Array> {
  * Restores a backed-up space into a root whose broker runs (a fresh broker, another operator,
  * or the same root after `space rm`). Refuses a root that already serves the space.
  */
-export async function spaceRestore(root: string, dir: string): Promise<BackupManifest> {
+export async function spaceRestore(
+  root: string,
+  dir: string,
+  opts: { onProgress?: (line: string) => void } = {},
+): Promise<BackupManifest> {
+  const say = opts.onProgress ?? (() => {});
   const m = await readManifest(dir);
   const live = await requireLive(root);
   const index = await readSpaceIndex(root);
@@ -259,7 +275,8 @@ export async function spaceRestore(root: string, dir: string): Promise<BackupMan
   );
   const nc = await connectBroker({ servers: live.url, creds }, { name: "cotal space restore" });
   try {
-    for (const s of m.streams) {
+    for (const [i, s] of m.streams.entries()) {
+      say(`restoring ${s.name} (${i + 1}/${m.streams.length}, ${mib(s.bytes)})`);
       await restoreStream(
         nc,
         { config: s.config, state: s.state } as SnapshotHeader,
@@ -269,6 +286,7 @@ export async function spaceRestore(root: string, dir: string): Promise<BackupMan
   } finally {
     await nc.close();
   }
+  say(`provisioning space '${m.space}' and starting its daemons`);
   await provisionSpace(adopted, live.url, root);
   await startSpaceDaemons(root, store, adopted);
   await registerMesh({ space: m.space, root, url: live.url });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { bufferIo, createProgress, printError, printResult } from "../../lib/cli/mod.ts";
+import { bufferIo, createProgress, liveLine, printError, printResult } from "../../lib/cli/mod.ts";
 import { CotalError } from "../../lib/errors.ts";
 
 function clock(...times: number[]): () => number {
@@ -62,4 +62,25 @@ Deno.test("cli - progress on a terminal: a live line rewritten in place", async 
     io.err,
     "... start broker\r\x1b[2K... start broker: waiting for port\r\x1b[2Kok   start broker (250ms)\n",
   );
+});
+
+Deno.test("cli - a live line is shown in place on a terminal, and nowhere else (pipes, logs, --json)", () => {
+  const tty = bufferIo({ stderrIsTerminal: true });
+  const line = liveLine(tty);
+  line("snapshot of CHAT_x (1/9)");
+  line("snapshot of CHAT_x (1/9): 1.0 MiB");
+  line.done();
+  assert.equal(
+    tty.err,
+    "\r\x1b[2K... snapshot of CHAT_x (1/9)\r\x1b[2K... snapshot of CHAT_x (1/9): 1.0 MiB\r\x1b[2K",
+  );
+  assert.equal(tty.out, "");
+  for (
+    const [io, json] of [[bufferIo(), false], [bufferIo({ stderrIsTerminal: true }), true]] as const
+  ) {
+    const quiet = liveLine(io, { json });
+    quiet("anything");
+    quiet.done();
+    assert.equal(io.err + io.out, "");
+  }
 });

@@ -119,7 +119,9 @@ Deno.test("mesh - operator journey: up, status, spawn, a task answered, space ad
     assert.deepEqual(spaces.map((s: { space: string }) => s.space), ["default", "second"]);
 
     await run("send", "--space", "second", "--channel", "general", "kept");
-    await run("space", "backup", "second", "--to", `${cwd}/bk`);
+    // Off a terminal, the long steps say nothing but their result (no progress lines).
+    const bk = await run("space", "backup", "second", "--to", `${cwd}/bk`);
+    assert.equal(bk.stderr, "");
     // Without a terminal to ask on, rm is refused unless --yes says it is meant; nothing goes.
     const unasked = await new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", COTAL, "space", "rm", "second"],
@@ -136,7 +138,25 @@ Deno.test("mesh - operator journey: up, status, spawn, a task answered, space ad
     );
     assert.equal(JSON.parse((await run("space", "list", "--json")).stdout).length, 2);
     await run("space", "rm", "second", "--yes");
-    await run("space", "restore", "--from", `${cwd}/bk`);
+    assert.equal((await run("space", "restore", "--from", `${cwd}/bk`)).stderr, "");
+    // On a terminal (script(1) gives the command a pty), the same backup shows where it is.
+    const onTty = await new Deno.Command("script", {
+      args: [
+        "-qec",
+        [Deno.execPath(), "run", "-A", COTAL, "space", "backup", "second", "--to", `${cwd}/bk2`]
+          .map((a) => `'${a}'`).join(" "),
+        "/dev/null",
+      ],
+      cwd,
+      env,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const screen = new TextDecoder().decode(onTty.stdout);
+    assert.equal(onTty.code, 0, screen);
+    assert.match(screen, /\.\.\. snapshot of CHAT_second \(\d+\/\d+\)/);
+    assert.match(screen, /backed up space 'second'/);
     const obs2 = await connectBroker({
       servers: up.url,
       creds: await mintForRoot(root, "second", { profile: "observer" }),

@@ -1,4 +1,4 @@
-import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { defineCommand, denoIo, JSON_FLAG, liveLine, printResult } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { CotalError } from "../../errors.ts";
 import { assertValidSpaceName } from "../names.ts";
@@ -18,7 +18,9 @@ export const spaceAddCommand = defineCommand({
   positionals: SPACE_ARG,
   async run({ values, positionals }) {
     const space = assertValidSpaceName(positionals[0]);
-    const result = await spaceAdd(resolveRoot(values.root), space);
+    const live = liveLine(denoIo(), { json: values.json === true });
+    live(`adding space '${space}': its account, the broker's reload, its streams and daemons`);
+    const result = await spaceAdd(resolveRoot(values.root), space).finally(() => live.done());
     printResult(
       denoIo(),
       { json: values.json === true },
@@ -105,11 +107,13 @@ export const spaceBackupCommand = defineCommand({
   positionals: SPACE_ARG,
   async run({ values, positionals }) {
     const space = assertValidSpaceName(positionals[0]);
+    const live = liveLine(denoIo(), { json: values.json === true });
     const m = await spaceBackup(
       await resolveExistingRoot(values.root),
       space,
       resolveRoot(values.to),
-    );
+      { onProgress: live },
+    ).finally(() => live.done());
     printResult(
       denoIo(),
       { json: values.json === true },
@@ -131,7 +135,10 @@ export const spaceRestoreCommand = defineCommand({
     from: { type: "string", required: true, value: "dir", description: "a backup directory" },
   },
   async run({ values }) {
-    const m = await spaceRestore(resolveRoot(values.root), resolveRoot(values.from));
+    const live = liveLine(denoIo(), { json: values.json === true });
+    const m = await spaceRestore(resolveRoot(values.root), resolveRoot(values.from), {
+      onProgress: live,
+    }).finally(() => live.done());
     printResult(
       denoIo(),
       { json: values.json === true },
