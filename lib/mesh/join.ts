@@ -26,7 +26,7 @@ export interface JoinOptions {
 
 export const JOIN_HELP = [
   "text            post to the current channel",
-  "/join <ch>      read a channel and make it current (posting needs --channel <ch>)",
+  "/join <ch>      read a channel; lines go to it when --channel named it, else stay where they were",
   "/leave <ch>     leave a channel",
   "/dm <o.a> text  direct message one peer",
   "/task <role> t  hand a task to a role (anycast)",
@@ -121,7 +121,15 @@ export async function join(opts: JoinOptions): Promise<number> {
           opts.print(ep.getRoster().map((p) => `${p.card.id} ${p.status}`).join("\n") || "nobody");
         } else if (cmd === "/join" && arg) {
           await ep.joinChannel(arg);
-          current = arg;
+          // Lines go to a channel this session may post to; another one is only read here.
+          if (opts.channels.includes(arg)) {
+            current = arg;
+            opts.print(`reading and posting in #${arg}`);
+          } else {
+            opts.print(
+              `reading #${arg}; your lines still go to #${current} (posting to #${arg} needs 'cotal join --channel ${arg}')`,
+            );
+          }
         } else if (cmd === "/leave" && arg) await ep.leaveChannel(arg);
         else if (cmd === "/dm" && arg && rest.length) {
           await ep.unicast(arg, rest.join(" "));

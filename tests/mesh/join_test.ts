@@ -58,6 +58,11 @@ Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves n
     await during.close();
     await sendText(root, "j", { to: "local.alice" }, "psst");
     await waitFor(() => out.join("").includes("(dm) local.operator: psst"), { what: "the DM" });
+    // A channel this session may only read: joined, and typing still posts where it may.
+    await writer.write(enc.encode("/join random\nstill general\n"));
+    await waitFor(() => seen.includes("local.alice:still general"), { what: "the second post" });
+    assert.match(out.join(""), /reading #random; your lines still go to #general/);
+    assert.doesNotMatch(out.join(""), /Permissions Violation|^! /m);
     await writer.write(enc.encode("/nonsense\n/quit\n"));
     await writer.close();
     assert.equal((await child.status).code, 0);
