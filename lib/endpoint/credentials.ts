@@ -15,6 +15,7 @@ import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
+import { principalFromTags } from "../trust/mint.ts";
 import { RENEW_FRACTION } from "../trust/lifetimes.ts";
 import { assertValidPrincipal, type Principal } from "../wire/names.ts";
 import type { CredentialSource } from "./types.ts";
@@ -60,10 +61,6 @@ export async function parseHeldCreds(text: string): Promise<HeldCredential> {
   }
   const { jwt } = await parseCreds(text);
   const claims = decodeJwtUnverified(jwt);
-  const tags = claims.nats.tags ?? [];
-  const tag = (k: string) => tags.find((t) => t.startsWith(`${k}:`))?.slice(k.length + 1);
-  const owner = tag("owner");
-  const actor = tag("actor");
   const allow = (claims.nats as { sub?: { allow?: string[] } }).sub?.allow ?? [];
   const inbox = allow.map((s) => /^_INBOX_([A-Za-z0-9_-]+)\.>$/.exec(s)?.[1]).find(Boolean);
   return {
@@ -71,7 +68,7 @@ export async function parseHeldCreds(text: string): Promise<HeldCredential> {
     nkey: claims.sub,
     issuedAt: claims.iat * 1000,
     expiresAt: claims.exp === undefined ? undefined : claims.exp * 1000,
-    principal: owner !== undefined && actor !== undefined ? { owner, actor } : undefined,
+    principal: principalFromTags(claims.nats.tags),
     connId: inbox ?? claims.sub,
   };
 }

@@ -11,6 +11,7 @@ import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
+import { principalFromTags } from "../trust/mint.ts";
 import { type ControlProver, controlProver, proveControlRequest } from "./control_auth.ts";
 import { newLifecycleUid, type Principal } from "../wire/names.ts";
 import { errorText } from "../wire/connect.ts";
@@ -72,17 +73,14 @@ interface Pending {
 async function callerOf(creds: string): Promise<Principal & { nkey: string }> {
   const { jwt } = await parseCreds(creds);
   const claims = decodeJwtUnverified(jwt);
-  const tags = claims.nats.tags ?? [];
-  const tag = (k: string) => tags.find((t) => t.startsWith(`${k}:`))?.slice(k.length + 1);
-  const owner = tag("owner");
-  const actor = tag("actor");
-  if (!owner || !actor) {
+  const caller = principalFromTags(claims.nats.tags);
+  if (!caller) {
     throw new CotalError(
       "invalid_caller",
       "The control creds name no owner and actor; mint them with the control-caller profile.",
     );
   }
-  return { owner, actor, nkey: claims.sub };
+  return { ...caller, nkey: claims.sub };
 }
 
 /** A connection to a space's manager over the control rail. */

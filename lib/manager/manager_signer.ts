@@ -20,6 +20,7 @@ import {
   mintWith,
   newIdentity,
   type Principal,
+  principalFromTags,
 } from "../trust/mod.ts";
 import { supervisorCredsKey } from "../workspace/keys.ts";
 import { getSpaceAuth } from "../workspace/space_auth.ts";
@@ -89,17 +90,15 @@ export async function remoteSigning(
   const { jwt, seed } = await parseCreds(stored);
   const claims = decodeJwtUnverified(jwt);
   const nats = claims.nats as { issuer_account?: string; tags?: string[] };
-  const tag = (k: string) => nats.tags?.find((t) => t.startsWith(`${k}:`))?.slice(k.length + 1);
-  const owner = tag("owner");
-  const actor = tag("actor");
-  if (claims.name !== "supervisor" || !owner || !actor) {
+  const named = principalFromTags(nats.tags);
+  if (claims.name !== "supervisor" || !named) {
     throw new CotalError(
       "supervisor_creds_invalid",
       `The stored cred ${key} is not a supervisor cred naming its principal; let cotal up write it again.`,
     );
   }
   const identity = { id: await publicKeyFromSeed(seed), seed };
-  const principal = { owner, actor };
+  const principal = named;
   const accountPub = nats.issuer_account ?? claims.iss;
   let remote: RemoteSigner | undefined;
   const signer: CredentialSigner = {

@@ -41,6 +41,14 @@ export function principalTags(p: Principal): string[] {
   return [`owner:${p.owner}`, `actor:${p.actor}`, `principal:${p.owner}.${p.actor}`];
 }
 
+/** The principal a cred's signed tags name ({@linkcode principalTags}), if they name one. */
+export function principalFromTags(tags: readonly string[] | undefined): Principal | undefined {
+  const tag = (k: string) => tags?.find((t) => t.startsWith(`${k}:`))?.slice(k.length + 1);
+  const owner = tag("owner");
+  const actor = tag("actor");
+  return owner && actor ? { owner, actor } : undefined;
+}
+
 function nativeSigner(seed: string): Promise<Signer> {
   try {
     const s = syncSigner(seed);

@@ -36,6 +36,7 @@ export {
   MAX_CONTROL_LINE,
   MAX_USER_JWT_BYTES,
   mintCreds,
+  principalFromTags,
   principalTags,
   signUserJwt,
 } from "./mint.ts";

@@ -20,6 +20,7 @@ import {
   CREDENTIAL_LIFETIMES,
   mintCreds,
   type Principal,
+  principalFromTags,
   type Profile,
   type SpaceAuth,
 } from "../trust/mod.ts";
@@ -107,10 +108,7 @@ function failure(err: unknown, fallback: string): { code: string; message: strin
 
 /** The principal a minted cred speaks for, from its signed tags. */
 function principalOf(claims: UserClaims): Principal | undefined {
-  const tags = claims.nats.tags ?? [];
-  const owner = tags.find((t) => t.startsWith("owner:"))?.slice(6);
-  const actor = tags.find((t) => t.startsWith("actor:"))?.slice(6);
-  return owner && actor ? { owner, actor } : undefined;
+  return principalFromTags(claims.nats.tags);
 }
 
 /** The reply-inbox token the cred subscribes (`_INBOX_<connId>.>`). */
