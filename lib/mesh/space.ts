@@ -1,4 +1,6 @@
 import { CotalError } from "../errors.ts";
+import { spaceDaemons } from "./space_daemons.ts";
+import { updateWatchList } from "./watchdog.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import { bucketNames, connectBroker, streamNames } from "../wire/mod.ts";
 import {
@@ -15,13 +17,8 @@ import {
   reloadBroker,
   stopComponent,
 } from "./stack.ts";
-import {
-  deliveryComponent,
-  ensureDaemonCreds,
-  signerComponent,
-  superviseComponent,
-} from "./daemons.ts";
-import { authServiceComponent, readUserAuth } from "./user_auth.ts";
+import type { ComponentSpec } from "./stack.ts";
+import { ensureDaemonCreds } from "./daemons.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
 import { addSpaceRecord, provisionSpace, renderBrokerConfig } from "./up.ts";
@@ -103,17 +100,13 @@ export async function startSpaceDaemons(
 ): Promise<void> {
   const rec = (await readMeshRecord(root))!;
   await ensureDaemonCreds(root, store, account);
-  await ensureComponent(root, await deliveryComponent(root, account.space, rec), true);
-  await ensureComponent(root, await signerComponent(root, account.space, rec), true);
-  await ensureComponent(
-    root,
-    await superviseComponent(root, account.space, rec, rec.isolation),
-    true,
-  );
-  const userAuth = await readUserAuth(root);
-  if (userAuth) {
-    await ensureComponent(root, authServiceComponent(root, account.space, rec, userAuth), true);
+  const specs: ComponentSpec[] = [];
+  for (const spec of await spaceDaemons(root, account.space, rec)) {
+    await ensureComponent(root, spec, true);
+    specs.push(spec);
   }
+  // The watchdog heals this space from now on, as it does the ones up started.
+  await updateWatchList(root, { add: specs });
 }
 
 /** Lists a root's spaces with their accounts and daemons. */
@@ -197,6 +190,8 @@ async function removeSpace(
   const account = await loadSpaceAccount(store, space).catch(() => undefined);
   const key = spaceKeyHex(space);
   const stopped: string[] = [];
+  // Out of the watchdog's list first, so it does not bring back what is stopped next.
+  await updateWatchList(root, { remove: (id) => id.endsWith(`.${key}`) });
   for (const c of await listComponents(root)) {
     if (c.id.endsWith(`.${key}`)) {
       await stopComponent(root, c.id);

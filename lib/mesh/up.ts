@@ -19,16 +19,8 @@ import { workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { mintSysCreds, rotateSys } from "./sys_creds.ts";
+import { ensureDaemonCreds, type IsolationChoice, watchdogComponent } from "./daemons.ts";
 import {
-  deliveryComponent,
-  ensureDaemonCreds,
-  type IsolationChoice,
-  signerComponent,
-  superviseComponent,
-  watchdogComponent,
-} from "./daemons.ts";
-import {
-  authServiceComponent,
   ensureUserAuthSecrets,
   readUserAuth,
   type UserAuthConfig,
@@ -49,6 +41,7 @@ import {
   stopComponent,
   writeMeshRecord,
 } from "./stack.ts";
+import { spaceDaemons } from "./space_daemons.ts";
 import { Watchdog, type WatchedComponent, writeWatchList } from "./watchdog.ts";
 import { checkOperatorInclude, OPERATOR_INCLUDE, testBrokerConfig } from "./broker_include.ts";
 import {
@@ -321,18 +314,7 @@ export async function up(
     await writeMeshRecord(rec);
     for (const a of accounts) {
       await ensureDaemonCreds(opts.root, store, a);
-      await ensure(await deliveryComponent(opts.root, a.space, rec));
-    }
-    for (const a of accounts) {
-      // The signer first: the supervisor signs every credential through it.
-      await ensure(await signerComponent(opts.root, a.space, rec));
-      await ensure(await superviseComponent(opts.root, a.space, rec, rec.isolation));
-    }
-    const userAuth = await readUserAuth(opts.root);
-    if (userAuth) {
-      for (const a of accounts) {
-        await ensure(authServiceComponent(opts.root, a.space, rec, userAuth));
-      }
+      for (const spec of await spaceDaemons(opts.root, a.space, rec)) await ensure(spec);
     }
     for (const a of accounts) await registerMesh({ space: a.space, root: opts.root, url: rec.url });
     await writeWatchList(opts.root, watched);

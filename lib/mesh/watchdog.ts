@@ -51,6 +51,29 @@ export async function writeWatchList(root: string, components: WatchedComponent[
   });
 }
 
+/**
+ * Changes the watch list a running watchdog reads on its next pass: `remove` drops every
+ * component whose id matches, `add` puts specs in (replacing any of the same id). `space add`
+ * and `space restore` add the new space's daemons, `space rm` drops them before stopping them,
+ * so the watchdog heals the spaces that exist and never restarts a removed one. Without a
+ * list (a stack no `up` started) nothing is written.
+ */
+export async function updateWatchList(
+  root: string,
+  change: { add?: WatchedComponent[]; remove?: (id: string) => boolean },
+): Promise<void> {
+  let list: WatchedComponent[];
+  try {
+    list = await readWatchList(root);
+  } catch {
+    return;
+  }
+  if (list.length === 0) return;
+  const added = new Set((change.add ?? []).map((c) => c.id));
+  const kept = list.filter((c) => !added.has(c.id) && !(change.remove?.(c.id) ?? false));
+  await writeWatchList(root, [...kept, ...(change.add ?? [])]);
+}
+
 /** Reads the watch list; empty when `up` has written none. */
 export async function readWatchList(root: string): Promise<WatchedComponent[]> {
   let text: string;

@@ -104,6 +104,39 @@ Deno.test("mesh - the detached stack's watchdog restarts the broker and each dae
   }
 });
 
+Deno.test("mesh - the watchdog heals a space added later, and never brings back a removed one", async () => {
+  const root = await tempDir("cotal-wdspace-");
+  const port = freePort();
+  const hex = spaceKeyHex("later");
+  try {
+    const up = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
+    assert.equal(up.code, 0, up.stderr);
+    const add = await cotal(["space", "add", "later", "--root", root]);
+    assert.equal(add.code, 0, add.stderr);
+    // Added after up: the watchdog restarts its daemons like the rest.
+    await killAndAwaitNew(root, `delivery.${hex}`);
+    await killAndAwaitNew(root, `supervise.${hex}`);
+
+    const rm = await cotal(["space", "rm", "later", "--yes", "--root", root]);
+    assert.equal(rm.code, 0, rm.stderr);
+    const watched = JSON.parse(await Deno.readTextFile(`${root}/run/watch.json`)) as {
+      id: string;
+    }[];
+    assert.deepEqual(watched.filter((c) => c.id.endsWith(`.${hex}`)), []);
+    // Several watchdog passes later, nothing of the removed space runs again.
+    const logFile = componentFiles(root, "watchdog").logFile;
+    const before = (await Deno.readTextFile(logFile)).length;
+    await new Promise((r) => setTimeout(r, 2_000));
+    for (const kind of ["delivery", "signer", "supervise"]) {
+      assert.equal(await readPidFile(componentFiles(root, `${kind}.${hex}`).pidFile), undefined);
+    }
+    assert.doesNotMatch((await Deno.readTextFile(logFile)).slice(before), new RegExp(hex));
+  } finally {
+    await cotal(["down", "--root", root]);
+    await removeTempDir(root);
+  }
+});
+
 Deno.test("mesh - the watchdog backs off a component that keeps dying, and says why", async () => {
   const root = await tempDir("cotal-wdloop-");
   try {
