@@ -30,7 +30,7 @@ import {
   readSpaceIndex,
   writeSpaceIndex,
 } from "./trust_state.ts";
-import { provisionSpace, renderBrokerConfig } from "./up.ts";
+import { provisionSpace, renderBrokerConfig } from "./space_setup.ts";
 import { reloadBroker } from "./stack.ts";
 import { registerMesh } from "./machine_registry.ts";
 

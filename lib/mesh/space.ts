@@ -21,7 +21,7 @@ import type { ComponentSpec } from "./stack.ts";
 import { ensureDaemonCreds } from "./daemons.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
-import { addSpaceRecord, provisionSpace, renderBrokerConfig } from "./up.ts";
+import { addSpaceRecord, provisionSpace, renderBrokerConfig } from "./space_setup.ts";
 
 /** One space of a root and the state of its daemons. */
 export interface SpaceRow {
