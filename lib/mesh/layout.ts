@@ -1,3 +1,9 @@
+/**
+ * Where a root keeps its state: the broker dir (config, JetStream store), the secret store, the
+ * run dir (pid files, locks, the mesh record, the watch list) and the logs, created 0700.
+ *
+ * @module
+ */
 import { CotalError } from "../errors.ts";
 import { writeError } from "./atomic_file.ts";
 

@@ -1,3 +1,9 @@
+/**
+ * The machine's registry of running meshes (`~/.cotal/meshes/`, or `COTAL_HOME`): which root and
+ * broker URL serve a space, so a command run from any directory finds the mesh.
+ *
+ * @module
+ */
 import { writeFileAtomic } from "./atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import { spaceKeyHex } from "../workspace/mod.ts";

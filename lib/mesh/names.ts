@@ -1,3 +1,8 @@
+/**
+ * Space names as the operator may type them: 1 to 64 letters, digits, `_` or `-`.
+ *
+ * @module
+ */
 import { CotalError } from "../errors.ts";
 
 const SPACE_NAME = /^[A-Za-z0-9_-]{1,64}$/;

@@ -1,3 +1,9 @@
+/**
+ * The operator's everyday operations on a running root: minting a scoped cred from the root's
+ * signer, sending one text message, and tailing a space's channels.
+ *
+ * @module
+ */
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { isProfile, mintCreds, newIdentity, type Profile } from "../trust/mod.ts";

@@ -1,3 +1,9 @@
+/**
+ * Pid files pinned to the process's start time: a recorded pid is signalled only while it is
+ * still the same process, never a reused one.
+ *
+ * @module
+ */
 import { writeFileAtomic } from "./atomic_file.ts";
 import { CotalError } from "../errors.ts";
 

@@ -1,3 +1,8 @@
+/**
+ * Bounded readiness waits: the broker accepting connections, a line appearing in a log.
+ *
+ * @module
+ */
 import { CotalError } from "../errors.ts";
 
 /**

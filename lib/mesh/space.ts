@@ -1,3 +1,9 @@
+/**
+ * A root's spaces at run time: add one to a running broker without a restart (all or
+ * nothing), list them with their daemons, remove one with its streams, account and secrets.
+ *
+ * @module
+ */
 import { CotalError } from "../errors.ts";
 import { spaceDaemons } from "./space_daemons.ts";
 import { updateWatchList } from "./watchdog.ts";

@@ -1,3 +1,10 @@
+/**
+ * The components of a root's stack (the broker and each daemon): their specs, pid files, locks
+ * and logs, starting one that is not running, stopping one by its recorded identity, listing
+ * them, and the root's mesh record.
+ *
+ * @module
+ */
 import { ensureServer, type FoundServer } from "../broker/mod.ts";
 import { CotalError } from "../errors.ts";
 import { spaceKeyHex } from "../workspace/mod.ts";

@@ -1,3 +1,10 @@
+/**
+ * The spaces' `$SYS` creds (membership observer, connection evictor), minted only while the
+ * system account's seed is in memory: when the broker trust is created or the system account
+ * rotated (`up --rotate-sys`).
+ *
+ * @module
+ */
 import { CotalError } from "../errors.ts";
 import {
   type BrokerAuth,

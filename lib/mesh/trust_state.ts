@@ -1,3 +1,9 @@
+/**
+ * A root's trust on disk: the space index and the signer records (broker trust, one account
+ * per space) in the root's secret store, created once and read back verified.
+ *
+ * @module
+ */
 import { writeFileAtomic } from "./atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import {

@@ -1,3 +1,10 @@
+/**
+ * `cotal up` and `cotal down`: bring a root's whole stack up (broker, each space's set-up and
+ * daemons, the watchdog when detached) or take it down, agents first, dependants before what
+ * they depend on.
+ *
+ * @module
+ */
 import { CotalError, isCotalError } from "../errors.ts";
 import { ManagerClient } from "../manager/control_client.ts";
 import { mintForRoot } from "./ops.ts";

@@ -1,3 +1,9 @@
+/**
+ * Flags and root resolution every mesh command shares: `--root`, the current dir's `.cotal`,
+ * then the machine registry; port parsing.
+ *
+ * @module
+ */
 import { CotalError } from "../../errors.ts";
 import { listMeshes, lookupMesh } from "../machine_registry.ts";
 

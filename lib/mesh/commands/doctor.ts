@@ -1,3 +1,9 @@
+/**
+ * `cotal doctor auth`: every stored cred's health (expiry, renewal, missing) and the store's
+ * modes and links, with `--fix` for what can be fixed.
+ *
+ * @module
+ */
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { doctorAuth, type DoctorAuthRow } from "../../workspace/doctor.ts";

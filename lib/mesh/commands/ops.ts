@@ -1,3 +1,8 @@
+/**
+ * `cotal mint`, `send`, `tail` and `join`: the operator's commands on a running space.
+ *
+ * @module
+ */
 import { parseCreds } from "../../nats/creds.ts";
 import { decodeJwtUnverified } from "../../nats/jwt.ts";
 import { newLifecycleUid } from "../../wire/names.ts";

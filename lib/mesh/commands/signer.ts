@@ -1,3 +1,8 @@
+/**
+ * `cotal signer audit`: the signer's audit trail of every signing decision.
+ *
+ * @module
+ */
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { CotalError } from "../../errors.ts";

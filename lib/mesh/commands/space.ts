@@ -1,3 +1,8 @@
+/**
+ * `cotal space add|rm|list|backup|restore`: the spaces of a root.
+ *
+ * @module
+ */
 import { defineCommand, denoIo, JSON_FLAG, liveLine, printResult } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { CotalError } from "../../errors.ts";

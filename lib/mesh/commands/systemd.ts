@@ -1,3 +1,9 @@
+/**
+ * `cotal systemd print|install`: the units, sysusers and tmpfiles entries for a systemd host,
+ * and the steps that enable them.
+ *
+ * @module
+ */
 import { writeFileAtomic } from "../atomic_file.ts";
 import { defineCommand } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";

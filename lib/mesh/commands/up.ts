@@ -1,3 +1,8 @@
+/**
+ * `cotal up`, `down` and `status`: the stack's lifecycle and its health at a glance.
+ *
+ * @module
+ */
 import { defineCommand, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { denoIo } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
