@@ -7,7 +7,7 @@
  * could load other package versions than the ones the suite ran.
  */
 import { parseArgs } from "node:util";
-import { writeFileAtomic } from "../lib/mesh/atomic_file.ts";
+import { writeFileAtomic } from "../lib/atomic_file.ts";
 
 const checkout = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 let values: { "bin-dir"?: string; help?: boolean };

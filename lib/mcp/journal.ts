@@ -9,7 +9,7 @@
  * @module
  */
 import type { CotalMessage } from "../wire/envelope.ts";
-import { writeFileAtomic } from "../mesh/atomic_file.ts";
+import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 
 /** How a message reached the agent. */

@@ -5,7 +5,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
-import { writeError } from "./atomic_file.ts";
+import { writeError } from "../atomic_file.ts";
 
 /** Where one mesh keeps its state under its root (`.cotal` by default). */
 export interface MeshPaths {

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { writeFileAtomic } from "./atomic_file.ts";
+import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 
 /** What a pid file records: the pid and the process start time that pins its identity. */

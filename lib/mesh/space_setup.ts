@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { writeFileAtomic } from "./atomic_file.ts";
+import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { errorText } from "../wire/connect.ts";
 import {

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { writeFileAtomic } from "./atomic_file.ts";
+import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import {
   adoptSpaceAccount,

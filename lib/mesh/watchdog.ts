@@ -12,7 +12,7 @@
  * @module
  */
 import { StorageFaultReader } from "./storage_fault.ts";
-import { writeFileAtomic } from "./atomic_file.ts";
+import { writeFileAtomic } from "../atomic_file.ts";
 import { capLogFile } from "./log_cap.ts";
 import { CotalError } from "../errors.ts";
 import { isLockHeld, recordFromLock, startDaemon } from "./daemon.ts";

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { startDaemon } from "../../lib/mesh/daemon.ts";
 import { ensureMeshDirs, meshPaths } from "../../lib/mesh/layout.ts";
-import { writeFileAtomic } from "../../lib/mesh/atomic_file.ts";
+import { writeFileAtomic } from "../../lib/atomic_file.ts";
 import { componentFiles, listComponents, stopComponent } from "../../lib/mesh/stack.ts";
 import { spaceAdd } from "../../lib/mesh/space.ts";
 import { readSpaceIndex } from "../../lib/mesh/trust_state.ts";

@@ -6,7 +6,7 @@
 import { parseCreds } from "../../nats/creds.ts";
 import { decodeJwtUnverified } from "../../nats/jwt.ts";
 import { newLifecycleUid } from "../../wire/names.ts";
-import { writeFileAtomic } from "../atomic_file.ts";
+import { writeFileAtomic } from "../../atomic_file.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";

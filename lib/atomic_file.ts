@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { CotalError } from "../errors.ts";
+import { CotalError } from "./errors.ts";
 
 /** Options of {@linkcode writeFileAtomic}. */
 export interface AtomicWriteOptions {
