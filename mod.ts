@@ -200,7 +200,35 @@ export type {
   TextPart,
 } from "./lib/wire/mod.ts";
 export type { SecretStore } from "./lib/workspace/mod.ts";
-export { FsSecretStore, workspaceSecretStore } from "./lib/workspace/mod.ts";
+export {
+  createOnce,
+  FsSecretStore,
+  MemorySecretStore,
+  workspaceSecretStore,
+} from "./lib/workspace/mod.ts";
+// Provisioning a store by hand: the signer records and every per-space key a daemon reads
+export {
+  BROKER_AUTH_KEY,
+  CONNECTION_EVICTOR_CREDS_KIND,
+  connectionEvictorCredsKey,
+  MEMBERSHIP_CONFIG_KIND,
+  MEMBERSHIP_OBSERVER_CREDS_KIND,
+  membershipConfigKey,
+  membershipObserverCredsKey,
+  spaceAccountKey,
+  spaceKeyHex,
+  supervisorCredsKey,
+} from "./lib/workspace/mod.ts";
+export {
+  composeSpaceAuth,
+  parseBrokerAuth,
+  parseSpaceAccountAuth,
+  rotateSystemAccount,
+  serializeBrokerAuth,
+  serializeSpaceAccountAuth,
+} from "./lib/trust/mod.ts";
+export { authServicePaths } from "./lib/auth/service_files.ts";
+export type { AuthServicePaths } from "./lib/auth/service_files.ts";
 export { registry } from "./lib/registry.ts";
 export type {
   AuthProvider,
