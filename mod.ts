@@ -215,6 +215,7 @@ export {
   MEMBERSHIP_OBSERVER_CREDS_KIND,
   membershipConfigKey,
   membershipObserverCredsKey,
+  SIGNER_BUNDLE_KEY,
   spaceAccountKey,
   spaceKeyHex,
   supervisorCredsKey,

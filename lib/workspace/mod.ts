@@ -27,7 +27,7 @@ export {
 } from "./keys.ts";
 export type { SecretStoreComposition } from "./keys.ts";
 export { checkStoreKey } from "./store_key.ts";
-export { BROKER_AUTH_KEY, isSignerKey, spaceAccountKey } from "./trust_keys.ts";
+export { BROKER_AUTH_KEY, isSignerKey, SIGNER_BUNDLE_KEY, spaceAccountKey } from "./trust_keys.ts";
 export { getSpaceAuth } from "./space_auth.ts";
 export {
   assertReminted,

@@ -11,9 +11,11 @@ import {
   parseBrokerAuth,
   parseSpaceAccountAuth,
   type SpaceAuth,
+  stripSpaceAuth,
   validateSpaceAuth,
 } from "../trust/mod.ts";
-import { BROKER_AUTH_KEY, spaceAccountKey } from "./trust_keys.ts";
+import { isPublicKey, parseSeed } from "../nats/mod.ts";
+import { BROKER_AUTH_KEY, SIGNER_BUNDLE_KEY, spaceAccountKey } from "./trust_keys.ts";
 import type { SecretStore } from "./types.ts";
 
 // Fixed sentences per refusal code: the trust parsers' own messages may quote a stored label,
@@ -71,6 +73,10 @@ export async function getSpaceAuth(store: SecretStore, space: string): Promise<S
   const brokerText = await read(store, BROKER_AUTH_KEY, "broker trust record");
   const accountText = await read(store, accountKey, "space account record");
   if (brokerText === undefined || accountText === undefined) {
+    // A container's mount: one bundle at the legacy key, used only where the split records
+    // are absent (they always win: they carry the chain a bundle cannot prove).
+    const bundle = await read(store, SIGNER_BUNDLE_KEY, "signer bundle");
+    if (bundle !== undefined) return await parseSignerBundle(bundle, space);
     const missing = [
       ...(brokerText === undefined ? [BROKER_AUTH_KEY] : []),
       ...(accountText === undefined ? [accountKey] : []),
@@ -96,4 +102,46 @@ export async function getSpaceAuth(store: SecretStore, space: string): Promise<S
     rethrow(err, `stored signer chain of space ${JSON.stringify(space)}`);
   }
   return auth;
+}
+
+/**
+ * A bundle at {@linkcode SIGNER_BUNDLE_KEY}: a full one (`SpaceAuth` with every seed and JWT) is
+ * verified as a chain like the split records; a stripped one keeps only what minting needs
+ * (space, account public key, signing seed), so all it can prove is that the seed is an
+ * account seed and the bundle names `space`. Whether its account is the broker's is left to a
+ * preflight, which `remintDaemonCreds` asks for on every candidate.
+ */
+async function parseSignerBundle(text: string, space: string): Promise<SpaceAuth> {
+  let v: SpaceAuth;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    rethrow(undefined, "signer bundle (auth/auth.json)");
+  }
+  const what = "signer bundle (auth/auth.json)";
+  if (v?.operator?.seed && v.account?.jwt) {
+    try {
+      await validateSpaceAuth(v, space);
+      return v;
+    } catch (err) {
+      rethrow(err, what);
+    }
+  }
+  if (typeof v?.space !== "string" || v.space !== space) {
+    rethrow(new CotalError("wrong_space", ""), what);
+  }
+  const seed = v.account?.signingSeed;
+  const pub = v.account?.pub;
+  const seedKind = (() => {
+    try {
+      return typeof seed === "string" ? parseSeed(seed).kind : undefined;
+    } catch {
+      return undefined;
+    }
+  })();
+  if (seedKind !== "account" || !isPublicKey(pub, "account")) rethrow(undefined, what);
+  return stripSpaceAuth({
+    ...v,
+    account: { ...v.account, pub, signingSeed: seed },
+  } as SpaceAuth);
 }

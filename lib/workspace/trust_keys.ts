@@ -8,6 +8,12 @@ export function spaceAccountKey(space: string): string {
   return `auth/account.${spaceKeyHex(space)}.json`;
 }
 
+/**
+ * The legacy single-bundle key: a container may mount a stripped signer bundle here (the data
+ * account's public key and signing seed only, `stripSpaceAuth`) instead of the split records.
+ */
+export const SIGNER_BUNDLE_KEY = "auth/auth.json";
+
 /** True for keys that hold signing authority: everything under `auth/`. */
 export function isSignerKey(key: string): boolean {
   return key.startsWith("auth/");
