@@ -1,7 +1,11 @@
 /**
  * The MCP server's inbox: what reached the agent, kept on disk until the harness has read it.
  * A copy the broker holds for the agent (a DM, a task, a durable channel copy) is acked only
- * once its line is written and synced here, so a restarted `cotal mcp` loses nothing; what
+ * once its line is written here, so a `cotal mcp` killed at any moment (kill -9 included) and
+ * restarted loses nothing: a completed write is in the kernel's page cache, which outlives the
+ * process. A host crash is another matter, and the broker's: nats-server itself syncs its file
+ * store every two minutes by default, so the line is not synced per message either (that
+ * sync was 3 ms of every delivery, `tests/bench/mcp_bench.ts`). What
  * `inbox` or `wait` returned is marked read before the answer goes out, so nothing is seen
  * twice. Lines are JSON (`{n, at, kind, message}`), in `inbox.jsonl`; the read marks in
  * `read.json` (a cursor below which everything is read, and the numbers read out of order).
@@ -76,6 +80,11 @@ export class InboxJournal {
       throw new CotalError("mcp_inbox_unreadable", `The inbox ${this.#file} cannot be read.`);
     });
     this.#bytes = new TextEncoder().encode(text).length;
+    // A torn last line (a kill mid-write) is closed, so the next line starts on its own.
+    if (text !== "" && !text.endsWith("\n")) {
+      await Deno.writeTextFile(this.#file, "\n", { append: true });
+      this.#bytes++;
+    }
     for (const line of text.split("\n")) {
       if (line.trim() === "") continue;
       try {
@@ -85,8 +94,8 @@ export class InboxJournal {
         this.#remember(e.message.id);
         this.#next = Math.max(this.#next, e.n + 1);
       } catch {
-        // A line cut short by a crash mid-write was never synced, so never acked: the broker
-        // delivers its message again.
+        // A line cut short by a kill mid-write was never acked: the broker delivers its
+        // message again.
       }
     }
     const marks = await Deno.readTextFile(this.#marksFile).then(JSON.parse, () => undefined);
@@ -112,7 +121,8 @@ export class InboxJournal {
   }
 
   /**
-   * Writes `message` to the inbox and syncs it to disk; resolves false for an id already held.
+   * Writes `message` to the inbox (whole, before it resolves); resolves false for an id already
+   * held.
    * Only after it resolves may a copy the broker holds be acked.
    */
   append(kind: InboxKind, message: CotalMessage): Promise<boolean> {
@@ -122,8 +132,8 @@ export class InboxJournal {
       const line = new TextEncoder().encode(`${JSON.stringify(entry)}\n`);
       const f = await Deno.open(this.#file, { append: true, create: true, mode: 0o600 });
       try {
-        await f.write(line);
-        await f.syncData();
+        let done = 0;
+        while (done < line.length) done += await f.write(line.subarray(done));
       } finally {
         f.close();
       }
