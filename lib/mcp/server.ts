@@ -12,8 +12,13 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import {
   CallToolRequestSchema,
   type CallToolResult,
+  ListResourcesRequestSchema,
   ListToolsRequestSchema,
+  ReadResourceRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
+import { listChannelResources, readChannelResource, ResourceSubscriptions } from "./resources.ts";
 import type { CotalEndpoint, CotalMessageEvent } from "../endpoint/mod.ts";
 import type { InboxJournal, InboxKind } from "./journal.ts";
 import { checkArguments, type MeshTool, meshTools, toolErrorText } from "./tools.ts";
@@ -105,7 +110,7 @@ export async function serveMcp(
   const server = new Server(
     { name: "cotal", version: opts.version },
     {
-      capabilities: { tools: {} },
+      capabilities: { tools: {}, resources: { subscribe: true, listChanged: true } },
       instructions: `You are ${endpoint.id} in the Cotal space '${endpoint.space}'. ` +
         "Use `wait` to receive work, `reply` to answer it, `presence` to see peers.",
     },
@@ -120,9 +125,42 @@ export async function serveMcp(
     }));
   server.setRequestHandler(
     CallToolRequestSchema,
-    (req: { params: { name: string; arguments?: Record<string, unknown> } }) =>
-      callTool(tools, req.params.name, req.params.arguments),
+    async (req: { params: { name: string; arguments?: Record<string, unknown> } }) => {
+      const result = await callTool(tools, req.params.name, req.params.arguments);
+      // A join or leave changes which channel resources there are.
+      if (
+        req.params.name === "channels" && !result.isError &&
+        req.params.arguments?.action !== "list"
+      ) {
+        server.sendResourceListChanged().catch(() => {});
+      }
+      return result;
+    },
   );
+  const subscriptions = new ResourceSubscriptions();
+  server.setRequestHandler(
+    ListResourcesRequestSchema,
+    () => Promise.resolve({ resources: listChannelResources(endpoint) }),
+  );
+  server.setRequestHandler(
+    ReadResourceRequestSchema,
+    (req: { params: { uri: string } }) => readChannelResource(endpoint, req.params.uri),
+  );
+  server.setRequestHandler(SubscribeRequestSchema, (req: { params: { uri: string } }) => {
+    subscriptions.subscribe(endpoint, req.params.uri);
+    return Promise.resolve({});
+  });
+  server.setRequestHandler(UnsubscribeRequestSchema, (req: { params: { uri: string } }) => {
+    subscriptions.unsubscribe(req.params.uri);
+    return Promise.resolve({});
+  });
+  endpoint.addEventListener("message", (ev) => {
+    const channel = ev.message.channel;
+    const uri = channel !== undefined && !ev.meta.historical
+      ? subscriptions.updated(channel)
+      : undefined;
+    if (uri) server.sendResourceUpdated({ uri }).catch(() => {});
+  });
   let done: () => void = () => {};
   const closed = new Promise<void>((r) => (done = r));
   server.onclose = () => done();

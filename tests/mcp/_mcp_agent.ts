@@ -41,6 +41,7 @@ export async function provision(
   s: DeliverySpace,
   actor: string,
   role?: string,
+  channels: string[] = ["general"],
 ): Promise<Provisioned> {
   const uid = newLifecycleUid();
   const p = await provisionAgent({
@@ -52,8 +53,8 @@ export async function provision(
     principal: { owner: "local", actor },
     lifecycleUid: uid,
     subscribe: ["general"],
-    allowSubscribe: ["general"],
-    allowPublish: ["general"],
+    allowSubscribe: channels,
+    allowPublish: channels,
     ...(role ? { role } : {}),
   });
   return { id: `local.${actor}`, creds: p.creds, uid, ...(role ? { role } : {}) };
