@@ -17,6 +17,17 @@ export const LAUNCH_ENV = "COTAL_LAUNCH";
 export const LAUNCH_FORMAT = "cotal-launch/v1";
 /** The launch file's name inside the agent's launch dir. */
 export const LAUNCH_FILE = "launch.json";
+
+/**
+ * What the runner fills in a program agent's arguments with its own values, the paths as the
+ * sandbox sees them: the launch file, the agent's home and Deno's module cache. A connector
+ * points a harness at `cotal mcp` with them.
+ */
+export const RUNNER_PLACEHOLDERS = Object.freeze({
+  launch: "@@COTAL_LAUNCH@@",
+  home: "@@HOME@@",
+  denoDir: "@@DENO_DIR@@",
+});
 /** Launch files are small; a bigger one is refused before it is parsed. */
 export const MAX_LAUNCH_BYTES = 1 << 20;
 

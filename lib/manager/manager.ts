@@ -28,6 +28,7 @@ import type { SecretStore } from "../workspace/types.ts";
 import { AttachSessions } from "./attach.ts";
 import { CONTROL_VERSION, type JsonObject } from "./control_rail.ts";
 import { findConnector } from "./connectors.ts";
+import "./harness_connectors.ts";
 import { MANAGER_LEASE_TTL_MS, ManagerLease } from "./lease.ts";
 import {
   agentCredsKey,

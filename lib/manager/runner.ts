@@ -9,7 +9,13 @@
  */
 import { CotalError } from "../errors.ts";
 import { CotalEndpoint } from "../endpoint/endpoint.ts";
-import { type AgentSpec, LAUNCH_ENV, type LaunchMaterial, readLaunchMaterial } from "./launch.ts";
+import {
+  type AgentSpec,
+  LAUNCH_ENV,
+  type LaunchMaterial,
+  readLaunchMaterial,
+  RUNNER_PLACEHOLDERS,
+} from "./launch.ts";
 import { followControl } from "./sandbox/control_channel.ts";
 import { forwardToRelay, RELAY_PORT } from "./sandbox/relay.ts";
 
@@ -113,6 +119,17 @@ function loadBuiltin(name: string): Promise<AgentModule> {
   return load();
 }
 
+/**
+ * A program's argument with the runner's own values in place of {@linkcode RUNNER_PLACEHOLDERS}
+ * (the paths as the sandbox sees them), so a connector can point a harness at `cotal mcp`.
+ */
+function fillPlaceholders(arg: string): string {
+  return arg
+    .replaceAll(RUNNER_PLACEHOLDERS.launch, Deno.env.get(LAUNCH_ENV) ?? "")
+    .replaceAll(RUNNER_PLACEHOLDERS.home, Deno.env.get("HOME") ?? "")
+    .replaceAll(RUNNER_PLACEHOLDERS.denoDir, Deno.env.get("DENO_DIR") ?? "");
+}
+
 async function runProgram(
   agentDir: string,
   spec: AgentSpec & { kind: "program" },
@@ -122,7 +139,7 @@ async function runProgram(
   try {
     // The runner's env is already the supervisor's allowlist, so the child inherits only that.
     child = new Deno.Command(spec.command, {
-      args: [...spec.args],
+      args: spec.args.map(fillPlaceholders),
       cwd: agentDir,
       stdin: "inherit",
       stdout: "inherit",

@@ -123,6 +123,8 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
     ...(req.command ? { program: req.command } : {}),
     args: req.args,
     ...(req.module ? { moduleFile: `agent${/\.[a-z]+$/.exec(req.module)![0]}` } : {}),
+    ...(req.prompt ? { prompt: req.prompt } : {}),
+    ...(req.model ? { model: req.model } : {}),
   };
   const launch = await input.connector.buildLaunch(launchCtx);
   // Cotal's own agents run in the runner's process: the request's command is the one program

@@ -90,9 +90,18 @@ export interface SpawnRequest {
   readonly net: NetMode;
   /** Limits for this agent (within the frozen bounds; on top of the space's). */
   readonly limits: Partial<AgentLimits>;
+  /** A harness's instructions (its system prompt), lines allowed. */
+  readonly prompt?: string;
+  /** The model a harness should use. */
+  readonly model?: string;
 }
 
+/** The longest instructions a spawn carries for a harness. */
+export const MAX_PROMPT_CHARS = 16_384;
+
 const KEYS = [
+  "prompt",
+  "model",
   "agent",
   "name",
   "role",
@@ -226,7 +235,24 @@ export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnReques
   if (agent === "task-runner" && !command) {
     bad("The task runner needs command: the absolute path of the program each task runs.");
   }
+  const prompt = args.prompt;
+  if (
+    prompt !== undefined &&
+    (typeof prompt !== "string" || prompt === "" || prompt.length > MAX_PROMPT_CHARS ||
+      // deno-lint-ignore no-control-regex
+      /[\x00-\x08\x0b-\x1f\x7f]/.test(prompt))
+  ) {
+    bad(
+      `prompt must be text of at most ${MAX_PROMPT_CHARS} characters (lines and tabs allowed, no other control characters).`,
+    );
+  }
+  const model = str(args.model, "model", 128);
+  if (model !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._:\/-]*$/.test(model)) {
+    bad("model must be a model name of letters, digits and . _ : / -, like claude-sonnet-4-5.");
+  }
   return {
+    ...(prompt !== undefined ? { prompt: prompt as string } : {}),
+    ...(model !== undefined ? { model } : {}),
     agent,
     ...(name ? { name } : {}),
     ...(role ? { role } : agent === "task-runner" ? { role: "tasks" } : {}),

@@ -59,6 +59,9 @@ Deno.test("spawn request - sandbox fields are checked: paths, network, limits", 
   for (
     const [args, why] of [
       [{ workdir: "rel/dir" }, /workdir must be an absolute path/],
+      [{ prompt: "review\u0007this" }, /prompt must be text of at most 16384 characters/],
+      [{ prompt: "x".repeat(16_385) }, /prompt must be text of at most 16384 characters/],
+      [{ model: "claude sonnet" }, /model must be a model name/],
       [{ workdir: "/srv/../etc" }, /without '\.\.'/],
       [{ expose: ["/ok", "relative"] }, /expose must be an absolute path/],
       [{ expose: new Array(17).fill("/x") }, /at most 16/],

@@ -11,6 +11,7 @@ import { ManagerClient } from "../../manager/control_client.ts";
 import type { AgentRow } from "../../manager/managed_agent.ts";
 import { registry } from "../../registry.ts";
 import { safeText } from "../../cli/terminal.ts";
+import { HARNESS_INSTALL } from "../../manager/harness_connectors.ts";
 import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
@@ -98,6 +99,25 @@ function rowLine(a: AgentRow): string {
   } ${a.present ? "online " : "offline"} ${String(a.pid ?? "-").padEnd(7)} ${sandboxCell(a)}`;
 }
 
+/**
+ * The absolute path of a harness connector's binary on this shell's PATH; undefined for other
+ * connectors, or when it is not there (the supervisor then refuses with how to install it).
+ */
+function harnessOnPath(agent: string): string | undefined {
+  const h = HARNESS_INSTALL[agent];
+  if (!h) return undefined;
+  for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
+    if (!dir.startsWith("/")) continue;
+    try {
+      const st = Deno.statSync(`${dir}/${h.bin}`);
+      if (st.isFile && (st.mode ?? 0) & 0o111) return `${dir}/${h.bin}`;
+    } catch {
+      // Not in this dir.
+    }
+  }
+  return undefined;
+}
+
 /** `cotal spawn`: start an agent under the space's supervisor. */
 export const spawnCommand = defineCommand({
   kind: "command",
@@ -109,8 +129,14 @@ export const spawnCommand = defineCommand({
     agent: {
       type: "string",
       default: "task-runner",
-      description: "the connector: task-runner, module, program (or an installed one)",
+      description: "the connector: task-runner, module, program, claude-code (or an installed one)",
     },
+    prompt: {
+      type: "string",
+      value: "text",
+      description: "a harness's instructions (claude-code: its appended system prompt)",
+    },
+    model: { type: "string", description: "the model a harness uses" },
     name: { type: "string", description: "the agent's name (default <role>_<n>)" },
     role: { type: "string", description: "the anycast role it serves (task runner: 'tasks')" },
     module: { type: "string", value: "file", description: "a module agent's .ts/.js file" },
@@ -152,7 +178,9 @@ export const spawnCommand = defineCommand({
     variadic: true,
   }],
   async run({ values, positionals }) {
-    const [command, ...args] = positionals;
+    const [given, ...args] = positionals;
+    // A harness connector's binary is found on this shell's PATH when none is given.
+    const command = given ?? harnessOnPath(values.agent);
     const readiness = int(values.timeout, "--timeout", 1, 300) ?? 30;
     const window = int(values.window, "--window", 1, 3600);
     const req: Record<string, unknown> = {
@@ -178,6 +206,8 @@ export const spawnCommand = defineCommand({
       ...(values.expose?.length ? { expose: values.expose.map(absolutePath) } : {}),
       ...(values.net ? { net: netMode(values.net) } : {}),
       ...(values.limit?.length ? { limits: limitsFrom(values.limit) } : {}),
+      ...(values.prompt !== undefined ? { prompt: values.prompt } : {}),
+      ...(values.model !== undefined ? { model: values.model } : {}),
     };
     await using ctl = await client(values);
     const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 });

@@ -1,0 +1,90 @@
+/**
+ * Connectors for AI harnesses that speak MCP: each launches its harness as the agent's program
+ * (on its pty, inside its sandbox) with `cotal mcp` configured as that harness documents, so the
+ * model gets the mesh as tools. `claude-code`: Claude Code's `--mcp-config` (a JSON string),
+ * `--strict-mcp-config` (no other MCP server it may find), the spawn's instructions as
+ * `--append-system-prompt` and its model as `--model`.
+ *
+ * The MCP server runs inside the same sandbox as the harness, so its command names paths as the
+ * sandbox sees them; the runner fills {@linkcode RUNNER_PLACEHOLDERS} in a program's arguments
+ * with its own values (`lib/manager/runner.ts`). Harnesses start MCP servers with a minimal
+ * environment of their own (Claude Code passes HOME, PATH, SHELL, TERM, USER and LOGNAME), so what
+ * `cotal mcp` needs is spelled out in the server's `env`.
+ *
+ * @module
+ */
+import { CotalError } from "../errors.ts";
+import { type Connector, type LaunchSpec, registry } from "../registry.ts";
+import type { ManagerLaunchContext } from "./connectors.ts";
+import { RUNNER_PLACEHOLDERS } from "./launch.ts";
+
+const CHECKOUT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+
+/** `cotal mcp` as an MCP client starts it inside the agent's sandbox. */
+export function cotalMcpServer(): {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+} {
+  return {
+    command: Deno.execPath(),
+    // The sandbox is the boundary here: the harness that starts this is an unconfined program
+    // inside it, so Deno's flags on its child would confine nothing the harness cannot do.
+    args: [
+      "run",
+      "-A",
+      `--config=${CHECKOUT}/deno.json`,
+      `${CHECKOUT}/cmd/cotal.ts`,
+      "mcp",
+      "--launch",
+      RUNNER_PLACEHOLDERS.launch,
+    ],
+    env: {
+      HOME: RUNNER_PLACEHOLDERS.home,
+      DENO_DIR: RUNNER_PLACEHOLDERS.denoDir,
+      DENO_NO_UPDATE_CHECK: "1",
+    },
+  };
+}
+
+/** The install hint of each harness, for the refusal when it is not found. */
+export const HARNESS_INSTALL: Readonly<Record<string, { bin: string; install: string }>> = Object
+  .freeze({
+    "claude-code": { bin: "claude", install: "npm install -g @anthropic-ai/claude-code" },
+  });
+
+function harnessPath(ctx: ManagerLaunchContext, connector: string): string {
+  const h = HARNESS_INSTALL[connector];
+  if (!ctx.program) {
+    throw new CotalError(
+      "harness_missing",
+      `The ${connector} connector needs ${h.bin} (install it with '${h.install}'), found on PATH ` +
+        `by cotal spawn or given as an absolute path after --.`,
+    );
+  }
+  return ctx.program;
+}
+
+/** `claude-code`: Claude Code on the agent's pty with `cotal mcp` as its one MCP server. */
+export const claudeCodeConnector: Connector = Object.freeze({
+  kind: "connector",
+  name: "claude-code",
+  requires: ["claude"],
+  buildLaunch(ctx: ManagerLaunchContext): LaunchSpec {
+    const command = harnessPath(ctx, "claude-code");
+    const server = { type: "stdio", ...cotalMcpServer() };
+    return {
+      command,
+      args: [
+        "--mcp-config",
+        JSON.stringify({ mcpServers: { cotal: server } }),
+        "--strict-mcp-config",
+        ...(ctx.prompt ? ["--append-system-prompt", ctx.prompt] : []),
+        ...(ctx.model ? ["--model", ctx.model] : []),
+        ...(ctx.args ?? []),
+      ],
+    };
+  },
+});
+
+registry.register([claudeCodeConnector]);

@@ -1,0 +1,136 @@
+/**
+ * The `claude-code` connector, spawned by the real supervisor into the real sandbox, with a
+ * stand-in harness in Claude Code's place: a Node program (Claude Code is one) that records its
+ * argv and environment, starts the MCP server its `--mcp-config` names the way Claude Code does
+ * (a minimal environment plus the server's own `env`), and asks it `initialize` and
+ * `tools/list` over stdio. The launch is what Claude Code documents, nothing undeclared leaks
+ * into the harness, and `cotal mcp` answers inside the sandbox with the mesh's tools. A missing
+ * harness is refused with how to install it.
+ */
+import assert from "node:assert/strict";
+import { isCotalError } from "../../lib/errors.ts";
+import type { AgentRow } from "../../lib/manager/managed_agent.ts";
+import { denoDir } from "../../lib/manager/start_runner.ts";
+import { removeTempDir, waitFor } from "../_harness/broker.ts";
+import { jsonFileReady } from "../_harness/files.ts";
+import { agentWorkdir } from "./_agent_fixture.ts";
+import { startManagerMesh } from "./_manager_mesh.ts";
+
+const STAND_IN = `#!/usr/bin/node
+const fs = require("fs");
+const { spawn } = require("child_process");
+const argv = process.argv.slice(2);
+const recordPath = argv[argv.length - 1];
+const rec = { argv, env: Object.keys(process.env).sort(), cwd: process.cwd() };
+const save = () => fs.writeFileSync(recordPath, JSON.stringify(rec));
+const cfg = JSON.parse(argv[argv.indexOf("--mcp-config") + 1]);
+const srv = cfg.mcpServers.cotal;
+rec.server = srv;
+// As Claude Code starts a stdio server: a default environment, then the server's own env.
+const env = { PATH: process.env.PATH, HOME: process.env.HOME, TERM: process.env.TERM, ...srv.env };
+const child = spawn(srv.command, srv.args, { env, stdio: ["pipe", "pipe", "pipe"] });
+let out = "", err = "";
+child.stderr.on("data", (d) => (err += d));
+const send = (m) => child.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\\n");
+child.stdout.on("data", (d) => {
+  out += d;
+  for (let nl; (nl = out.indexOf("\\n")) >= 0;) {
+    const msg = JSON.parse(out.slice(0, nl));
+    out = out.slice(nl + 1);
+    if (msg.id === 1) {
+      rec.serverName = msg.result.serverInfo.name;
+      send({ method: "notifications/initialized" });
+      send({ id: 2, method: "tools/list" });
+    } else if (msg.id === 2) {
+      rec.tools = msg.result.tools.map((t) => t.name);
+      save();
+    }
+  }
+});
+send({
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "stand-in", version: "1" } },
+});
+setTimeout(() => { rec.error = "no tools/list answer: " + err.slice(-3000); save(); }, 60000);
+setInterval(() => {}, 1000); // a harness stays up
+`;
+
+Deno.test("manager - claude-code connector: the documented launch, nothing undeclared in its env, and cotal mcp answering inside the sandbox", async () => {
+  await using mesh = await startManagerMesh("claudecode");
+  const work = await agentWorkdir("cotal-harness-");
+  const standIn = `${work}/claude`;
+  await Deno.writeTextFile(standIn, STAND_IN, { mode: 0o755 });
+  await Deno.chmod(standIn, 0o755);
+  const record = `${work}/record.json`;
+  // A variable of the supervisor's own that no agent may see.
+  Deno.env.set("COTAL_TEST_CANARY", "must-not-leak");
+  try {
+    await mesh.manager();
+    const ctl = await mesh.control();
+    const refused = await ctl.request("spawn", { agent: "claude-code", name: "nocc" }, {
+      timeoutMs: 30_000,
+    }).then(() => undefined, (e) => e);
+    assert.ok(isCotalError(refused, "harness_missing"), String(refused));
+    assert.match(refused.message, /npm install -g @anthropic-ai\/claude-code/);
+
+    const row = await ctl.request<AgentRow>("spawn", {
+      agent: "claude-code",
+      name: "cc",
+      role: "reviewer",
+      command: standIn,
+      args: [record],
+      workdir: work,
+      prompt: "You review pull requests.\nBe brief.",
+      model: "claude-sonnet-4-5",
+    }, { timeoutMs: 60_000 });
+    assert.equal(row.present, true);
+    await waitFor(() => jsonFileReady(record), {
+      timeoutMs: 60_000,
+      what: "the stand-in's record",
+    });
+    const rec = JSON.parse(await Deno.readTextFile(record));
+    assert.equal(rec.error, undefined, rec.error);
+    // Claude Code's documented flags, in order, then the operator's own args.
+    assert.equal(rec.argv[0], "--mcp-config");
+    assert.deepEqual(rec.argv.slice(2), [
+      "--strict-mcp-config",
+      "--append-system-prompt",
+      "You review pull requests.\nBe brief.",
+      "--model",
+      "claude-sonnet-4-5",
+      record,
+    ]);
+    // The server: this Deno running cotal mcp from the agent's own launch file, as the sandbox
+    // sees it.
+    assert.equal(rec.server.type, "stdio");
+    assert.equal(rec.server.command, Deno.execPath());
+    assert.deepEqual(rec.server.args.slice(-3), [
+      "mcp",
+      "--launch",
+      "/run/cotal/launch/launch.json",
+    ]);
+    assert.deepEqual(rec.server.env, {
+      HOME: "/home/agent",
+      DENO_DIR: denoDir(),
+      DENO_NO_UPDATE_CHECK: "1",
+    });
+    // It answered inside the sandbox, through the relay, as the agent.
+    assert.equal(rec.serverName, "cotal");
+    for (const t of ["post", "dm", "task", "reply", "inbox", "wait", "presence"]) {
+      assert.ok(rec.tools.includes(t), `tools/list has ${t}: ${rec.tools}`);
+    }
+    // The harness's environment is the runner's allowlist, nothing of the supervisor's.
+    assert.ok(!rec.env.includes("COTAL_TEST_CANARY"), rec.env.join(" "));
+    for (const k of rec.env) {
+      assert.match(
+        k,
+        /^(HOME|PATH|USER|LOGNAME|TERM|LANG|LC_[A-Z]+|TZ|COTAL_LAUNCH|DENO_DIR|DENO_NO_UPDATE_CHECK|PWD|SHLVL|_)$/,
+        `undeclared variable ${k} in the harness's environment`,
+      );
+    }
+  } finally {
+    Deno.env.delete("COTAL_TEST_CANARY");
+    await removeTempDir(work);
+  }
+});
