@@ -12,6 +12,7 @@ import type { AgentRow } from "../../manager/managed_agent.ts";
 import { registry } from "../../registry.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { HARNESS_INSTALL } from "../../manager/harness_connectors.ts";
+import { listPersonas, personaSpawnFields, readPersona } from "../persona.ts";
 import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
@@ -128,8 +129,8 @@ export const spawnCommand = defineCommand({
     ...JSON_FLAG,
     agent: {
       type: "string",
-      default: "task-runner",
-      description: "the connector: task-runner, module, program, claude-code (or an installed one)",
+      description:
+        "the connector: task-runner (default), module, program, claude-code (or an installed one)",
     },
     prompt: {
       type: "string",
@@ -173,18 +174,28 @@ export const spawnCommand = defineCommand({
     },
   },
   positionals: [{
-    name: "command",
-    description: "the program (absolute path) and its args, after --",
+    name: "persona | command",
+    description:
+      "a persona of this root (<root>/personas/<name>.md), and/or the program (absolute path) and its args, after --",
     variadic: true,
   }],
   async run({ values, positionals }) {
-    const [given, ...args] = positionals;
+    // A first word that is no absolute path names a persona: its fields, under the flags given.
+    const persona = positionals[0] !== undefined && !positionals[0].startsWith("/")
+      ? await readPersona(
+        await resolveMeshRoot(values.root, assertValidSpaceName(values.space)),
+        positionals[0],
+      )
+      : undefined;
+    const [given, ...args] = persona ? positionals.slice(1) : positionals;
+    const agent = values.agent ?? persona?.agent ?? "task-runner";
     // A harness connector's binary is found on this shell's PATH when none is given.
-    const command = given ?? harnessOnPath(values.agent);
+    const command = given ?? harnessOnPath(agent);
     const readiness = int(values.timeout, "--timeout", 1, 300) ?? 30;
     const window = int(values.window, "--window", 1, 3600);
     const req: Record<string, unknown> = {
-      agent: values.agent,
+      ...(persona ? personaSpawnFields(persona) : {}),
+      agent,
       ...(values.name ? { name: values.name } : {}),
       ...(values.role ? { role: values.role } : {}),
       ...(command ? { command, args } : {}),
@@ -330,4 +341,61 @@ function consoleSize(): { cols: number; rows: number } | undefined {
   }
 }
 
-registry.register([spawnCommand, psCommand, despawnCommand, attachCommand]);
+/** `cotal persona list`: the personas of a root. */
+export const personaListCommand = defineCommand({
+  kind: "command",
+  name: "persona list",
+  summary: "list the personas of this root (<root>/personas/<name>.md)",
+  flags: { ...TARGET_FLAGS, ...JSON_FLAG },
+  async run({ values }) {
+    const root = await resolveMeshRoot(values.root, assertValidSpaceName(values.space));
+    const rows = await listPersonas(root);
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      rows,
+      (r) =>
+        r.length
+          ? r.map((p) =>
+            safeText(
+              `${p.name.padEnd(20)} ${p.agent.padEnd(12)} ${(p.role ?? "-").padEnd(12)} ${
+                p.description ?? ""
+              }`,
+            )
+          ).join("\n")
+          : `no personas yet; write one to ${root}/personas/<name>.md`,
+    );
+  },
+});
+
+/** `cotal persona show <name>`: one persona, as spawn would use it. */
+export const personaShowCommand = defineCommand({
+  kind: "command",
+  name: "persona show",
+  summary: "show one persona as spawn would use it",
+  flags: { ...TARGET_FLAGS, ...JSON_FLAG },
+  positionals: [{ name: "name", description: "the persona", required: true }],
+  async run({ values, positionals }) {
+    const root = await resolveMeshRoot(values.root, assertValidSpaceName(values.space));
+    const p = await readPersona(root, positionals[0]);
+    printResult(denoIo(), { json: values.json === true }, p, (v) =>
+      [
+        safeText(`persona ${v.name} (${v.file})`),
+        safeText(`agent: ${v.agent}`),
+        safeText(`role: ${v.role ?? "-"}`),
+        safeText(`channels: ${v.channels.join(", ") || "-"}`),
+        safeText(`model: ${v.model ?? "-"}`),
+        "",
+        safeText(v.instructions || "(no instructions)", { lines: true }),
+      ].join("\n"));
+  },
+});
+
+registry.register([
+  spawnCommand,
+  psCommand,
+  despawnCommand,
+  attachCommand,
+  personaListCommand,
+  personaShowCommand,
+]);

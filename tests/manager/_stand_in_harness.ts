@@ -1,0 +1,45 @@
+/**
+ * A stand-in for an MCP harness (Claude Code is a Node program too): it records its argv,
+ * environment and cwd, starts the MCP server its `--mcp-config` names the way Claude Code does
+ * (a default environment plus the server's own `env`), asks it `initialize` and `tools/list`
+ * over stdio, and writes all of it as JSON to the path in its last argument.
+ */
+export const STAND_IN = `#!/usr/bin/node
+const fs = require("fs");
+const { spawn } = require("child_process");
+const argv = process.argv.slice(2);
+const recordPath = argv[argv.length - 1];
+const rec = { argv, env: Object.keys(process.env).sort(), cwd: process.cwd() };
+const save = () => fs.writeFileSync(recordPath, JSON.stringify(rec));
+const cfg = JSON.parse(argv[argv.indexOf("--mcp-config") + 1]);
+const srv = cfg.mcpServers.cotal;
+rec.server = srv;
+// As Claude Code starts a stdio server: a default environment, then the server's own env.
+const env = { PATH: process.env.PATH, HOME: process.env.HOME, TERM: process.env.TERM, ...srv.env };
+const child = spawn(srv.command, srv.args, { env, stdio: ["pipe", "pipe", "pipe"] });
+let out = "", err = "";
+child.stderr.on("data", (d) => (err += d));
+const send = (m) => child.stdin.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\\n");
+child.stdout.on("data", (d) => {
+  out += d;
+  for (let nl; (nl = out.indexOf("\\n")) >= 0;) {
+    const msg = JSON.parse(out.slice(0, nl));
+    out = out.slice(nl + 1);
+    if (msg.id === 1) {
+      rec.serverName = msg.result.serverInfo.name;
+      send({ method: "notifications/initialized" });
+      send({ id: 2, method: "tools/list" });
+    } else if (msg.id === 2) {
+      rec.tools = msg.result.tools.map((t) => t.name);
+      save();
+    }
+  }
+});
+send({
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "stand-in", version: "1" } },
+});
+setTimeout(() => { rec.error = "no tools/list answer: " + err.slice(-3000); save(); }, 60000);
+setInterval(() => {}, 1000); // a harness stays up
+`;

@@ -1,0 +1,136 @@
+/**
+ * Personas: `<root>/personas/<name>.md` parsed strictly (every refusal names the file, the line
+ * and the field), listed and shown by `cotal persona`, and spawned by name: `cotal spawn
+ * reviewer` launches a claude-code agent with the persona's role, channels, model and
+ * instructions (judged by the stand-in harness inside the real sandbox).
+ */
+import assert from "node:assert/strict";
+import { isCotalError } from "../../lib/errors.ts";
+import { parsePersona } from "../../lib/mesh/persona.ts";
+import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
+import { jsonFileReady } from "../_harness/files.ts";
+import { agentWorkdir } from "../manager/_agent_fixture.ts";
+import { STAND_IN } from "../manager/_stand_in_harness.ts";
+
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
+async function cotal(args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", COTAL, ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+const REVIEWER = `---
+agent: claude-code
+role: reviewer
+channels: [general, "reviews"]
+model: claude-sonnet-4-5
+description: reviews the diffs it is sent
+---
+You review pull requests.
+Be brief.
+`;
+
+Deno.test("persona - the front matter is parsed strictly, every refusal naming file, line and field", () => {
+  const p = parsePersona("reviewer", "/r/personas/reviewer.md", REVIEWER);
+  assert.deepEqual(
+    [p.agent, p.role, p.channels, p.model, p.description, p.instructions],
+    [
+      "claude-code",
+      "reviewer",
+      ["general", "reviews"],
+      "claude-sonnet-4-5",
+      "reviews the diffs it is sent",
+      "You review pull requests.\nBe brief.",
+    ],
+  );
+  for (
+    const [text, why] of [
+      ["agent: x\n", /f\.md:1: front matter: the file must start with ---/],
+      ["---\nagent: x\n", /f\.md:3: front matter: no closing --- line/],
+      ["---\nagent: x\nspawn: true\n---\n", /f\.md:3: spawn: not a persona field/],
+      ["---\nrole: r\n---\n", /f\.md:1: agent: missing/],
+      ["---\nagent: x\nagent: y\n---\n", /f\.md:3: agent: set twice/],
+      ["---\nagent: x\nchannels: [a, b\n---\n", /f\.md:3: channels: a list must end with '\]'/],
+      ["---\nagent: x\nchannels: general\n---\n", /f\.md:3: channels: must be a list/],
+      ["---\nagent: x\n  - nested\n---\n", /f\.md:3: front matter: each line must be 'key: value'/],
+      ['---\nagent: "x\n---\n', /f\.md:2: agent: a quoted value must end with its quote/],
+    ] as const
+  ) {
+    assert.throws(
+      () => parsePersona("f", "/r/f.md", text),
+      (e: unknown) => isCotalError(e, "persona_invalid") && why.test((e as Error).message),
+      text,
+    );
+  }
+});
+
+Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launching its harness with its role, channels, model and instructions", async () => {
+  const root = `${await tempDir("cotal-persona-")}/.cotal`;
+  const work = await agentWorkdir("cotal-persona-work-");
+  const standIn = `${work}/claude`;
+  const record = `${work}/record.json`;
+  try {
+    const up = await cotal(["up", "--detach", "--root", root, "--port", `${freePort()}`]);
+    assert.equal(up.code, 0, up.stderr);
+    await Deno.mkdir(`${root}/personas`);
+    await Deno.writeTextFile(`${root}/personas/reviewer.md`, REVIEWER);
+    await Deno.writeTextFile(standIn, STAND_IN, { mode: 0o755 });
+    await Deno.chmod(standIn, 0o755);
+
+    const list = await cotal(["persona", "list", "--root", root]);
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, /^reviewer +claude-code +reviewer +reviews the diffs it is sent$/m);
+    const show = await cotal(["persona", "show", "reviewer", "--root", root]);
+    assert.match(show.stdout, /channels: general, reviews\nmodel: claude-sonnet-4-5\n\nYou review/);
+
+    const spawned = await cotal([
+      "spawn",
+      "reviewer",
+      "--root",
+      root,
+      "--workdir",
+      work,
+      "--",
+      standIn,
+      record,
+    ]);
+    assert.equal(spawned.code, 0, spawned.stderr);
+    await waitFor(() => jsonFileReady(record), {
+      timeoutMs: 60_000,
+      what: "the stand-in's record",
+    });
+    const rec = JSON.parse(await Deno.readTextFile(record));
+    assert.equal(rec.error, undefined, rec.error);
+    assert.deepEqual(rec.argv.slice(2), [
+      "--strict-mcp-config",
+      "--append-system-prompt",
+      "You review pull requests.\nBe brief.",
+      "--model",
+      "claude-sonnet-4-5",
+      record,
+    ]);
+    assert.ok(rec.tools.includes("wait"));
+    const ps = JSON.parse((await cotal(["ps", "--root", root, "--json"])).stdout);
+    const row = ps.agents.find((a: { name: string }) => a.name === "reviewer_1");
+    assert.equal(row?.agent, "claude-code");
+    assert.equal(row?.role, "reviewer");
+
+    // Refusals: a persona that is not there names the ones that are; a bad one its line.
+    const nosuch = await cotal(["spawn", "nosuch", "--root", root]);
+    assert.equal(nosuch.code, 1);
+    assert.match(nosuch.stderr, /There is no persona 'nosuch' .*; the personas are: reviewer\./);
+    await Deno.writeTextFile(`${root}/personas/bad.md`, "---\nagent: program\nrole [x]\n---\n");
+    const bad = await cotal(["spawn", "bad", "--root", root]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /personas\/bad\.md:3: front matter: each line must be 'key: value'/);
+  } finally {
+    await cotal(["down", "--root", root]);
+    await removeTempDir(root.replace(/\/\.cotal$/, ""));
+    await removeTempDir(work);
+  }
+});
