@@ -5,6 +5,10 @@
  * `--strict-mcp-config` (no other MCP server it may find), the spawn's instructions as
  * `--append-system-prompt` and its model as `--model`.
  *
+ * `codex`: the Codex CLI with the server as a `-c mcp_servers.cotal={...}` override (an inline
+ * TOML table: nothing is written to its config file), the spawn's model as `--model` and its
+ * instructions as the session's initial prompt (Codex has no system-prompt flag).
+ *
  * The MCP server runs inside the same sandbox as the harness, so its command names paths as the
  * sandbox sees them; the runner fills {@linkcode RUNNER_PLACEHOLDERS} in a program's arguments
  * with its own values (`lib/manager/runner.ts`). Harnesses start MCP servers with a minimal
@@ -51,7 +55,26 @@ export function cotalMcpServer(): {
 export const HARNESS_INSTALL: Readonly<Record<string, { bin: string; install: string }>> = Object
   .freeze({
     "claude-code": { bin: "claude", install: "npm install -g @anthropic-ai/claude-code" },
+    codex: { bin: "codex", install: "npm install -g @openai/codex" },
   });
+
+/** A TOML inline table of string values, string lists and nested tables (JSON strings are TOML). */
+export function tomlInline(
+  v: Readonly<Record<string, string | readonly string[] | object>>,
+): string {
+  const value = (x: unknown): string =>
+    typeof x === "string"
+      ? JSON.stringify(x)
+      : Array.isArray(x)
+      ? `[${x.map(value).join(", ")}]`
+      : tomlInline(x as Record<string, string>);
+  return `{${
+    Object.entries(v).map(([k, x]) =>
+      `${/^[A-Za-z0-9_-]+$/.test(k) ? k : JSON.stringify(k)} = ${value(x)}`
+    )
+      .join(", ")
+  }}`;
+}
 
 function harnessPath(ctx: ManagerLaunchContext, connector: string): string {
   const h = HARNESS_INSTALL[connector];
@@ -87,4 +110,24 @@ export const claudeCodeConnector: Connector = Object.freeze({
   },
 });
 
-registry.register([claudeCodeConnector]);
+/** `codex`: the Codex CLI on the agent's pty with `cotal mcp` as an MCP server. */
+export const codexConnector: Connector = Object.freeze({
+  kind: "connector",
+  name: "codex",
+  requires: ["codex"],
+  buildLaunch(ctx: ManagerLaunchContext): LaunchSpec {
+    const command = harnessPath(ctx, "codex");
+    return {
+      command,
+      args: [
+        "-c",
+        `mcp_servers.cotal=${tomlInline(cotalMcpServer())}`,
+        ...(ctx.model ? ["--model", ctx.model] : []),
+        ...(ctx.args ?? []),
+        ...(ctx.prompt ? [ctx.prompt] : []),
+      ],
+    };
+  },
+});
+
+registry.register([claudeCodeConnector, codexConnector]);

@@ -10,5 +10,7 @@ const found = await ensureServer({ onProgress: (line) => console.error(`nats-ser
 console.error(`nats-server: using ${found.version.text} at ${found.path} (${found.source})`);
 const bwrap = await ensureBwrap({ onProgress: (line) => console.error(`bwrap: ${line}`) });
 console.error(`bwrap: using ${bwrap.path} (${bwrap.source})`);
-const { ensureClaudeCode } = await import("./claude_code.ts");
-console.error(`claude-code: ${await ensureClaudeCode()}`);
+const { ensureJudge, JUDGES } = await import("./harness_judges.ts");
+for (const name of Object.keys(JUDGES) as (keyof typeof JUDGES)[]) {
+  console.error(`${name}: ${await ensureJudge(name)}`);
+}

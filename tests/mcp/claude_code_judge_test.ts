@@ -8,16 +8,18 @@
 import assert from "node:assert/strict";
 import { cotalMcpServer } from "../../lib/manager/harness_connectors.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";
-import { CLAUDE_CODE_VERSION, claudeCodeBin, haveClaudeCode } from "../_harness/claude_code.ts";
+import { haveJudge, judgeBin, JUDGES } from "../_harness/harness_judges.ts";
 import { startDeliverySpace } from "../delivery/_helpers.ts";
 import { denoDir } from "../../lib/manager/start_runner.ts";
 import { mcpArgs, provision } from "./_mcp_agent.ts";
 
 Deno.test({
-  name: haveClaudeCode()
-    ? `mcp - Claude Code ${CLAUDE_CODE_VERSION} accepts the connector's server entry and finds cotal mcp connected`
+  name: haveJudge("claude-code")
+    ? `mcp - Claude Code ${
+      JUDGES["claude-code"].version
+    } accepts the connector's server entry and finds cotal mcp connected`
     : "mcp - Claude Code judge (skipped: Claude Code could not be installed from npm by the test set-up)",
-  ignore: !haveClaudeCode(),
+  ignore: !haveJudge("claude-code"),
   async fn() {
     await using s = await startDeliverySpace({ prefix: "ccjudge" });
     const who = await provision(s, "judge");
@@ -34,7 +36,7 @@ Deno.test({
       };
       assert.deepEqual(Object.keys(entry.env).sort(), Object.keys(server.env).sort());
       const claude = (args: string[]) =>
-        new Deno.Command(claudeCodeBin(), {
+        new Deno.Command(judgeBin("claude-code"), {
           args,
           cwd: dir,
           env: { HOME: `${dir}/home`, PATH: "/usr/bin:/bin" },
