@@ -26,6 +26,12 @@ function line(d: DeadLetter): string {
 }
 
 function toldLine(t: ToldGap): string {
+  if (t.from) {
+    return `${t.member} (${t.lifecycleUid}) was told ${t.count} unread DMs of ${t.from} were ` +
+      `trimmed (${t.markers} gap marker${t.markers === 1 ? "" : "s"}, the last ${
+        new Date(t.at).toISOString()
+      })`;
+  }
   return `${t.member} (${t.lifecycleUid}) was told it missed ${t.count} copies ` +
     `(${t.markers} gap marker${t.markers === 1 ? "" : "s"}, the last ${
       new Date(t.at).toISOString()
@@ -33,14 +39,43 @@ function toldLine(t: ToldGap): string {
 }
 
 function trimLine(t: TrimRecord): string {
-  return `${t.purged} unread ${t.what} messages of ${t.recipient} were trimmed from ${t.stream} ` +
-    `(${t.trims} trim${t.trims === 1 ? "" : "s"}, the last ${new Date(t.at).toISOString()}): ` +
-    `the largest backlog while the stream was over half full`;
+  const to = t.what === "task" ? `tasks to role ${t.recipient}` : `DMs to ${t.recipient}`;
+  return `${t.purged} unread ${to} from ${t.sender ?? "several senders"} were trimmed from ` +
+    `${t.stream}${t.bytes === undefined ? "" : ` (${t.bytes} bytes)`} (${t.trims} trim${
+      t.trims === 1 ? "" : "s"
+    }, the last ${new Date(t.at).toISOString()}): the oldest of one of the largest senders ` +
+    `while the stream was over half full`;
 }
 
 function gapLine(g: Gap): string {
+  if (g.from) {
+    return `${g.member} (${g.lifecycleUid}) is owed a gap marker: ${g.count} DMs of ${g.from} ` +
+      `were trimmed`;
+  }
   return `${g.member} (${g.lifecycleUid}) is owed a gap marker: ${g.count} copies missed, ` +
     `#${g.first.seq} in ${g.first.channel} to #${g.last.seq} in ${g.last.channel}`;
+}
+
+/** What `setAside` answers. */
+export interface SetAsideListing {
+  deadLetters: DeadLetter[];
+  gaps: Gap[];
+  told?: ToldGap[];
+  trimmed?: TrimRecord[];
+}
+
+/**
+ * The listing for a terminal: one line per record, each made safe on its own (a newline or an
+ * escape inside a field, which members' messages can put there, stays visible and inert).
+ */
+export function setAsideText(v: SetAsideListing): string {
+  const lines = [
+    ...v.deadLetters.map(line),
+    ...v.gaps.map(gapLine),
+    ...(v.told ?? []).map(toldLine),
+    ...(v.trimmed ?? []).map(trimLine),
+  ];
+  return lines.length ? lines.map((l) => safeText(l)).join("\n") : "nothing set aside";
 }
 
 /** `cotal dead-letters`: the delivery daemon's set-aside records for one space. */
@@ -75,16 +110,8 @@ export const deadLettersCommand = defineCommand({
       const r = await deliveryRequest(nc, space, caller, "setAside", {}, {
         service: "delivery-admin",
         timeoutMs: 10_000,
-      }) as { deadLetters: DeadLetter[]; gaps: Gap[]; told?: ToldGap[]; trimmed?: TrimRecord[] };
-      printResult(denoIo(), { json: values.json === true }, r, (v) => {
-        const lines = [
-          ...v.deadLetters.map(line),
-          ...v.gaps.map(gapLine),
-          ...(v.told ?? []).map(toldLine),
-          ...(v.trimmed ?? []).map(trimLine),
-        ];
-        return lines.length ? safeText(lines.join("\n")) : "nothing set aside";
-      });
+      }) as unknown as SetAsideListing;
+      printResult(denoIo(), { json: values.json === true }, r, setAsideText);
     } finally {
       await nc.close();
     }
