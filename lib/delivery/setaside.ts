@@ -9,9 +9,11 @@
  *   `gap.<owner>.<actor>.<uid>`, and handed to the member as a gap marker in its DLV subject as
  *   soon as the backlog has room again. Once told, the member's running total is kept under
  *   `told.<owner>.<actor>.<uid>` for the operator.
- * - A **trim** is what the storage warden cut from a DM recipient's or a task role's backlog
- *   to keep DM or TASK open to everyone (`./warden.ts`): the running total per recipient is
- *   kept under `trim.<stream>.<recipient>` for the operator. Nothing is lost in silence.
+ * - A **trim** is what the storage warden cut from the largest senders' unread DMs or tasks to
+ *   keep DM or TASK open to everyone (`./warden.ts`): the running total per recipient and
+ *   sender is kept under `trim.<stream>.<recipient>.<sender>` for the operator, and a DM's
+ *   recipient gets a gap marker naming the sender (`gap.<owner>.<actor>.<uid>.dm.<sender>`).
+ *   Nothing is lost in silence.
  *
  * @module
  */
@@ -62,6 +64,8 @@ export function isTooLarge(err: unknown): boolean {
 export interface ToldGap {
   member: string;
   lifecycleUid: string;
+  /** Set when what was missed were DMs of this sender the storage warden trimmed. */
+  from?: string;
   /** Copies missed, over every marker delivered to this lifecycle. */
   count: number;
   /** Markers delivered. */
@@ -72,17 +76,21 @@ export interface ToldGap {
   at: number;
 }
 
-/** What the storage warden trimmed from one recipient's backlog, in all. */
+/** What the storage warden trimmed of one sender's messages to one recipient, in all. */
 export interface TrimRecord {
   /** Epoch ms of the latest trim. */
   at: number;
   stream: string;
   /** `<owner>.<actor>` of a DM recipient, or a task role. */
   recipient: string;
+  /** `<owner>.<actor>` of the sender whose oldest messages were trimmed. */
+  sender: string;
   /** "DM" or "task". */
   what: string;
-  /** Messages trimmed, over every trim of this recipient. */
+  /** Messages trimmed, over every trim of this pair. */
   purged: number;
+  /** Their bytes, as the warden's scan measured them. */
+  bytes: number;
   /** How many trims that took. */
   trims: number;
 }
@@ -166,18 +174,43 @@ export class SetAside {
     await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
   }
 
-  /** Adds a trim to the recipient's running total and says so in the log. Never throws. */
+  /** Adds a trim to the pair's running total (the warden logs the sweep). Never throws. */
   async trimmed(t: Omit<TrimRecord, "trims">): Promise<void> {
-    const key = `trim.${keyToken(t.stream)}.${keyToken(t.recipient)}`;
+    const key = `trim.${keyToken(t.stream)}.${keyToken(t.recipient)}.${keyToken(t.sender)}`;
     const prev = await this.#read<TrimRecord>(key);
     const next: TrimRecord = {
       ...t,
       purged: (prev?.purged ?? 0) + t.purged,
+      bytes: (prev?.bytes ?? 0) + t.bytes,
       trims: (prev?.trims ?? 0) + 1,
     };
-    this.#ctx.log.warn(
-      `storage warden: trimmed ${t.purged} unread ${t.what} messages of ${t.recipient} (the largest backlog of ${t.stream}, ${next.purged} in all)`,
-    );
+    await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
+  }
+
+  /**
+   * Counts DMs of `sender` the storage warden trimmed before `member` read them, for a gap
+   * marker to that lifecycle naming the sender (DM stream sequences, no channel). Never throws.
+   */
+  async dmTrimmed(
+    member: string,
+    lifecycleUid: string,
+    sender: string,
+    cut: { count: number; firstSeq: number; lastSeq: number },
+  ): Promise<void> {
+    const key = `gap.${keyToken(member)}.${keyToken(lifecycleUid)}.dm.${keyToken(sender)}`;
+    const at = Date.now();
+    const end = (seq: number): GapEnd => ({ msgId: "", channel: "", seq, at });
+    const g = this.#gaps.get(key);
+    const next: Gap = g ? { ...g, count: g.count + cut.count, last: end(cut.lastSeq) } : {
+      version: 1,
+      member,
+      lifecycleUid,
+      from: sender,
+      count: cut.count,
+      first: end(cut.firstSeq),
+      last: end(cut.lastSeq),
+    };
+    this.#gaps.set(key, next);
     await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
   }
 
@@ -208,7 +241,9 @@ export class SetAside {
             subject,
             ENC.encode(JSON.stringify(g)),
             {
-              msgID: `gap.${g.member}.${g.lifecycleUid}.${g.first.msgId}.${g.count}`,
+              msgID: `gap.${g.member}.${g.lifecycleUid}.${
+                g.from ?? ""
+              }.${g.first.msgId}.${g.first.seq}.${g.count}`,
               headers: gapHeaders(),
             },
           );
@@ -227,7 +262,9 @@ export class SetAside {
         this.markersDelivered++;
         await this.#told(g);
         this.#ctx.log.warn(
-          `${g.member} (${g.lifecycleUid}) missed ${g.count} copies from #${g.first.seq} to #${g.last.seq}; told it with a gap marker`,
+          g.from
+            ? `${g.member} (${g.lifecycleUid}) missed ${g.count} DMs of ${g.from} the storage warden trimmed; told it with a gap marker`
+            : `${g.member} (${g.lifecycleUid}) missed ${g.count} copies from #${g.first.seq} to #${g.last.seq}; told it with a gap marker`,
         );
       }
     } finally {
@@ -237,11 +274,14 @@ export class SetAside {
 
   /** Adds a delivered marker to the member's running total. Never throws. */
   async #told(g: Gap): Promise<void> {
-    const key = `told.${keyToken(g.member)}.${keyToken(g.lifecycleUid)}`;
+    const key = `told.${keyToken(g.member)}.${keyToken(g.lifecycleUid)}${
+      g.from ? `.dm.${keyToken(g.from)}` : ""
+    }`;
     const prev = await this.#read<ToldGap>(key);
     const next: ToldGap = {
       member: g.member,
       lifecycleUid: g.lifecycleUid,
+      ...(g.from ? { from: g.from } : {}),
       count: (prev?.count ?? 0) + g.count,
       markers: (prev?.markers ?? 0) + 1,
       last: g.last,
@@ -274,10 +314,9 @@ export class SetAside {
     const deadLetters = (await this.#records<DeadLetter>("dead")).sort((a, b) => a.at - b.at);
     const told = (await this.#records<ToldGap>("told")).sort((a, b) => a.at - b.at);
     const trimmed = (await this.#records<TrimRecord>("trim")).sort((a, b) => a.at - b.at);
-    const pending = new Map(
-      (await this.#records<Gap>("gap")).map((g) => [`${g.member}.${g.lifecycleUid}`, g]),
-    );
-    for (const g of this.#gaps.values()) pending.set(`${g.member}.${g.lifecycleUid}`, g);
+    const id = (g: Gap) => `${g.member}.${g.lifecycleUid}.${g.from ?? ""}`;
+    const pending = new Map((await this.#records<Gap>("gap")).map((g) => [id(g), g]));
+    for (const g of this.#gaps.values()) pending.set(id(g), g);
     return { deadLetters, gaps: [...pending.values()], told, trimmed };
   }
 }

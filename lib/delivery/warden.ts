@@ -1,134 +1,91 @@
 /**
  * The storage warden: members that never read cannot fill the space's shared stores, however
- * many of them collude.
+ * many of them collude, and cannot make an honest member's messages go instead.
  *
- * DM, TASK and DLV keep what waits for a reader, each with a per-subject cap, so one sender or
+ * DM, TASK and DLV keep what waits for a reader, each with a per-subject cap, so one pair or
  * one member holds a bounded share. But the shares add up: k agents that DM each other and never
  * read hold k(k−1) pair shares of DM, and thirty-odd members that never read hold all of DLV,
  * and then every DM, task or durable copy of the space is refused. JetStream cannot cap a share
- * of a whole stream per recipient, so the delivery daemon (the one process that may manage these
+ * of a whole stream per sender, so the delivery daemon (the one process that may manage these
  * streams) looks at each of them every second and, once one is half full, makes the biggest
- * backlogs yield first:
+ * holders yield first:
  *
- * - **DM and TASK** are trimmed by water-filling: the recipients (a DM's principal, a task's
- *   role) with the largest backlogs are cut down to one level, the highest that brings the
- *   stream to {@linkcode WARDEN_TARGET}, never below {@linkcode PROTECTED_BACKLOG}; inside a
- *   recipient its largest senders are cut first, so a sender with a few messages keeps them
- *   while a flood is trimmed. What was trimmed is recorded for the operator (`cotal
- *   dead-letters`): nothing is lost in silence.
+ * - **DM and TASK** are read as they grow, each new message once (`./warden_index.ts`): what no
+ *   member wrote there (a broker answer aimed at a pair's subject, a replay) is deleted at once,
+ *   so it neither fills a pair nor counts against the sender it names; the genuine messages are
+ *   indexed. Once the stream is half full it is trimmed by sender, in bytes
+ *   (`./warden_plan.ts`): the senders holding the most are cut down to one level that brings the
+ *   stream to {@linkcode WARDEN_TARGET}, never below {@linkcode PROTECTED_SENDER_BYTES}; inside a
+ *   sender its largest pairs first, inside a pair its oldest messages. Every pair's trim is recorded for the operator (`cotal dead-letters`,
+ *   `trim.<stream>.<recipient>.<sender>`), and a DM recipient is told with a gap marker naming
+ *   the sender: nothing is lost in silence.
  * - **DLV** is never trimmed (its copies are owed): while it is half full, members above the
  *   level get no new copies, only the gap marker that counts them, the way a full backlog does.
  *
- * A recipient that reads keeps a short backlog and is never touched; only backlogs larger than
- * the protected size can yield, largest first, so colluders that never read hold at most the
- * protected size each once the stream is under pressure.
- *
  * @module
  */
-import type { StreamInfo } from "nats";
-import type { DeliveryContext } from "./context.ts";
+import { AckPolicy, DeliverPolicy, type JsMsg, nanos, type StreamInfo } from "nats";
+import { decodeMessage, type DeliveryKind } from "../wire/receive.ts";
+import { aliasAclRows, type DeliveryContext } from "./context.ts";
+import { StoreIndex } from "./warden_index.ts";
+import {
+  type Pair,
+  planTrim,
+  PROTECTED_BACKLOG,
+  PROTECTED_SENDER_BYTES,
+  type TrimStep,
+  yieldingGroups,
+} from "./warden_plan.ts";
+
+export { PROTECTED_BACKLOG, PROTECTED_SENDER_BYTES };
 
 /** How often the warden looks at DM, TASK and DLV. */
 export const WARDEN_INTERVAL_MS = 1_000;
-/** The fill (of a stream's byte cap) at which the biggest backlogs start to yield. */
+/** The fill (of a stream's byte cap) at which the biggest holders start to yield. */
 export const WARDEN_ONSET = 0.5;
 /** The fill a trim brings DM or TASK back to. */
 export const WARDEN_TARGET = 0.4;
-/**
- * A backlog (messages per DM recipient, task role or DLV member lifecycle) the warden never
- * trims or refuses: 64 messages of at most 64 KiB, 4 MiB.
- */
-export const PROTECTED_BACKLOG = 64;
-
-/**
- * The highest level `L ≥ floor` at which `Σ min(count, L)` fits in `budget`: `floor` when even
- * that does not fit, `Infinity` when everything fits.
- */
-export function waterLevel(counts: readonly number[], budget: number, floor: number): number {
-  const total = counts.reduce((a, c) => a + c, 0);
-  if (total <= budget) return Infinity;
-  const sum = (level: number) => counts.reduce((a, c) => a + Math.min(c, level), 0);
-  if (sum(floor) > budget) return floor;
-  let lo = floor; // fits
-  let hi = Math.max(...counts); // does not fit (total > budget)
-  while (hi - lo > 1) {
-    const mid = Math.floor((lo + hi) / 2);
-    if (sum(mid) <= budget) lo = mid;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/** One subject to cut down to its newest `keep` messages. */
-export interface TrimStep {
-  /** The recipient it belongs to (a principal for DM, a role for TASK). */
-  group: string;
-  subject: string;
-  /** Messages stored on the subject now. */
-  count: number;
-  keep: number;
-}
-
-/**
- * The trims that bring `counts` (messages per subject) within `budget` messages: recipients
- * (`groupOf` a subject) above the water level are cut to it, each by its largest subjects
- * first. Subjects `groupOf` does not know are left alone.
- */
-export function planTrim(
-  counts: Readonly<Record<string, number>>,
-  groupOf: (subject: string) => string | undefined,
-  budget: number,
-): TrimStep[] {
-  const groups = new Map<string, [string, number][]>();
-  for (const [subject, n] of Object.entries(counts)) {
-    const g = groupOf(subject);
-    if (g === undefined) continue;
-    const list = groups.get(g) ?? [];
-    list.push([subject, n]);
-    groups.set(g, list);
-  }
-  const totals = [...groups.values()].map((l) => l.reduce((a, [, n]) => a + n, 0));
-  const level = waterLevel(totals, budget, PROTECTED_BACKLOG);
-  const steps: TrimStep[] = [];
-  let i = 0;
-  for (const [group, list] of groups) {
-    const total = totals[i++];
-    if (total <= level) continue;
-    const perSubject = waterLevel(list.map(([, n]) => n), level, 0);
-    for (const [subject, count] of list) {
-      if (count > perSubject) steps.push({ group, subject, count, keep: perSubject });
-    }
-  }
-  return steps;
-}
-
-/** The groups whose backlog is above the water level (the ones that yield). */
-export function yieldingGroups(
-  counts: Readonly<Record<string, number>>,
-  budget: number,
-): Set<string> {
-  const entries = Object.entries(counts);
-  const level = waterLevel(entries.map(([, n]) => n), budget, PROTECTED_BACKLOG);
-  return new Set(entries.filter(([, n]) => n >= level).map(([s]) => s));
-}
+/** The longest one sweep reads DM or TASK; a longer backlog is read on over the next sweeps. */
+export const WARDEN_READ_BUDGET_MS = 5_000;
+/** Messages per fetch of a read. */
+const READ_FETCH = 1_024;
+/** Deletions in flight at once. */
+const DELETE_WINDOW = 64;
+/** The read consumer's name on DM and TASK (the delivery profile may use no other there). */
+export const WARDEN_CONSUMER = "warden";
 
 /** What one sweep did. */
 export interface WardenSweep {
   /** Messages trimmed from DM and TASK, by stream. */
   trimmed: Record<string, number>;
+  /** Messages no member wrote deleted from DM and TASK, by stream. */
+  deleted: Record<string, number>;
   /** DLV subjects that get no new copies until the next sweep. */
   yielding: number;
 }
 
-/** The stream's fill, and how many messages fit in `fraction` of its byte cap. */
-function budgetOf(si: StreamInfo, fraction: number): { over: boolean; budget: number } {
-  const max = si.config.max_bytes;
-  if (!(max > 0) || si.state.messages === 0) return { over: false, budget: Infinity };
-  const avg = si.state.bytes / si.state.messages;
-  return {
-    over: si.state.bytes >= WARDEN_ONSET * max,
-    budget: Math.floor((fraction * max) / avg),
-  };
+/** One of DM and TASK as the warden follows it. */
+interface Watched {
+  stream: string;
+  filter: string;
+  /** The delivery kind its genuine messages decode to. */
+  kind: DeliveryKind;
+  what: "DM" | "task";
+  pairOf: (subject: string) => Pair | undefined;
+  index: StoreIndex;
+  /** The last stream sequence read. */
+  cursor: number;
+}
+
+/** A stored message's size as the file store counts it: subject, headers, payload. */
+function storedSize(m: JsMsg): number {
+  let size = m.subject.length + m.data.length + 30;
+  if (m.headers) {
+    for (const k of m.headers.keys()) {
+      size += k.length + m.headers.get(k).length + 4;
+    }
+  }
+  return size;
 }
 
 /** The warden of one space, bound to the daemon's fence while it holds the lease. */
@@ -138,10 +95,41 @@ export class StorageWarden {
   #yielding = new Set<string>();
   #timer?: ReturnType<typeof setInterval>;
   #sweeping = false;
+  readonly #watched: Watched[];
 
   constructor(ctx: DeliveryContext, token: number) {
     this.#ctx = ctx;
     this.#token = token;
+    const { root, streams } = ctx;
+    const inst = `${root}.inst.`;
+    const svc = `${root}.svc.`;
+    this.#watched = [{
+      stream: streams.dm,
+      filter: `${inst}>`,
+      kind: "dm",
+      what: "DM",
+      // `inst.<to owner>.<to actor>.<from owner>.<from actor>`
+      pairOf: (s) => {
+        const t = s.startsWith(inst) ? s.slice(inst.length).split(".") : [];
+        return t.length === 4
+          ? { recipient: `${t[0]}.${t[1]}`, sender: `${t[2]}.${t[3]}` }
+          : undefined;
+      },
+      index: new StoreIndex(),
+      cursor: 0,
+    }, {
+      stream: streams.task,
+      filter: `${svc}>`,
+      kind: "anycast",
+      what: "task",
+      // `svc.<role>.<from owner>.<from actor>`
+      pairOf: (s) => {
+        const t = s.startsWith(svc) ? s.slice(svc.length).split(".") : [];
+        return t.length === 3 ? { recipient: t[0], sender: `${t[1]}.${t[2]}` } : undefined;
+      },
+      index: new StoreIndex(),
+      cursor: 0,
+    }];
   }
 
   /** Sweeps now and every {@linkcode WARDEN_INTERVAL_MS} until {@linkcode stop}. */
@@ -165,24 +153,20 @@ export class StorageWarden {
     return this.#yielding.has(dlvSubject);
   }
 
-  /** One look at DM, TASK and DLV; trims and refusals as the module doc says. */
+  /** One look at DM, TASK and DLV; deletions, trims and refusals as the module doc says. */
   async sweep(): Promise<WardenSweep> {
-    const out: WardenSweep = { trimmed: {}, yielding: this.#yielding.size };
+    const out: WardenSweep = { trimmed: {}, deleted: {}, yielding: this.#yielding.size };
     if (this.#sweeping) return out;
     this.#sweeping = true;
     try {
-      const { root, streams } = this.#ctx;
-      const inst = `${root}.inst.`;
-      const svc = `${root}.svc.`;
-      // A DM's recipient is `<owner>.<actor>` after `inst.`; a task's is the role after `svc.`.
-      out.trimmed[streams.dm] = await this.#trim(streams.dm, `${inst}>`, (s) => {
-        const t = s.startsWith(inst) ? s.slice(inst.length).split(".") : [];
-        return t.length === 4 ? `${t[0]}.${t[1]}` : undefined;
-      }, "DM");
-      out.trimmed[streams.task] = await this.#trim(streams.task, `${svc}>`, (s) => {
-        const t = s.startsWith(svc) ? s.slice(svc.length).split(".") : [];
-        return t.length === 3 ? t[0] : undefined;
-      }, "task");
+      for (const w of this.#watched) {
+        const si = await this.#ctx.jsm.streams.info(w.stream);
+        out.deleted[w.stream] = 0;
+        out.trimmed[w.stream] = 0;
+        if (si.state.last_seq > w.cursor) out.deleted[w.stream] = await this.#read(w, si);
+        // Trims only on a full picture: every message up to the sweep's start read.
+        if (w.cursor >= si.state.last_seq) out.trimmed[w.stream] = await this.#trim(w, si);
+      }
       await this.#guardDlv();
       out.yielding = this.#yielding.size;
       return out;
@@ -191,65 +175,152 @@ export class StorageWarden {
     }
   }
 
-  async #trim(
-    stream: string,
-    filter: string,
-    groupOf: (subject: string) => string | undefined,
-    what: string,
-  ): Promise<number> {
-    const { jsm, fence } = this.#ctx;
-    const si = await jsm.streams.info(stream);
-    const { over, budget } = budgetOf(si, WARDEN_TARGET);
-    if (!over) return 0;
-    const detail = await jsm.streams.info(stream, { subjects_filter: filter });
-    const steps = planTrim(detail.state.subjects ?? {}, groupOf, budget);
-    let trimmed = 0;
-    // Steps come recipient by recipient; each recipient's trim is recorded as soon as it is made.
-    for (let i = 0; i < steps.length && fence.mayAct(this.#token);) {
-      const group = steps[i].group;
-      let purged = 0;
-      for (; i < steps.length && steps[i].group === group; i++) {
-        const { subject, keep } = steps[i];
-        const r = await jsm.streams.purge(
-          stream,
-          keep > 0 ? { filter: subject, keep } : {
-            filter: subject,
-          },
-        ).catch(() => ({ purged: 0 }));
-        purged += r.purged;
-      }
-      trimmed += purged;
-      if (purged > 0) {
-        await this.#ctx.setaside?.trimmed({
-          at: Date.now(),
-          stream,
-          recipient: group,
-          what,
-          purged,
+  /**
+   * Reads what `w` gained since the last read (for at most {@linkcode WARDEN_READ_BUDGET_MS})
+   * through a short-lived in-memory consumer, deleted before and after and reaped by the broker
+   * if the daemon dies mid-read. Ack none: on these interest streams the read never holds a
+   * message its recipient has read. Indexes the genuine messages, deletes the rest; resolves
+   * how many it deleted.
+   */
+  async #read(w: Watched, si: StreamInfo): Promise<number> {
+    const { jsm, js, space, fence, log } = this.#ctx;
+    const until = Date.now() + WARDEN_READ_BUDGET_MS;
+    await jsm.consumers.delete(w.stream, WARDEN_CONSUMER).catch(() => {});
+    const info = await jsm.consumers.add(w.stream, {
+      name: WARDEN_CONSUMER,
+      filter_subject: w.filter,
+      ack_policy: AckPolicy.None,
+      ...(w.cursor > 0
+        ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: w.cursor + 1 }
+        : { deliver_policy: DeliverPolicy.All }),
+      mem_storage: true,
+      inactive_threshold: nanos(30_000),
+    });
+    const junk: number[] = [];
+    try {
+      const consumer = await js.consumers.get(w.stream, WARDEN_CONSUMER);
+      let remaining = info.num_pending;
+      while (remaining > 0 && Date.now() < until) {
+        const batch = await consumer.fetch({
+          max_messages: Math.min(READ_FETCH, remaining),
+          expires: 2000,
         });
+        let got = 0;
+        for await (const m of batch) {
+          got++;
+          remaining = m.info.pending;
+          const d = decodeMessage(m.subject, m.data, { space, headers: m.headers });
+          if (d.ok && d.kind === w.kind && !w.index.seen(m.subject, d.message.id)) {
+            w.index.add(m.subject, m.seq, storedSize(m), d.message.id);
+          } else junk.push(m.seq);
+          w.cursor = m.seq;
+        }
+        if (got === 0) break;
       }
+      // Nothing more on the filter: what is left up to the stream's last is another's subject.
+      if (remaining === 0) w.cursor = Math.max(w.cursor, si.state.last_seq);
+    } finally {
+      await jsm.consumers.delete(w.stream, WARDEN_CONSUMER).catch(() => {});
+    }
+    let deleted = 0;
+    for (let i = 0; i < junk.length && fence.mayAct(this.#token); i += DELETE_WINDOW) {
+      const done = await Promise.all(
+        junk.slice(i, i + DELETE_WINDOW).map((seq) =>
+          jsm.streams.deleteMessage(w.stream, seq, false).catch(() => false)
+        ),
+      );
+      deleted += done.filter(Boolean).length;
+    }
+    if (deleted > 0) {
+      log.warn(
+        `storage warden: deleted ${deleted} messages of ${w.stream} no member wrote (broker answers aimed at a pair's subject, or replays); they counted against no sender`,
+      );
+    }
+    return deleted;
+  }
+
+  async #trim(w: Watched, si: StreamInfo): Promise<number> {
+    const { jsm, fence, log } = this.#ctx;
+    const max = si.config.max_bytes;
+    if (!(max > 0) || si.state.bytes < WARDEN_ONSET * max) return 0;
+    const detail = await jsm.streams.info(w.stream, { subjects_filter: w.filter });
+    w.index.reconcile(detail.state.subjects ?? {});
+    const steps = planTrim(w.index.messages(), w.pairOf, si.state.bytes - WARDEN_TARGET * max);
+    let trimmed = 0;
+    let bytes = 0;
+    const senders = new Set<string>();
+    for (const step of steps) {
+      if (!fence.mayAct(this.#token)) break;
+      const r = await jsm.streams.purge(w.stream, { filter: step.subject, seq: step.before })
+        .catch(() => ({ purged: 0 }));
+      w.index.cut(step.subject, step.before);
+      if (r.purged === 0) continue;
+      trimmed += r.purged;
+      bytes += step.bytes;
+      senders.add(step.sender);
+      await this.#record(w.stream, w.what, step, r.purged);
+    }
+    if (trimmed > 0) {
+      // One line per trim, not rate-limited: a trim only follows ~10% of the stream's cap sent.
+      log.info(
+        `storage warden: ${w.stream} was ${Math.round((100 * si.state.bytes) / max)}% full; ` +
+          `trimmed the oldest ${trimmed} unread ${w.what} messages (${
+            mib(bytes)
+          } MiB) of the ${senders.size} ` +
+          `largest senders (${[...senders].slice(0, 8).join(", ")}${
+            senders.size > 8 ? ", …" : ""
+          }); ` +
+          `every sender under ${mib(PROTECTED_SENDER_BYTES)} MiB kept all of theirs`,
+      );
     }
     return trimmed;
+  }
+
+  /** The record for the operator and, for a DM, the recipient's gap marker naming the sender. */
+  async #record(stream: string, what: "DM" | "task", step: TrimStep, purged: number) {
+    const setaside = this.#ctx.setaside;
+    if (!setaside) return;
+    await setaside.trimmed({
+      at: Date.now(),
+      stream,
+      recipient: step.recipient,
+      sender: step.sender,
+      what,
+      purged,
+      bytes: step.bytes,
+    });
+    if (what !== "DM") return;
+    for (const [uid] of aliasAclRows(this.#ctx, step.recipient)) {
+      await setaside.dmTrimmed(step.recipient, uid, step.sender, {
+        count: purged,
+        firstSeq: step.firstSeq,
+        lastSeq: step.lastSeq,
+      });
+    }
   }
 
   async #guardDlv(): Promise<void> {
     const { jsm, streams, root } = this.#ctx;
     const si = await jsm.streams.info(streams.dlv);
-    const { over, budget } = budgetOf(si, WARDEN_TARGET);
-    if (!over) {
+    const max = si.config.max_bytes;
+    if (!(max > 0) || si.state.messages === 0 || si.state.bytes < WARDEN_ONSET * max) {
       this.#yielding.clear();
       return;
     }
+    // Copies per member lifecycle, in messages of the stream's average size.
+    const budget = Math.floor((WARDEN_TARGET * max) / (si.state.bytes / si.state.messages));
     const detail = await jsm.streams.info(streams.dlv, { subjects_filter: `${root}.dlv.>` });
     const next = yieldingGroups(detail.state.subjects ?? {}, budget);
     if (next.size > 0 && this.#yielding.size === 0) {
       this.#ctx.log.warn(
-        `storage warden: DLV is ${
-          Math.round((100 * si.state.bytes) / si.config.max_bytes)
-        }% full; ` +
+        `storage warden: DLV is ${Math.round((100 * si.state.bytes) / max)}% full; ` +
           `${next.size} members with the largest unread backlogs get gap markers instead of new copies`,
       );
     }
     this.#yielding = next;
   }
+}
+
+function mib(bytes: number): string {
+  return (bytes / 2 ** 20).toFixed(1);
 }

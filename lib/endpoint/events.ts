@@ -170,12 +170,19 @@ export class GapEvent extends Event {
   readonly first: GapEnd;
   /** The last copy missed. */
   readonly last: GapEnd;
+  /**
+   * Set when what was missed are DMs of this sender (`<owner>.<actor>`) that the storage warden
+   * trimmed (the sender's oldest, while DM was half full and it held the most); `first` and
+   * `last` then carry DM stream sequences and no channel.
+   */
+  readonly from?: string;
   /** The event for one gap marker read from the member's DLV subject. */
   constructor(marker: GapMarker) {
     super("gap");
     this.count = marker.count;
     this.first = marker.first;
     this.last = marker.last;
+    if (marker.from !== undefined) this.from = marker.from;
   }
 }
 

@@ -120,8 +120,15 @@ export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
   const { chat, inbox, dlv, dm, task } = n.streams;
   const b = n.buckets;
   g.pub(JS_INFO, js.streamInfo(chat), js.streamInfo(inbox), js.streamInfo(dlv));
-  // The storage warden: it sizes DM, TASK and DLV, and trims the largest DM and TASK backlogs.
+  // The storage warden: it sizes DM, TASK and DLV, reads DM and TASK as they grow (through its
+  // one consumer name), deletes what no member wrote there and trims the largest senders.
   g.pub(js.streamInfo(dm), js.streamInfo(task), js.streamPurge(dm), js.streamPurge(task));
+  for (const st of [dm, task]) {
+    g.pub(`$JS.API.STREAM.MSG.DELETE.${st}`);
+    g.pub(`$JS.API.CONSUMER.CREATE.${st}.warden`, `$JS.API.CONSUMER.CREATE.${st}.warden.>`);
+    g.pub(js.consumerInfo(st, "warden"), js.msgNext(st, "warden"));
+    g.pub(js.consumerDelete(st, "warden"));
+  }
   g.pub(...js.consumerCreate(chat), js.durableCreate(chat), js.consumerInfo(chat));
   g.pub(js.msgNext(chat), js.consumerDelete(chat), js.ack(chat));
   // INBOX holds pre-authorisation copies: only the `reader` durable, by name.

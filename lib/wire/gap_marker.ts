@@ -28,6 +28,12 @@ export interface GapMarker {
   /** `<owner>.<actor>` */
   member: string;
   lifecycleUid: string;
+  /**
+   * Set when the missed messages are DMs of this sender (`<owner>.<actor>`) that the storage
+   * warden trimmed before they were read; `first` and `last` then carry DM stream sequences
+   * and an empty message id and channel.
+   */
+  from?: string;
   count: number;
   first: GapEnd;
   last: GapEnd;
@@ -45,7 +51,8 @@ export function parseGapMarker(data: Uint8Array): GapMarker | undefined {
     const v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(data));
     if (
       v?.version === 1 && typeof v.member === "string" && typeof v.lifecycleUid === "string" &&
-      Number.isInteger(v.count) && v.count > 0 && isEnd(v.first) && isEnd(v.last)
+      Number.isInteger(v.count) && v.count > 0 && isEnd(v.first) && isEnd(v.last) &&
+      (v.from === undefined || typeof v.from === "string")
     ) return v as GapMarker;
   } catch {
     // Not a marker.

@@ -1,14 +1,34 @@
 /**
- * The storage warden's arithmetic: the water level, which recipients and senders a trim cuts,
- * and which DLV members yield. Pure functions, no broker.
+ * The storage warden's arithmetic: the water level, which senders and pairs a trim cuts (in
+ * bytes), and which DLV members yield. Pure functions, no broker.
  */
 import assert from "node:assert/strict";
 import {
+  type Pair,
   planTrim,
-  PROTECTED_BACKLOG,
+  PROTECTED_SENDER_BYTES,
+  type StoredMsg,
   waterLevel,
   yieldingGroups,
-} from "../../lib/delivery/warden.ts";
+} from "../../lib/delivery/warden_plan.ts";
+import { StoreIndex } from "../../lib/delivery/warden_index.ts";
+
+const KIB = 1024;
+const S = (to: string, from: string) => `p.inst.local.${to}.local.${from}`;
+const pairOf = (s: string): Pair | undefined => {
+  const t = s.split(".").slice(2);
+  return t.length === 4 ? { recipient: `${t[0]}.${t[1]}`, sender: `${t[2]}.${t[3]}` } : undefined;
+};
+
+/** A stream's messages, in the order the entries give, with increasing sequences. */
+function stream(entries: [subject: string, count: number, bytes: number][]): StoredMsg[] {
+  const out: StoredMsg[] = [];
+  let seq = 1;
+  for (const [subject, count, bytes] of entries) {
+    for (let i = 0; i < count; i++) out.push({ subject, seq: seq++, bytes });
+  }
+  return out;
+}
 
 Deno.test("warden - the water level is the highest cut that fits the budget, never under the floor", () => {
   assert.equal(waterLevel([10, 20, 30], 60, 0), Infinity, "everything fits");
@@ -18,41 +38,58 @@ Deno.test("warden - the water level is the highest cut that fits the budget, nev
   assert.equal(waterLevel([], 0, 64), Infinity);
 });
 
-Deno.test("warden - a trim cuts the largest recipients to one level and, inside one, its largest senders first", () => {
-  const S = (to: string, from: string) => `p.inst.local.${to}.local.${from}`;
-  const counts: Record<string, number> = {
-    // Seven colluders' pairs: 256 each.
-    ...Object.fromEntries(
-      Array.from({ length: 6 }, (_, i) => [S("c0", `c${i + 1}`), 256]),
-    ),
-    ...Object.fromEntries(
-      Array.from({ length: 6 }, (_, i) => [S("c1", `c${i === 0 ? 0 : i + 1}`), 256]),
-    ),
-    // An honest sender's three DMs to a colluder, and an honest recipient's small backlog.
-    [S("c0", "bob")]: 3,
-    [S("alice", "bob")]: 5,
-    "p.inst.not-a-dm": 9,
-  };
-  const groupOf = (s: string) => {
-    const t = s.split(".").slice(2);
-    return t.length === 4 ? `${t[0]}.${t[1]}` : undefined;
-  };
-  const steps = planTrim(counts, groupOf, 500);
-  // Recipients c0 (1539) and c1 (1536) are cut to one level: 5 + 2L ≤ 500 → L = 247.
-  const cut = new Map(steps.map((s) => [s.subject, s.keep]));
-  assert.equal(cut.has(S("alice", "bob")), false, "a small backlog is never trimmed");
-  assert.equal(cut.has(S("c0", "bob")), false, "a sender with a few DMs keeps them");
-  assert.equal(cut.has("p.inst.not-a-dm"), false, "a subject of no recipient is left alone");
-  const keptOf = (to: string) =>
-    Object.entries(counts).filter(([s]) => groupOf(s)?.endsWith(`.${to}`))
-      .reduce((a, [s, n]) => a + (cut.get(s) ?? n), 0);
-  assert.ok(keptOf("c0") <= 247 && keptOf("c0") >= 247 - 6, `c0 keeps ${keptOf("c0")}`);
-  assert.ok(keptOf("c1") <= 247 && keptOf("c1") >= 247 - 6, `c1 keeps ${keptOf("c1")}`);
-  // However many colluders, each keeps its protected backlog.
-  const many = Object.fromEntries(
-    Array.from({ length: 50 }, (_, i) => [S(`c${i}`, "x"), 256]),
-  );
-  for (const s of planTrim(many, groupOf, 100)) assert.equal(s.keep, PROTECTED_BACKLOG);
+Deno.test("warden - red team 10's collusion: colluders that also DM the victim cannot cut an honest sender's 1 KiB DMs; they lose their own oldest, by bytes", () => {
+  // bob's 100 × 1 KiB DMs to an offline alice come first; ten colluders then send alice and each
+  // other 60 KiB DMs until DM is past half full.
+  const colluders = Array.from({ length: 10 }, (_, i) => `c${i}`);
+  const entries: [string, number, number][] = [[S("alice", "bob"), 100, KIB]];
+  for (const c of colluders) {
+    entries.push([S("alice", c), 256, 60 * KIB]);
+    for (const d of colluders) if (d !== c) entries.push([S(d, c), 40, 60 * KIB]);
+  }
+  const msgs = stream(entries);
+  const total = msgs.reduce((a, m) => a + m.bytes, 0);
+  const steps = planTrim(msgs, pairOf, total - 200 * 2 ** 20);
+  assert.ok(steps.length > 0);
+  assert.equal(steps.some((s) => s.sender === "local.bob"), false, "bob's DMs are all kept");
+  const removed = steps.reduce((a, s) => a + s.bytes, 0);
+  assert.ok(removed >= total - 200 * 2 ** 20, `removed ${removed}`);
+  // Every colluder ends at the same level, in bytes; the largest pair of each (to alice) goes first.
+  const kept = new Map<string, number>();
+  for (const m of msgs) {
+    const p = pairOf(m.subject)!;
+    const cut = steps.find((s) => s.subject === m.subject);
+    if (!cut || m.seq >= cut.before) kept.set(p.sender, (kept.get(p.sender) ?? 0) + m.bytes);
+  }
+  const levels = colluders.map((c) => kept.get(`local.${c}`)!);
+  assert.ok(Math.max(...levels) - Math.min(...levels) <= 60 * KIB, `levels ${levels}`);
+  for (const s of steps) {
+    assert.equal(s.firstSeq < s.before && s.lastSeq < s.before, true, "only the oldest go");
+  }
+});
+
+Deno.test("warden - a sender is never cut below its protected bytes, however many colluders; a short-message sender keeps thousands", () => {
+  const entries: [string, number, number][] = [[S("alice", "bob"), 3_000, KIB]];
+  for (let i = 0; i < 200; i++) entries.push([S(`v${i}`, `c${i}`), 256, 64 * KIB]);
+  const msgs = stream(entries);
+  const steps = planTrim(msgs, pairOf, 3_000 * 2 ** 20);
+  assert.equal(steps.some((s) => s.sender === "local.bob"), false, "3000 × 1 KiB stays");
+  for (const s of steps) {
+    const kept = (256 - s.messages) * 64 * KIB;
+    assert.ok(kept <= PROTECTED_SENDER_BYTES && kept > PROTECTED_SENDER_BYTES - 64 * KIB);
+  }
+});
+
+Deno.test("warden - inside a sender its largest pairs yield first; subjects of no pair are left alone", () => {
+  const msgs = stream([
+    [S("a", "x"), 200, 64 * KIB], // 12.5 MiB to one recipient
+    [S("b", "x"), 5, 64 * KIB], // a few to another
+    [S("a", "y"), 100, 64 * KIB],
+    ["p.inst.not-a-dm", 50, 64 * KIB],
+  ]);
+  const steps = planTrim(msgs, pairOf, 4 * 2 ** 20);
+  assert.deepEqual(steps.map((s) => s.subject), [S("a", "x")]);
+  assert.equal(planTrim(msgs, pairOf, 0).length, 0, "nothing to remove, nothing cut");
 });
 
 Deno.test("warden - under pressure the DLV members with the largest backlogs yield, readers do not", () => {
@@ -62,4 +99,21 @@ Deno.test("warden - under pressure the DLV members with the largest backlogs yie
   assert.equal(y.has("p.dlv.local.reader.u1"), false);
   assert.equal(y.size, 20);
   assert.equal(yieldingGroups(counts, 20_000).size, 0, "nothing yields while all fits");
+});
+
+Deno.test("warden - the index keeps each subject's newest messages the stream still holds, and knows a replayed id", () => {
+  const index = new StoreIndex();
+  const a = S("alice", "bob");
+  const b = S("carol", "bob");
+  for (let seq = 1; seq <= 5; seq++) index.add(a, seq, 100, `m${seq}`);
+  index.add(b, 6, 200, "n1");
+  assert.equal(index.seen(a, "m2"), true);
+  assert.equal(index.seen(b, "m2"), false, "an id is a replay only in its own pair");
+  // Alice read her two oldest; carol read everything.
+  index.reconcile({ [a]: 3 });
+  assert.deepEqual([...index.messages()].map((m) => m.seq), [3, 4, 5]);
+  assert.equal(index.size, 3);
+  assert.equal(index.seen(a, "m1"), true, "a read message's id is still known");
+  index.cut(a, 5);
+  assert.deepEqual([...index.messages()].map((m) => [m.seq, m.bytes]), [[5, 100]]);
 });

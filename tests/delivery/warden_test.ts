@@ -1,17 +1,26 @@
 /**
- * Colluding agents that message each other and never read cannot fill the space's shared
- * stores (red team 7's extrapolation, made here): seven agents holding their own agent creds
- * DM each other and hand each other's roles tasks, 256 of ~60 KiB per pair, far more than DM
- * (512 MiB) or TASK (256 MiB) holds. With the real delivery daemon's storage warden, both stay
- * open: the largest backlogs are trimmed, an honest recipient's and an honest sender's messages
- * are untouched, new DMs and tasks are stored, and the operator can list what was trimmed.
+ * Colluding agents that message each other and never read can neither fill the space's shared
+ * stores nor make an honest member's messages go (red team 7's extrapolation, and red team
+ * 10's attack on the first warden, made here): ten agents holding their own agent creds DM an
+ * honest offline agent and each other, and hand each other's roles tasks, ~60 KiB each, far
+ * more than DM (512 MiB) or TASK (256 MiB) holds. With the real delivery daemon's storage
+ * warden, both stay open: the colluders' oldest messages are trimmed, an honest sender's 1 KiB
+ * DMs to the same offline recipient all stay, the recipient is told by a gap marker naming
+ * who was trimmed, and the operator can list what was trimmed, sender by sender.
  */
 import assert from "node:assert/strict";
 import type { NatsConnection } from "nats";
 import { deliveryRequest } from "../../lib/delivery/mod.ts";
 import type { TrimRecord } from "../../lib/delivery/setaside.ts";
-import { PROTECTED_BACKLOG, WARDEN_ONSET } from "../../lib/delivery/warden.ts";
-import { STREAM_LIMITS, streamNames, subjectRoot } from "../../lib/wire/mod.ts";
+import { PROTECTED_SENDER_BYTES, WARDEN_ONSET } from "../../lib/delivery/warden.ts";
+import {
+  dlvDurableName,
+  GAP_MARKER_HEADER,
+  parseGapMarker,
+  STREAM_LIMITS,
+  streamNames,
+  subjectRoot,
+} from "../../lib/wire/mod.ts";
 import { MEMBER_BACKLOG_CAP } from "../../lib/wire/streams.ts";
 import { waitFor } from "../_harness/broker.ts";
 import {
@@ -25,15 +34,36 @@ import {
 } from "./_helpers.ts";
 
 const OPERATOR = { owner: "local", actor: "operator" };
-const BODY = new Uint8Array(60 * 1024);
+const ENC = new TextEncoder();
+const KIB = 1024;
 
-/** Publishes `n` bodies on `subject`, 64 in flight; returns how many the broker refused. */
-async function flood(nc: NatsConnection, subject: string, n: number): Promise<number> {
+/** A member's genuine message (the envelope receivers accept) of about `bytes`, from `from`. */
+function envelope(space: string, from: Agent, bytes: number): Uint8Array {
+  const body = {
+    id: crypto.randomUUID(),
+    ts: Date.now(),
+    space,
+    from: { id: from.id },
+    parts: [{ kind: "text", text: "" }],
+  };
+  const bare = ENC.encode(JSON.stringify(body)).length;
+  body.parts[0].text = "x".repeat(Math.max(0, bytes - bare));
+  return ENC.encode(JSON.stringify(body));
+}
+
+/** Publishes `n` genuine ~60 KiB messages on `subject`, 64 in flight; resolves the refusals. */
+async function flood(
+  nc: NatsConnection,
+  space: string,
+  from: Agent,
+  subject: string,
+  n: number,
+): Promise<number> {
   const js = nc.jetstream();
   let refused = 0;
   let inFlight: Promise<unknown>[] = [];
   for (let i = 0; i < n; i++) {
-    inFlight.push(js.publish(subject, BODY).catch(() => refused++));
+    inFlight.push(js.publish(subject, envelope(space, from, 60 * KIB)).catch(() => refused++));
     if (inFlight.length >= 64) {
       await Promise.all(inFlight);
       inFlight = [];
@@ -43,18 +73,19 @@ async function flood(nc: NatsConnection, subject: string, n: number): Promise<nu
   return refused;
 }
 
-Deno.test("delivery - colluders that DM each other and never read cannot fill DM or TASK: the storage warden trims the largest backlogs and honest ones stay", async () => {
+Deno.test("delivery - colluders that DM an offline agent and each other and never read cannot fill DM or TASK, nor cut an honest sender's DMs: the warden trims their oldest and tells the recipient", async () => {
   await using s = await startDeliverySpace({ prefix: "warden" });
   const daemon = startDaemonProcess(s);
   const P = subjectRoot(s.space);
   const names = streamNames(s.space);
-  const K = 7;
+  const K = 10;
   const colluders: Agent[] = [];
   for (let i = 0; i < K; i++) colluders.push(await s.agent(`c${i}`, { role: `r${i}` }));
   const alice = await s.agent("alice");
   const bob = await s.agent("bob");
   const conns = await Promise.all(colluders.map((c) => connectAs(s.url, c.creds)));
   const bn = await connectAs(s.url, bob.creds);
+  const an = await connectAs(s.url, alice.creds);
   const look = await connectAs(s.url, s.deliveryCreds);
   const ctl = await connectAs(s.url, await s.mint("control-caller", { principal: OPERATOR }));
   const dm = (to: Agent, from: Agent) => `${P}.inst.local.${to.name}.local.${from.name}`;
@@ -62,21 +93,29 @@ Deno.test("delivery - colluders that DM each other and never read cannot fill DM
   try {
     await daemon.waitForLine(/delivery daemon up/);
     const jsm = await look.jetstreamManager();
-    // The honest messages come first, so they are the oldest the colluders' floods pile on.
+    // The honest messages come first, so they are the oldest the colluders' floods pile on:
+    // bob's 100 short DMs to alice, who is offline (red team 10's victim), a few to a colluder.
     const bjs = bn.jetstream();
-    for (let i = 0; i < 5; i++) await bjs.publish(dm(alice, bob), BODY);
-    for (let i = 0; i < 3; i++) await bjs.publish(dm(colluders[0], bob), BODY);
-    for (let i = 0; i < 2; i++) await bjs.publish(task("r0", bob), BODY);
+    const msg = (bytes: number) => envelope(s.space, bob, bytes);
+    for (let i = 0; i < 100; i++) await bjs.publish(dm(alice, bob), msg(KIB));
+    for (let i = 0; i < 3; i++) await bjs.publish(dm(colluders[0], bob), msg(60 * KIB));
+    for (let i = 0; i < 2; i++) await bjs.publish(task("r0", bob), msg(60 * KIB));
 
-    // Every colluder DMs every other, and hands every other's role tasks (TASK: five roles).
+    // Every colluder fills its pair to alice, DMs every other colluder, and hands every other's
+    // role tasks (TASK: five roles).
     const pairs = STREAM_LIMITS.dm.maxMsgsPerSubject;
-    assert.ok(K * (K - 1) * pairs * BODY.length > STREAM_LIMITS.dm.maxBytes, "DM would fill");
-    assert.ok(5 * 4 * pairs * BODY.length > STREAM_LIMITS.task.maxBytes, "TASK would fill");
+    const each = 48;
+    assert.ok(
+      K * (pairs + (K - 1) * each) * 60 * KIB > 0.75 * STREAM_LIMITS.dm.maxBytes,
+      "DM would be three quarters full",
+    );
+    assert.ok(5 * 4 * pairs * 60 * KIB > STREAM_LIMITS.task.maxBytes, "TASK would fill");
     await Promise.all(colluders.map(async (from, i) => {
+      await flood(conns[i], s.space, from, dm(alice, from), pairs);
       for (const [j, to] of colluders.entries()) {
         if (j === i) continue;
-        await flood(conns[i], dm(to, from), pairs);
-        if (i < 5 && j < 5) await flood(conns[i], task(`r${j}`, from), pairs);
+        await flood(conns[i], s.space, from, dm(to, from), each);
+        if (i < 5 && j < 5) await flood(conns[i], s.space, from, task(`r${j}`, from), pairs);
       }
     }));
 
@@ -85,44 +124,68 @@ Deno.test("delivery - colluders that DM each other and never read cannot fill DM
     await waitFor(async () =>
       (await bytes(names.dm)) < WARDEN_ONSET * STREAM_LIMITS.dm.maxBytes &&
       (await bytes(names.task)) < WARDEN_ONSET * STREAM_LIMITS.task.maxBytes, {
-      timeoutMs: 30_000,
+      timeoutMs: 60_000,
       what: "DM and TASK under half full",
     });
     const counts = async (st: string, filter: string) =>
       (await jsm.streams.info(st, { subjects_filter: filter })).state.subjects ?? {};
     const dmCounts = await counts(names.dm, `${P}.inst.>`);
     const taskCounts = await counts(names.task, `${P}.svc.>`);
-    // Honest: a recipient with a short backlog, a sender with a few DMs to a colluder, a task.
-    assert.equal(dmCounts[dm(alice, bob)], 5);
+    // Honest: all of bob's DMs to the offline alice, his few to a colluder, his tasks.
+    assert.equal(dmCounts[dm(alice, bob)], 100);
     assert.equal(dmCounts[dm(colluders[0], bob)], 3);
     assert.equal(taskCounts[task("r0", bob)], 2);
-    // Each colluder keeps at least its protected backlog (the trim is a level, not a wipe).
+    // Each colluder keeps at least its protected bytes (the trim is a level, not a wipe), and
+    // lost some: the colluders paid for the room, not the honest.
     for (const c of colluders) {
-      const kept = Object.entries(dmCounts).filter(([k]) =>
-        k.startsWith(`${P}.inst.local.${c.name}.`)
-      ).reduce((a, [, n]) => a + n, 0);
-      assert.ok(kept >= PROTECTED_BACKLOG, `${c.name} keeps ${kept}`);
+      const kept = Object.entries(dmCounts).filter(([k]) => k.endsWith(`.local.${c.name}`))
+        .reduce((a, [, n]) => a + n, 0);
+      assert.ok(
+        kept * 60 * KIB >= PROTECTED_SENDER_BYTES - 60 * KIB,
+        `${c.name} keeps ${kept}`,
+      );
+      assert.ok(kept < pairs + (K - 1) * each, `${c.name} was trimmed`);
     }
     // DM and TASK take new messages.
-    await bjs.publish(dm(alice, bob), BODY);
-    await bjs.publish(task("r1", bob), BODY);
+    await bjs.publish(dm(alice, bob), msg(60 * KIB));
+    await bjs.publish(task("r1", bob), msg(60 * KIB));
 
-    // The operator can see what was trimmed, and from whom; nothing of alice's.
-    const trimmedFrom = new Set<string>();
+    // The operator can see what was trimmed, sender by sender; nothing of bob's.
     let records: TrimRecord[] = [];
     await waitFor(async () => {
       records = (await deliveryRequest(ctl, s.space, OPERATOR, "setAside", {}, {
         service: "delivery-admin",
       }) as { trimmed: TrimRecord[] }).trimmed;
-      for (const t of records) trimmedFrom.add(t.recipient);
-      return [...trimmedFrom].some((r) => /^local\.c\d$/.test(r)) &&
-        [...trimmedFrom].some((r) => /^r\d$/.test(r));
-    }, { timeoutMs: 15_000, what: "trim records of a colluder and a role" });
-    assert.equal(trimmedFrom.has("local.alice"), false);
-    assert.ok(records.every((t) => t.purged > 0));
-    assert.match(daemon.stderr(), /storage warden: trimmed \d+ unread DM messages of local\.c\d/);
+      return records.some((t) => t.recipient === "local.alice" && /^local\.c\d$/.test(t.sender)) &&
+        records.some((t) => /^r\d$/.test(t.recipient));
+    }, { timeoutMs: 15_000, what: "trim records of DMs to alice and of a role" });
+    assert.equal(records.some((t) => t.sender === "local.bob"), false);
+    assert.ok(records.every((t) => t.purged > 0 && t.bytes > 0));
+    assert.match(
+      daemon.stderr(),
+      /storage warden: DM_\S+ was \d+% full; trimmed the oldest \d+ unread DM messages/,
+    );
+
+    // Alice, when she reads, is told whose DMs were trimmed: a gap marker in her DLV.
+    const dlv = await an.jetstream().consumers.get(
+      names.dlv,
+      dlvDurableName(alice.principal, alice.uid),
+    );
+    const from = new Set<string>();
+    await waitFor(async () => {
+      const batch = await dlv.fetch({ max_messages: 50, expires: 1000 });
+      for await (const m of batch) {
+        if (m.headers?.get(GAP_MARKER_HEADER) === "1") {
+          const g = parseGapMarker(m.data);
+          if (g?.from) from.add(g.from);
+        }
+        m.ack();
+      }
+      return from.size > 0;
+    }, { timeoutMs: 15_000, what: "alice's gap marker naming a trimmed sender" });
+    assert.ok([...from].every((f) => /^local\.c\d$/.test(f)), [...from].join(", "));
   } finally {
-    for (const nc of [...conns, bn, look, ctl]) await nc.close();
+    for (const nc of [...conns, bn, an, look, ctl]) await nc.close();
     daemon.kill();
     await daemon.exited;
   }

@@ -137,6 +137,35 @@ Deno.test("trust - host profiles are enforced by the broker", async (t) => {
             ),
           );
           await agent.close();
+          // The storage warden's scan: its one consumer name on DM, nothing else of DM's.
+          await jsm.consumers.add(n.DM, {
+            name: "warden",
+            filter_subject: `${n.P}.inst.>`,
+            ack_policy: AckPolicy.None,
+            headers_only: true,
+            mem_storage: true,
+          });
+          assert.equal((await jsm.consumers.info(n.DM, "warden")).name, "warden");
+          assert.equal(await jsm.consumers.delete(n.DM, "warden"), true);
+          assert.ok(
+            await deniedBy(jsm.consumers.add(n.DM, {
+              name: "peek",
+              filter_subject: `${n.P}.inst.>`,
+              ack_policy: AckPolicy.None,
+            })),
+            "a DM consumer of another name",
+          );
+          assert.ok(
+            await requestDenied(
+              nc,
+              `$JS.API.CONSUMER.MSG.NEXT.${n.DM}.dm_local-alice-${otherUid}`,
+            ),
+            "reading a member's DM durable",
+          );
+          assert.ok(
+            await deniedBy(jsm.consumers.delete(n.DM, `dm_local-alice-${otherUid}`)),
+            "deleting a member's DM durable",
+          );
           assert.ok(await publishDenied(nc, seen, `${n.P}.chat.local.alice.general`));
           assert.ok(await publishDenied(nc, seen, `${n.P}.inst.local.alice.local.bob`));
           assert.ok(await subscribeDenied(nc, seen, `${n.P}.inst.>`));
