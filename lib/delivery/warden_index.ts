@@ -13,6 +13,13 @@
  */
 import type { StoredMsg } from "./warden_plan.ts";
 
+/**
+ * Message ids remembered per subject, newest kept. A replay needs its original still unacked in
+ * the replaying member's durable, so still stored: a pair holds at most 256, and an id falls
+ * out only after 2048 newer messages of the same pair.
+ */
+export const IDS_PER_SUBJECT = 2_048;
+
 interface SubjectLog {
   seqs: number[];
   sizes: number[];
@@ -41,6 +48,8 @@ export class StoreIndex {
     log.seqs.push(seq);
     log.sizes.push(bytes);
     log.ids.add(id);
+    // A Set iterates in insertion order: the first is the oldest id.
+    if (log.ids.size > IDS_PER_SUBJECT) log.ids.delete(log.ids.values().next().value!);
     this.#count++;
   }
 

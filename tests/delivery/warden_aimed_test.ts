@@ -237,7 +237,8 @@ Deno.test("delivery - a spoofed Nats-Msg-Size header on genuine floods neither b
     const counts = (await jsm.streams.info(names.dm, { subjects_filter: `${P}.inst.>` })).state
       .subjects ?? {};
     assert.equal(counts[dm("alice", "bob")], 100);
-    assert.match(daemon.stderr(), /trimmed the oldest \d+ unread DM messages/);
+    // The trim's log line follows its records; it is the proof the warden trimmed, not blind.
+    await daemon.waitForLine(/trimmed the oldest \d+ unread DM messages/, 15_000);
     await bn.jetstream().publish(dm("alice", "bob"), envelope(s.space, bob.id, 32 * KIB));
   } finally {
     for (const nc of [...conns, bn, look]) await nc.close();

@@ -11,7 +11,7 @@ import {
   waterLevel,
   yieldingGroups,
 } from "../../lib/delivery/warden_plan.ts";
-import { StoreIndex } from "../../lib/delivery/warden_index.ts";
+import { IDS_PER_SUBJECT, StoreIndex } from "../../lib/delivery/warden_index.ts";
 
 const KIB = 1024;
 const S = (to: string, from: string) => `p.inst.local.${to}.local.${from}`;
@@ -116,4 +116,13 @@ Deno.test("warden - the index keeps each subject's newest messages the stream st
   assert.equal(index.seen(a, "m1"), true, "a read message's id is still known");
   index.cut(a, 5);
   assert.deepEqual([...index.messages()].map((m) => [m.seq, m.bytes]), [[5, 100]]);
+});
+
+Deno.test("warden - the index remembers a bounded number of ids per pair, the newest", () => {
+  const index = new StoreIndex();
+  const a = S("alice", "bob");
+  for (let seq = 1; seq <= IDS_PER_SUBJECT + 10; seq++) index.add(a, seq, 1, `m${seq}`);
+  assert.equal(index.seen(a, "m1"), false, "the oldest ids are forgotten");
+  assert.equal(index.seen(a, `m${IDS_PER_SUBJECT + 10}`), true);
+  assert.equal(index.seen(a, "m11"), true);
 });

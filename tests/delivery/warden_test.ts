@@ -161,9 +161,9 @@ Deno.test("delivery - colluders that DM an offline agent and each other and neve
     }, { timeoutMs: 15_000, what: "trim records of DMs to alice and of a role" });
     assert.equal(records.some((t) => t.sender === "local.bob"), false);
     assert.ok(records.every((t) => t.purged > 0 && t.bytes > 0));
-    assert.match(
-      daemon.stderr(),
+    await daemon.waitForLine(
       /storage warden: DM_\S+ was \d+% full; trimmed the oldest \d+ unread DM messages/,
+      15_000,
     );
 
     // Alice, when she reads, is told whose DMs were trimmed: a gap marker in her DLV.
