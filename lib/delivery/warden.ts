@@ -164,6 +164,8 @@ export class StorageWarden {
         out.deleted[w.stream] = 0;
         out.trimmed[w.stream] = 0;
         if (si.state.last_seq > w.cursor) out.deleted[w.stream] = await this.#read(w, si);
+        // What recipients read leaves the index too, so it never outgrows the stream.
+        if (w.index.size > si.state.messages) await this.#reconcile(w);
         // Trims only on a full picture: every message up to the sweep's start read.
         if (w.cursor >= si.state.last_seq) out.trimmed[w.stream] = await this.#trim(w, si);
       }
@@ -196,7 +198,8 @@ export class StorageWarden {
       mem_storage: true,
       inactive_threshold: nanos(30_000),
     });
-    const junk: number[] = [];
+    // What no member wrote, by subject: its sequences, in stream order.
+    const junk = new Map<string, number[]>();
     try {
       const consumer = await js.consumers.get(w.stream, WARDEN_CONSUMER);
       let remaining = info.num_pending;
@@ -212,7 +215,11 @@ export class StorageWarden {
           const d = decodeMessage(m.subject, m.data, { space, headers: m.headers });
           if (d.ok && d.kind === w.kind && !w.index.seen(m.subject, d.message.id)) {
             w.index.add(m.subject, m.seq, storedSize(m), d.message.id);
-          } else junk.push(m.seq);
+          } else {
+            const seqs = junk.get(m.subject) ?? [];
+            seqs.push(m.seq);
+            junk.set(m.subject, seqs);
+          }
           w.cursor = m.seq;
         }
         if (got === 0) break;
@@ -222,10 +229,25 @@ export class StorageWarden {
     } finally {
       await jsm.consumers.delete(w.stream, WARDEN_CONSUMER).catch(() => {});
     }
+    // A subject holding nothing genuine goes in one purge up to its last junk read (a genuine
+    // message stored since has a later sequence and stays); elsewhere junk goes one by one.
     let deleted = 0;
-    for (let i = 0; i < junk.length && fence.mayAct(this.#token); i += DELETE_WINDOW) {
+    const singles: number[] = [];
+    for (const [subject, seqs] of junk) {
+      if (!fence.mayAct(this.#token)) return deleted;
+      if (w.index.has(subject)) {
+        singles.push(...seqs);
+        continue;
+      }
+      const r = await jsm.streams.purge(w.stream, {
+        filter: subject,
+        seq: seqs[seqs.length - 1] + 1,
+      }).catch(() => ({ purged: 0 }));
+      deleted += r.purged;
+    }
+    for (let i = 0; i < singles.length && fence.mayAct(this.#token); i += DELETE_WINDOW) {
       const done = await Promise.all(
-        junk.slice(i, i + DELETE_WINDOW).map((seq) =>
+        singles.slice(i, i + DELETE_WINDOW).map((seq) =>
           jsm.streams.deleteMessage(w.stream, seq, false).catch(() => false)
         ),
       );
@@ -239,12 +261,16 @@ export class StorageWarden {
     return deleted;
   }
 
+  async #reconcile(w: Watched): Promise<void> {
+    const detail = await this.#ctx.jsm.streams.info(w.stream, { subjects_filter: w.filter });
+    w.index.reconcile(detail.state.subjects ?? {});
+  }
+
   async #trim(w: Watched, si: StreamInfo): Promise<number> {
     const { jsm, fence, log } = this.#ctx;
     const max = si.config.max_bytes;
     if (!(max > 0) || si.state.bytes < WARDEN_ONSET * max) return 0;
-    const detail = await jsm.streams.info(w.stream, { subjects_filter: w.filter });
-    w.index.reconcile(detail.state.subjects ?? {});
+    await this.#reconcile(w);
     const steps = planTrim(w.index.messages(), w.pairOf, si.state.bytes - WARDEN_TARGET * max);
     let trimmed = 0;
     let bytes = 0;

@@ -16,14 +16,32 @@ import type { StoredMsg } from "./warden_plan.ts";
 /**
  * Message ids remembered per subject, newest kept. A replay needs its original still unacked in
  * the replaying member's durable, so still stored: a pair holds at most 256, and an id falls
- * out only after 2048 newer messages of the same pair.
+ * out only after 512 newer messages of the same pair.
  */
-export const IDS_PER_SUBJECT = 2_048;
+export const IDS_PER_SUBJECT = 512;
+
+/**
+ * A 53-bit hash of a message id (cyrb53): ids are member-chosen strings of any length, and only
+ * a sender's own genuine ids are ever compared with each other, so a fixed-size hash bounds the
+ * memory without giving anyone a collision to aim.
+ */
+export function idHash(id: string): number {
+  let h1 = 0xdeadbeef;
+  let h2 = 0x41c6ce57;
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    h1 = Math.imul(h1 ^ c, 2654435761);
+    h2 = Math.imul(h2 ^ c, 1597334677);
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+  return 4294967296 * (2097151 & h2) + (h1 >>> 0);
+}
 
 interface SubjectLog {
   seqs: number[];
   sizes: number[];
-  ids: Set<string>;
+  ids: Set<number>;
 }
 
 /** The genuine messages of one stream, as the warden's reads found them. */
@@ -36,9 +54,14 @@ export class StoreIndex {
     return this.#count;
   }
 
+  /** True when `subject` has genuine messages indexed. */
+  has(subject: string): boolean {
+    return (this.#subjects.get(subject)?.seqs.length ?? 0) > 0;
+  }
+
   /** True when `id` was already stored on `subject` (a replay, not a new message). */
   seen(subject: string, id: string): boolean {
-    return this.#subjects.get(subject)?.ids.has(id) ?? false;
+    return this.#subjects.get(subject)?.ids.has(idHash(id)) ?? false;
   }
 
   /** Adds one genuine message (sequences arrive in increasing order). */
@@ -47,7 +70,7 @@ export class StoreIndex {
     if (!log) this.#subjects.set(subject, log = { seqs: [], sizes: [], ids: new Set() });
     log.seqs.push(seq);
     log.sizes.push(bytes);
-    log.ids.add(id);
+    log.ids.add(idHash(id));
     // A Set iterates in insertion order: the first is the oldest id.
     if (log.ids.size > IDS_PER_SUBJECT) log.ids.delete(log.ids.values().next().value!);
     this.#count++;
