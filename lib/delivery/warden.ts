@@ -75,6 +75,8 @@ interface Watched {
   index: StoreIndex;
   /** The last stream sequence read. */
   cursor: number;
+  /** What no member wrote, read but not yet deleted, by subject (sequences in stream order). */
+  junk: Map<string, number[]>;
 }
 
 /** A stored message's size as the file store counts it: subject, headers, payload. */
@@ -117,6 +119,7 @@ export class StorageWarden {
       },
       index: new StoreIndex(),
       cursor: 0,
+      junk: new Map(),
     }, {
       stream: streams.task,
       filter: `${svc}>`,
@@ -129,6 +132,7 @@ export class StorageWarden {
       },
       index: new StoreIndex(),
       cursor: 0,
+      junk: new Map(),
     }];
   }
 
@@ -163,7 +167,8 @@ export class StorageWarden {
         const si = await this.#ctx.jsm.streams.info(w.stream);
         out.deleted[w.stream] = 0;
         out.trimmed[w.stream] = 0;
-        if (si.state.last_seq > w.cursor) out.deleted[w.stream] = await this.#read(w, si);
+        if (si.state.last_seq > w.cursor) await this.#read(w, si);
+        if (w.junk.size > 0) out.deleted[w.stream] = await this.#clear(w);
         // What recipients read leaves the index too, so it never outgrows the stream.
         if (w.index.size > si.state.messages) await this.#reconcile(w);
         // Trims only on a full picture: every message up to the sweep's start read.
@@ -181,11 +186,11 @@ export class StorageWarden {
    * Reads what `w` gained since the last read (for at most {@linkcode WARDEN_READ_BUDGET_MS})
    * through a short-lived in-memory consumer, deleted before and after and reaped by the broker
    * if the daemon dies mid-read. Ack none: on these interest streams the read never holds a
-   * message its recipient has read. Indexes the genuine messages, deletes the rest; resolves
-   * how many it deleted.
+   * message its recipient has read. Indexes the genuine messages and sets the rest aside for
+   * {@linkcode #clear}.
    */
-  async #read(w: Watched, si: StreamInfo): Promise<number> {
-    const { jsm, js, space, fence, log } = this.#ctx;
+  async #read(w: Watched, si: StreamInfo): Promise<void> {
+    const { jsm, js, space } = this.#ctx;
     const until = Date.now() + WARDEN_READ_BUDGET_MS;
     await jsm.consumers.delete(w.stream, WARDEN_CONSUMER).catch(() => {});
     const info = await jsm.consumers.add(w.stream, {
@@ -198,8 +203,7 @@ export class StorageWarden {
       mem_storage: true,
       inactive_threshold: nanos(30_000),
     });
-    // What no member wrote, by subject: its sequences, in stream order.
-    const junk = new Map<string, number[]>();
+    const junk = w.junk;
     try {
       const consumer = await js.consumers.get(w.stream, WARDEN_CONSUMER);
       let remaining = info.num_pending;
@@ -229,33 +233,51 @@ export class StorageWarden {
     } finally {
       await jsm.consumers.delete(w.stream, WARDEN_CONSUMER).catch(() => {});
     }
-    // A subject holding nothing genuine goes in one purge up to its last junk read (a genuine
-    // message stored since has a later sequence and stays); elsewhere junk goes one by one.
+  }
+
+  /**
+   * Deletes what {@linkcode #read} found no member wrote. A subject holding nothing genuine goes
+   * in one purge up to its last junk read (a genuine message stored since has a later sequence
+   * and stays); elsewhere junk goes one by one. What could not be deleted now is kept for the
+   * next sweep (the read has moved past it); a message already gone counts as done.
+   */
+  async #clear(w: Watched): Promise<number> {
+    const { jsm, fence, log } = this.#ctx;
     let deleted = 0;
-    const singles: number[] = [];
-    for (const [subject, seqs] of junk) {
+    const singles: [string, number][] = [];
+    for (const [subject, seqs] of [...w.junk]) {
       if (!fence.mayAct(this.#token)) return deleted;
       if (w.index.has(subject)) {
-        singles.push(...seqs);
+        for (const seq of seqs) singles.push([subject, seq]);
         continue;
       }
       const r = await jsm.streams.purge(w.stream, {
         filter: subject,
         seq: seqs[seqs.length - 1] + 1,
-      }).catch(() => ({ purged: 0 }));
-      deleted += r.purged;
+      }).then((r) => r.purged, () => -1);
+      if (r < 0) continue;
+      deleted += r;
+      w.junk.delete(subject);
     }
+    for (const [subject] of singles) w.junk.delete(subject);
     for (let i = 0; i < singles.length && fence.mayAct(this.#token); i += DELETE_WINDOW) {
       const done = await Promise.all(
-        singles.slice(i, i + DELETE_WINDOW).map((seq) =>
-          jsm.streams.deleteMessage(w.stream, seq, false).catch(() => false)
+        singles.slice(i, i + DELETE_WINDOW).map(([subject, seq]) =>
+          jsm.streams.deleteMessage(w.stream, seq, false).then(() => true, (err) => {
+            if (/no message found/i.test(String((err as Error)?.message ?? err))) return false;
+            const later = w.junk.get(subject) ?? [];
+            later.push(seq);
+            w.junk.set(subject, later.sort((a, b) => a - b));
+            return false;
+          })
         ),
       );
       deleted += done.filter(Boolean).length;
     }
     if (deleted > 0) {
+      // Its own kind for the rate limit: a flood of these must not hide the warden's other news.
       log.warn(
-        `storage warden: deleted ${deleted} messages of ${w.stream} no member wrote (broker answers aimed at a pair's subject, or replays); they counted against no sender`,
+        `aimed answers deleted: ${deleted} messages of ${w.stream} no member wrote (broker answers aimed at a pair's subject, or replays); they counted against no sender`,
       );
     }
     return deleted;
