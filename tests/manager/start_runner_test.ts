@@ -326,16 +326,37 @@ Deno.test("manager - a sandbox bwrap cannot set up fails the start with bwrap's 
   const spec: AgentSpec = { kind: "program", command: "/bin/sh", args: ["-c", "echo ran"] };
   await using fx = await sandboxedAgent(spec);
   const missing = `/nonexistent-${crypto.randomUUID()}`;
-  await assert.rejects(
-    startRunner({
-      ...fx.runner,
-      sandbox: { ...fx.runner.sandbox, expose: [missing] },
-      runtime: await createRuntime("process"),
-    }),
-    (e) =>
-      isCotalError(e, "sandbox_start_failed") &&
-      /bwrap exited before it reported its sandbox.s pid|the sandbox ended while bwrap was setting it up/
-        .test(e.message) &&
-      e.message.includes(`bwrap said: bwrap: Can't find source path ${missing}`),
-  );
+  const reason = `bwrap: Can't find source path ${missing}`;
+  // bwrap reports its sandbox's pid before it sets the sandbox up: when the set-up fails after
+  // the runner joined it to its cgroup, the start resolves and the handle ends with bwrap's
+  // words (the supervisor's readiness wait then fails the spawn); before, the start is refused.
+  const started = await startRunner({
+    ...fx.runner,
+    sandbox: { ...fx.runner.sandbox, expose: [missing] },
+    runtime: await createRuntime("process"),
+  }).then((r) => ({ r }), (e: unknown) => ({ e }));
+  if ("e" in started) {
+    const e = started.e;
+    assert.ok(isCotalError(e, "sandbox_start_failed"), String(e));
+    assert.match(
+      e.message,
+      /bwrap exited before it reported its sandbox.s pid|the sandbox ended while bwrap was setting it up/,
+    );
+    assert.ok(e.message.includes(`bwrap said: ${reason}`), e.message);
+  } else {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const { out, code } = await Promise.race([
+      collect(started.r.handle),
+      new Promise<never>((_, reject) =>
+        timer = setTimeout(
+          () => reject(new Error("the failed sandbox did not end in 30 s")),
+          30_000,
+        )
+      ),
+    ]).finally(() => clearTimeout(timer));
+    assert.notEqual(code, 0, out);
+    assert.doesNotMatch(out, /^ran$/m, "nothing ran");
+    // What bwrap printed before the handle was returned went to the start's own capture.
+    if (out.trim()) assert.ok(out.includes(reason), out);
+  }
 });
