@@ -5,7 +5,7 @@
  * account (the preflight refuses what the broker would refuse; the last good cred stays).
  */
 import assert from "node:assert/strict";
-import { connect } from "nats";
+import { connect } from "../../lib/nats/connect.ts";
 import {
   BROKER_AUTH_KEY,
   createSpaceAuth,
