@@ -69,7 +69,7 @@ function envelope(channel: string, i: number): Uint8Array {
 }
 
 // Raw: pipelined JetStream publishes of the same envelope as DMs to provisioned sinks whose
-// durables nobody pulls (so DM stores them, and no daemon reads DM), interleaved with the
+// durables nobody pulls (so DM stores them; the storage warden reads each once, as it reads every DM), interleaved with the
 // daemon's rounds so machine load hits both alike. A pair holds 256 DMs: 2,000 spread over 8
 // sinks, and DM purged after each raw round (outside the timed part).
 const SINKS = await Promise.all(Array.from({ length: 8 }, (_, k) => s.agent(`sink${k}`)));
@@ -231,7 +231,7 @@ const md = `## lib/delivery: durable copies per second vs raw JetStream publish
 
 ${
   runContext("deno run -A tests/bench/delivery_bench.ts --write")
-} One operator-mode broker; the daemon is a real process under its \`cotal-delivery\` permission row (V8 flags included); the sender publishes pipelined (${IN_FLIGHT} acked publishes in flight). A copy is counted when the reader's framed copy is stored in DLV (the stream's last sequence). Raw = the same envelope published the same way as DMs to eight provisioned sinks nobody pulls (DM stores them, no daemon reads DM, purged after each raw round), ${
+} One operator-mode broker; the daemon is a real process under its \`cotal-delivery\` permission row (V8 flags included); the sender publishes pipelined (${IN_FLIGHT} acked publishes in flight). A copy is counted when the reader's framed copy is stored in DLV (the stream's last sequence). Raw = the same envelope published the same way as DMs to eight provisioned sinks nobody pulls (DM stores them and the daemon's storage warden reads each once, as it reads every DM; no member reads them; purged after each raw round), ${
   fmt(RAW_PER_ROUND)
 } messages before every daemon round, so both see the same machine load; each column is the median of its rounds. Each copy costs two JetStream writes (INBOX entry, DLV copy) plus two acks, so with one publisher's rate as the yardstick 50% would be the ceiling; the daemon exceeds that when the broker has headroom a single pipelined publisher does not use.
 
