@@ -136,16 +136,19 @@ Deno.test("delivery - colluders that DM an offline agent and each other and neve
     assert.equal(dmCounts[dm(colluders[0], bob)], 3);
     assert.equal(taskCounts[task("r0", bob)], 2);
     // Each colluder keeps at least its protected bytes (the trim is a level, not a wipe), and
-    // lost some: the colluders paid for the room, not the honest.
+    // the colluders together lost some: they paid for the room, not the honest. (Which of them
+    // lost depends on who held the most at each trim: a flood scheduled late can stay under.)
+    let keptAll = 0;
     for (const c of colluders) {
       const kept = Object.entries(dmCounts).filter(([k]) => k.endsWith(`.local.${c.name}`))
         .reduce((a, [, n]) => a + n, 0);
+      keptAll += kept;
       assert.ok(
         kept * 60 * KIB >= PROTECTED_SENDER_BYTES - 60 * KIB,
         `${c.name} keeps ${kept}`,
       );
-      assert.ok(kept < pairs + (K - 1) * each, `${c.name} was trimmed`);
     }
+    assert.ok(keptAll < K * (pairs + (K - 1) * each), `the colluders kept all ${keptAll}`);
     // DM and TASK take new messages.
     await bjs.publish(dm(alice, bob), msg(60 * KIB));
     await bjs.publish(task("r1", bob), msg(60 * KIB));
