@@ -1,6 +1,7 @@
 /**
- * Bounded reads of one channel's CHAT history through a short-lived, named, in-memory
- * consumer (deleted before and after use), for a join's catch-up and for `readHistory`.
+ * Bounded reads of a stream through a short-lived, named, in-memory consumer (deleted before
+ * and after use; reaped by the broker if the daemon dies mid-read): one channel's CHAT history
+ * for a join's catch-up and for `readHistory`, and DM and TASK for the storage warden.
  *
  * @module
  */
@@ -24,9 +25,27 @@ export interface ScanOptions {
   onMessage(m: JsMsg): void | Promise<void>;
 }
 
+/** Options of {@linkcode scanStream}: a scan of any stream, optionally cut short. */
+export interface StreamScanOptions extends ScanOptions {
+  /** Messages per fetch (default {@linkcode SCAN_BATCH}). */
+  batch?: number;
+  /** Epoch ms after which no further fetch starts. */
+  until?: number;
+  /** What the read is, for the error when its consumer cannot be made. */
+  what?: string;
+}
+
 /** Reads `(fromSeq .. toSeq)` on `filter`; resolves the number of messages pending at start. */
-export async function scanChat(ctx: DeliveryContext, opts: ScanOptions): Promise<number> {
-  const stream = ctx.streams.chat;
+export function scanChat(ctx: DeliveryContext, opts: ScanOptions): Promise<number> {
+  return scanStream(ctx, ctx.streams.chat, opts);
+}
+
+/** {@linkcode scanChat} on any stream of the space. */
+export async function scanStream(
+  ctx: DeliveryContext,
+  stream: string,
+  opts: StreamScanOptions,
+): Promise<number> {
   await ctx.jsm.consumers.delete(stream, opts.name).catch(() => {});
   let info;
   try {
@@ -41,18 +60,18 @@ export async function scanChat(ctx: DeliveryContext, opts: ScanOptions): Promise
       inactive_threshold: nanos(30_000),
     });
   } catch (err) {
-    throw wrapJs(`open a history read on ${stream}`, err);
+    throw wrapJs(`open ${opts.what ?? "a history read"} on ${stream}`, err);
   }
   let remaining = info.num_pending;
   const total = remaining;
   try {
     const consumer = await ctx.js.consumers.get(stream, opts.name);
-    while (remaining > 0) {
+    while (remaining > 0 && (opts.until === undefined || Date.now() < opts.until)) {
       // At most SCAN_BATCH posts (4 MiB of 64 KiB posts) pending on the daemon's connection per
       // scan; counted in messages, not bytes, so a fetch returns once what is there has come
       // (a byte-bounded fetch waited out its expiry on every short page: red team 9's S1).
       const batch = await consumer.fetch({
-        max_messages: Math.min(SCAN_BATCH, remaining),
+        max_messages: Math.min(opts.batch ?? SCAN_BATCH, remaining),
         expires: 2000,
       });
       let got = 0;

@@ -24,8 +24,11 @@
  *
  * @module
  */
-import { AckPolicy, DeliverPolicy, type JsMsg, nanos, type StreamInfo } from "nats";
+import type { JsMsg, StreamInfo } from "nats";
+import type { Principal } from "../wire/names.ts";
 import { decodeMessage, type DeliveryKind } from "../wire/receive.ts";
+import { parseSubject } from "../wire/subjects.ts";
+import { scanStream } from "./chat_scan.ts";
 import { aliasAclRows, type DeliveryContext } from "./context.ts";
 import { StoreIndex } from "./warden_index.ts";
 import {
@@ -71,12 +74,24 @@ interface Watched {
   /** The delivery kind its genuine messages decode to. */
   kind: DeliveryKind;
   what: "DM" | "task";
-  pairOf: (subject: string) => Pair | undefined;
   index: StoreIndex;
   /** The last stream sequence read. */
   cursor: number;
   /** What no member wrote, read but not yet deleted, by subject (sequences in stream order). */
   junk: Map<string, number[]>;
+}
+
+/**
+ * The sender and recipient (a DM's principal, a task's role) a DM or task subject names; only
+ * genuine messages, whose subjects decoded, are ever asked about.
+ */
+function pairOf(subject: string): Pair | undefined {
+  const p = parseSubject(subject);
+  if (!p.ok) return undefined;
+  const dot = (x: Principal) => `${x.owner}.${x.actor}`;
+  if (p.kind === "inst") return { recipient: dot(p.recipient), sender: dot(p.sender) };
+  if (p.kind === "svc") return { recipient: p.role, sender: dot(p.sender) };
+  return undefined;
 }
 
 /** A stored message's size as the file store counts it: subject, headers, payload. */
@@ -103,37 +118,19 @@ export class StorageWarden {
     this.#ctx = ctx;
     this.#token = token;
     const { root, streams } = ctx;
-    const inst = `${root}.inst.`;
-    const svc = `${root}.svc.`;
-    this.#watched = [{
-      stream: streams.dm,
-      filter: `${inst}>`,
-      kind: "dm",
-      what: "DM",
-      // `inst.<to owner>.<to actor>.<from owner>.<from actor>`
-      pairOf: (s) => {
-        const t = s.startsWith(inst) ? s.slice(inst.length).split(".") : [];
-        return t.length === 4
-          ? { recipient: `${t[0]}.${t[1]}`, sender: `${t[2]}.${t[3]}` }
-          : undefined;
-      },
+    const watch = (stream: string, filter: string, kind: DeliveryKind, what: "DM" | "task") => ({
+      stream,
+      filter,
+      kind,
+      what,
       index: new StoreIndex(),
       cursor: 0,
       junk: new Map(),
-    }, {
-      stream: streams.task,
-      filter: `${svc}>`,
-      kind: "anycast",
-      what: "task",
-      // `svc.<role>.<from owner>.<from actor>`
-      pairOf: (s) => {
-        const t = s.startsWith(svc) ? s.slice(svc.length).split(".") : [];
-        return t.length === 3 ? { recipient: t[0], sender: `${t[1]}.${t[2]}` } : undefined;
-      },
-      index: new StoreIndex(),
-      cursor: 0,
-      junk: new Map(),
-    }];
+    });
+    this.#watched = [
+      watch(streams.dm, `${root}.inst.>`, "dm", "DM"),
+      watch(streams.task, `${root}.svc.>`, "anycast", "task"),
+    ];
   }
 
   /** Sweeps now and every {@linkcode WARDEN_INTERVAL_MS} until {@linkcode stop}. */
@@ -190,49 +187,31 @@ export class StorageWarden {
    * {@linkcode #clear}.
    */
   async #read(w: Watched, si: StreamInfo): Promise<void> {
-    const { jsm, js, space } = this.#ctx;
-    const until = Date.now() + WARDEN_READ_BUDGET_MS;
-    await jsm.consumers.delete(w.stream, WARDEN_CONSUMER).catch(() => {});
-    const info = await jsm.consumers.add(w.stream, {
-      name: WARDEN_CONSUMER,
-      filter_subject: w.filter,
-      ack_policy: AckPolicy.None,
-      ...(w.cursor > 0
-        ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: w.cursor + 1 }
-        : { deliver_policy: DeliverPolicy.All }),
-      mem_storage: true,
-      inactive_threshold: nanos(30_000),
-    });
+    const { space } = this.#ctx;
     const junk = w.junk;
-    try {
-      const consumer = await js.consumers.get(w.stream, WARDEN_CONSUMER);
-      let remaining = info.num_pending;
-      while (remaining > 0 && Date.now() < until) {
-        const batch = await consumer.fetch({
-          max_messages: Math.min(READ_FETCH, remaining),
-          expires: 2000,
-        });
-        let got = 0;
-        for await (const m of batch) {
-          got++;
-          remaining = m.info.pending;
-          const d = decodeMessage(m.subject, m.data, { space, headers: m.headers });
-          if (d.ok && d.kind === w.kind && !w.index.seen(m.subject, d.message.id)) {
-            w.index.add(m.subject, m.seq, storedSize(m), d.message.id);
-          } else {
-            const seqs = junk.get(m.subject) ?? [];
-            seqs.push(m.seq);
-            junk.set(m.subject, seqs);
-          }
-          w.cursor = m.seq;
+    let pending = -1;
+    const total = await scanStream(this.#ctx, w.stream, {
+      name: WARDEN_CONSUMER,
+      filter: w.filter,
+      fromSeq: w.cursor + 1,
+      batch: READ_FETCH,
+      until: Date.now() + WARDEN_READ_BUDGET_MS,
+      what: "the storage warden's read",
+      onMessage: (m) => {
+        pending = m.info.pending;
+        const d = decodeMessage(m.subject, m.data, { space, headers: m.headers });
+        if (d.ok && d.kind === w.kind && !w.index.seen(m.subject, d.message.id)) {
+          w.index.add(m.subject, m.seq, storedSize(m), d.message.id);
+        } else {
+          const seqs = junk.get(m.subject) ?? [];
+          seqs.push(m.seq);
+          junk.set(m.subject, seqs);
         }
-        if (got === 0) break;
-      }
-      // Nothing more on the filter: what is left up to the stream's last is another's subject.
-      if (remaining === 0) w.cursor = Math.max(w.cursor, si.state.last_seq);
-    } finally {
-      await jsm.consumers.delete(w.stream, WARDEN_CONSUMER).catch(() => {});
-    }
+        w.cursor = m.seq;
+      },
+    });
+    // Nothing more on the filter: what is left up to the stream's last is another's subject.
+    if (total === 0 || pending === 0) w.cursor = Math.max(w.cursor, si.state.last_seq);
   }
 
   /**
@@ -293,7 +272,7 @@ export class StorageWarden {
     const max = si.config.max_bytes;
     if (!(max > 0) || si.state.bytes < WARDEN_ONSET * max) return 0;
     await this.#reconcile(w);
-    const steps = planTrim(w.index.messages(), w.pairOf, si.state.bytes - WARDEN_TARGET * max);
+    const steps = planTrim(w.index.messages(), pairOf, si.state.bytes - WARDEN_TARGET * max);
     let trimmed = 0;
     let bytes = 0;
     const senders = new Set<string>();
