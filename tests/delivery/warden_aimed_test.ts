@@ -19,46 +19,11 @@ import {
 } from "../../lib/wire/mod.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { type Agent, connectAs, startDaemonProcess, startDeliverySpace } from "./_helpers.ts";
+import { burst, envelope } from "./_flood.ts";
 
 const OPERATOR = { owner: "local", actor: "operator" };
 const ENC = new TextEncoder();
 const KIB = 1024;
-
-/** A member's genuine message of about `bytes` (at least its bare envelope). */
-function envelope(space: string, from: string, bytes = 0, id: string = crypto.randomUUID()) {
-  const body = {
-    id,
-    ts: Date.now(),
-    space,
-    from: { id: from },
-    parts: [{ kind: "text", text: "" }],
-  };
-  const bare = ENC.encode(JSON.stringify(body)).length;
-  body.parts[0].text = "x".repeat(Math.max(0, bytes - bare));
-  return ENC.encode(JSON.stringify(body));
-}
-
-/** Publishes `n` messages made by `make`, 64 in flight; resolves the refusals. */
-async function burst(
-  nc: NatsConnection,
-  subject: string,
-  n: number,
-  make: () => { data: Uint8Array; headers?: ReturnType<typeof headers> },
-): Promise<number> {
-  const js = nc.jetstream();
-  let refused = 0;
-  let inFlight: Promise<unknown>[] = [];
-  for (let i = 0; i < n; i++) {
-    const m = make();
-    inFlight.push(js.publish(subject, m.data, { headers: m.headers }).catch(() => refused++));
-    if (inFlight.length >= 64) {
-      await Promise.all(inFlight);
-      inFlight = [];
-    }
-  }
-  await Promise.all(inFlight);
-  return refused;
-}
 
 Deno.test("delivery - aimed broker answers cannot block an honest pair: the warden deletes what no member wrote, and bob's next DM and task are stored", async () => {
   await using s = await startDeliverySpace({ prefix: "aimblock" });

@@ -32,45 +32,20 @@ import {
   startDeliverySpace,
   waitSettled,
 } from "./_helpers.ts";
+import { burst, envelope } from "./_flood.ts";
 
 const OPERATOR = { owner: "local", actor: "operator" };
-const ENC = new TextEncoder();
 const KIB = 1024;
 
-/** A member's genuine message (the envelope receivers accept) of about `bytes`, from `from`. */
-function envelope(space: string, from: Agent, bytes: number): Uint8Array {
-  const body = {
-    id: crypto.randomUUID(),
-    ts: Date.now(),
-    space,
-    from: { id: from.id },
-    parts: [{ kind: "text", text: "" }],
-  };
-  const bare = ENC.encode(JSON.stringify(body)).length;
-  body.parts[0].text = "x".repeat(Math.max(0, bytes - bare));
-  return ENC.encode(JSON.stringify(body));
-}
-
-/** Publishes `n` genuine ~60 KiB messages on `subject`, 64 in flight; resolves the refusals. */
-async function flood(
+/** Publishes `n` genuine ~60 KiB messages from `from` on `subject`; resolves the refusals. */
+function flood(
   nc: NatsConnection,
   space: string,
   from: Agent,
   subject: string,
   n: number,
 ): Promise<number> {
-  const js = nc.jetstream();
-  let refused = 0;
-  let inFlight: Promise<unknown>[] = [];
-  for (let i = 0; i < n; i++) {
-    inFlight.push(js.publish(subject, envelope(space, from, 60 * KIB)).catch(() => refused++));
-    if (inFlight.length >= 64) {
-      await Promise.all(inFlight);
-      inFlight = [];
-    }
-  }
-  await Promise.all(inFlight);
-  return refused;
+  return burst(nc, subject, n, () => ({ data: envelope(space, from.id, 60 * KIB) }));
 }
 
 Deno.test("delivery - colluders that DM an offline agent and each other and never read cannot fill DM or TASK, nor cut an honest sender's DMs: the warden trims their oldest and tells the recipient", async () => {
@@ -96,7 +71,7 @@ Deno.test("delivery - colluders that DM an offline agent and each other and neve
     // The honest messages come first, so they are the oldest the colluders' floods pile on:
     // bob's 100 short DMs to alice, who is offline (red team 10's victim), a few to a colluder.
     const bjs = bn.jetstream();
-    const msg = (bytes: number) => envelope(s.space, bob, bytes);
+    const msg = (bytes: number) => envelope(s.space, bob.id, bytes);
     for (let i = 0; i < 100; i++) await bjs.publish(dm(alice, bob), msg(KIB));
     for (let i = 0; i < 3; i++) await bjs.publish(dm(colluders[0], bob), msg(60 * KIB));
     for (let i = 0; i < 2; i++) await bjs.publish(task("r0", bob), msg(60 * KIB));
