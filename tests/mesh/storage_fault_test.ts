@@ -7,7 +7,8 @@
  * running broker (mount needs root).
  */
 import assert from "node:assert/strict";
-import { connect, credsAuthenticator } from "nats";
+import { credsAuthenticator } from "nats";
+import { connect, connectWhenUp } from "../../lib/nats/connect.ts";
 import { lastStorageFault, StorageFaultReader } from "../../lib/mesh/storage_fault.ts";
 import { readPidFile } from "../../lib/mesh/pidfile.ts";
 import { componentFiles } from "../../lib/mesh/stack.ts";
@@ -94,13 +95,15 @@ Deno.test({
       const creds = mint.stdout;
       const jwt = /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1];
       const sub = JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub;
-      const nc = await connect({
+      // A first dial can meet the broker between up's health check and a watchdog restart (a
+      // refused connect once failed this test on 2.10): dial until it answers, for 30 s at most.
+      const nc = await connectWhenUp({
         servers: `nats://127.0.0.1:${port}`,
         authenticator: credsAuthenticator(new TextEncoder().encode(creds)),
         inboxPrefix: `_INBOX_${sub}`,
         reconnectTimeWait: 250,
         maxReconnectAttempts: -1,
-      });
+      }, { signal: AbortSignal.timeout(30_000) });
       const js = nc.jetstream();
       const acked = new Set<number>();
       const post = async (i: number, size: number) => {
