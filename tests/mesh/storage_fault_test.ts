@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { credsAuthenticator } from "nats";
-import { connect, connectWhenUp } from "../../lib/nats/connect.ts";
+import { connectWhenUp } from "../../lib/nats/connect.ts";
 import { lastStorageFault, StorageFaultReader } from "../../lib/mesh/storage_fault.ts";
 import { readPidFile } from "../../lib/mesh/pidfile.ts";
 import { componentFiles } from "../../lib/mesh/stack.ts";
@@ -144,7 +144,9 @@ Deno.test({
         }
         // Every acknowledged post is still stored (read back as an observer).
         const obs = await cotal(["mint", "--root", root, "--profile", "observer"]);
-        const oc = await connect({
+        // The broker may be in a watchdog restart for the fault just healed: dial until it
+        // answers, for 30 s at most.
+        const oc = await connectWhenUp({
           servers: `nats://127.0.0.1:${port}`,
           authenticator: credsAuthenticator(new TextEncoder().encode(obs.stdout)),
           inboxPrefix: `_INBOX_${
@@ -155,7 +157,7 @@ Deno.test({
               ),
             ).sub
           }`,
-        });
+        }, { signal: AbortSignal.timeout(30_000) });
         try {
           const stored = new Set<number>();
           const c = await oc.jetstream().consumers.get("CHAT_default");
