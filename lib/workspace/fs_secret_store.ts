@@ -1,6 +1,7 @@
 /**
  * `FsSecretStore`: the filesystem `SecretStore`. One file per key under a root directory,
- * directories 0700 and files 0600 whatever the process umask, writes atomic by temp file +
+ * directories 0700 (or setgid with no access for others, shared with a group on purpose) and
+ * files 0600 whatever the process umask, writes atomic by temp file +
  * fsync + rename, and every path component checked with `lstat` so no key resolves through
  * a symlink planted under the root.
  *
@@ -50,9 +51,24 @@ async function lstatOrNull(path: string): Promise<Deno.FileInfo | null> {
   }
 }
 
-/** Tighten a directory Cotal owns to 0700 (a permissive umask or an older tool may have widened it). */
+/**
+ * Whether a directory's mode is one an operator chose to share it with the store's group: the
+ * setgid bit (no umask sets it) and nothing for others. systemd hosts lay the store out so
+ * (lib/mesh/systemd.ts: the supervisor and the signer, `cotal-store`, 2710 and 2770).
+ */
+function sharedOnPurpose(mode: number): boolean {
+  return (mode & 0o2000) !== 0 && (mode & 0o007) === 0;
+}
+
+/**
+ * Tighten a directory Cotal owns to 0700 (a permissive umask or an older tool may have widened
+ * it), unless the operator shares it with the store's group on purpose.
+ */
 async function hardenDir(path: string, info: Deno.FileInfo): Promise<void> {
-  if (info.mode !== null && (info.mode & 0o777) !== DIR_MODE) await Deno.chmod(path, DIR_MODE);
+  if (info.mode === null || (info.mode & 0o777) === DIR_MODE || sharedOnPurpose(info.mode)) {
+    return;
+  }
+  await Deno.chmod(path, DIR_MODE);
 }
 
 async function syncDir(dir: string): Promise<void> {

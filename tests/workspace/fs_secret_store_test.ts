@@ -150,6 +150,37 @@ Deno.test("workspace - 0700 directories and 0600 files under umask 000", async (
   }
 });
 
+Deno.test("workspace - a setgid directory closed to others is kept as the operator shared it; any other mode is tightened", async () => {
+  await withRoot(async (root, store) => {
+    await store.put("seed/key", "v");
+    const cases: [string, number, number][] = [
+      // systemd's layout: the store root (group may pass) and a space dir (group may write).
+      ["shared-pass", 0o2710, 0o2710],
+      ["shared-write", 0o2770, 0o2770],
+      // Setgid does not excuse access for others, and group access without it is a umask's.
+      ["setgid-open", 0o2775, 0o700],
+      ["group-only", 0o770, 0o700],
+    ];
+    for (const [dir, given] of cases) {
+      await Deno.mkdir(`${root}/secrets/${dir}`);
+      await Deno.chmod(`${root}/secrets/${dir}`, given);
+      await store.put(`${dir}/key`, "v");
+    }
+    for (const [dir, , kept] of cases) {
+      const m = (await Deno.stat(`${root}/secrets/${dir}`)).mode! & 0o7777;
+      assert.equal(m.toString(8), kept.toString(8), dir);
+      assert.equal(mode(await Deno.stat(`${root}/secrets/${dir}/key`)), 0o600, dir);
+    }
+    // The root itself follows the same rule.
+    await Deno.chmod(`${root}/secrets`, 0o2710);
+    await store.put("seed/key", "w");
+    assert.equal(((await Deno.stat(`${root}/secrets`)).mode! & 0o7777).toString(8), "2710");
+    await Deno.chmod(`${root}/secrets`, 0o711);
+    await store.put("seed/key", "x");
+    assert.equal(((await Deno.stat(`${root}/secrets`)).mode! & 0o7777).toString(8), "700");
+  });
+});
+
 Deno.test("workspace - put leaves no temp file behind", async () => {
   await withRoot(async (root, store) => {
     for (let i = 0; i < 5; i++) await store.put("space.ab/delivery.creds", `v${i}`);
