@@ -1,12 +1,13 @@
 /**
  * `deno task compile`: one binary per executable, each with its row of the permission table
- * baked in for the release layout (`/var/lib/cotal`, broker on 127.0.0.1:4222).
+ * baked in for the release layout (`/var/lib/cotal`, broker on 127.0.0.1:4222, supervisors
+ * signing through cotal-signer).
  *
  * `deno compile` needs its runtime, `denort`, which it downloads from Deno's servers unless
  * `DENORT_BIN` points at one. Where that download is unreachable this stops with one sentence.
  */
 import { parseArgs } from "node:util";
-import { denoCompileFlags, ENTRY_POINTS, EXECUTABLES } from "../lib/permissions.ts";
+import { denoCompileFlags, ENTRY_POINTS, EXECUTABLES, releaseLayout } from "../lib/permissions.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -19,7 +20,7 @@ const { values } = parseArgs({
   strict: true,
 });
 
-const layout = { root: values.root!, broker: values.broker!.split(",") };
+const layout = releaseLayout(values.root!, values.broker!.split(","));
 const targets = values.only ? values.only.split(",") : [...EXECUTABLES];
 await Deno.mkdir(values.out!, { recursive: true });
 for (const exe of targets) {

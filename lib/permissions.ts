@@ -233,8 +233,11 @@ export function permissionsFor(
     case "cotal-signer": {
       // The signer records (operator and account seeds) and its own space's store dir, whose
       // daemon creds it re-signs (the supervisor, signing remotely, no longer can); its audit
-      // trail in the logs; the broker. No run, no FFI, no env beyond its own.
-      const spaceDir = layout.spaceKey ? [`${d.store}/${layout.spaceKey}`] : [];
+      // trail in the logs; the broker. No run, no FFI, no env beyond its own. A release binary
+      // serves whichever space its unit names, so it is granted the store and its systemd unit
+      // narrows writes to that space's dir (`ReadWritePaths=`, lib/mesh/systemd.ts): it holds
+      // the seeds that could mint any of those creds anyway.
+      const spaceDir = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
       p.read = [d.signer, ...spaceDir];
       p.write = [d.logDir, ...spaceDir];
       p.env = ["COTAL_*"];
@@ -344,6 +347,15 @@ export function denoRunFlags(
   agent?: AgentLayout,
 ): string[] {
   return renderFlags(permissionsFor(exe, layout, agent));
+}
+
+/**
+ * The layout release binaries are built for: systemd's (lib/mesh/systemd.ts), where every
+ * supervisor signs through its space's `cotal-signer`, so the supervisor's row denies the
+ * signer records.
+ */
+export function releaseLayout(root: string, broker: string[]): DeploymentLayout {
+  return { root, broker, remoteSigner: true };
 }
 
 /**

@@ -1,14 +1,20 @@
 /**
  * systemd units for a Cotal host: the broker and each daemon, run from the compiled binaries,
- * each under its own user with the filesystem locked down. The signer (`secrets/auth`) is
- * made inaccessible to every unit that must not read it, so a compromised broker or delivery
- * daemon cannot reach signing seeds even through a path Deno's permissions would allow.
+ * each under its own user with the filesystem locked down. The signer records
+ * (`secrets/auth`) belong to the `cotal-signer` user, mode 0700, and are made inaccessible to
+ * every other unit, the supervisor's included: the supervisor signs through its space's
+ * `cotal-signer`, so a compromised supervisor cannot reach the seeds even through libc (its
+ * FFI), which Deno's permissions do not check.
  *
  * Secrets cross users without loosening their 0600 modes: systemd's `LoadCredential=` reads
  * the delivery cred as root and hands the daemon a private copy; a `.path` unit restarts
- * delivery when the supervisor re-signs that cred.
+ * delivery when the signer re-signs that cred. The supervisor and the signer share the space's
+ * store dir through the `cotal-store` group (setgid, 2770): each reads only the files it owns.
  */
-import { spaceKeyHex } from "../workspace/mod.ts";
+import { DELIVERY_CREDS_KIND, MEMBERSHIP_RW_CREDS_KIND, spaceKeyHex } from "../workspace/mod.ts";
+
+/** The daemon creds the signer re-signs in a space's dir, so they are its files. */
+const DAEMON_CRED_FILES: readonly string[] = [DELIVERY_CREDS_KIND, MEMBERSHIP_RW_CREDS_KIND];
 
 /** Where things live on a systemd host. */
 export interface SystemdLayout {
@@ -36,7 +42,14 @@ export const UNIT_USERS = Object.freeze({
   delivery: "cotal-delivery",
   supervise: "cotal-supervise",
   auth: "cotal-auth",
+  signer: "cotal-signer",
 });
+
+/**
+ * The group of the store's dirs, whose members are the supervisor and the signer only: both
+ * write a space's dir (agent creds; the re-signed daemon creds), neither reads the other's files.
+ */
+export const STORE_GROUP = "cotal-store";
 
 /** A oneshot that only asks systemd to act: root (to reach systemd's socket) and nothing more. */
 const ONESHOT_LOCKDOWN: readonly string[] = Object.freeze([
@@ -193,7 +206,7 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
       ],
       Install: ["WantedBy=multi-user.target"],
     });
-    // The supervisor re-signs the delivery cred at 75% of its life; delivery restarts onto it.
+    // The signer re-signs the delivery cred at 75% of its life; delivery restarts onto it.
     units[`cotal-delivery-${space}.path`] = unit({
       Unit: [`Description=Restart Cotal delivery for ${space} when its cred is re-signed`],
       Path: [
@@ -211,19 +224,44 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
         ...ONESHOT_LOCKDOWN,
       ],
     });
+    units[`cotal-signer-${space}.service`] = unit({
+      Unit: [
+        `Description=Cotal signer for space ${space} (the only holder of its signing seeds)`,
+        "After=cotal-nats.service",
+        "Requires=cotal-nats.service",
+        `Before=cotal-supervise-${space}.service`,
+      ],
+      Service: [
+        `User=${UNIT_USERS.signer}`,
+        "Group=cotal",
+        `SupplementaryGroups=${STORE_GROUP}`,
+        `ExecStart=${l.binDir}/cotal-signer --root ${S} --space ${space} --server ${url}`,
+        // Writes: its audit trail and the daemon creds it re-signs in its own space's dir.
+        `ReadWritePaths=${S}/logs ${spaceStore}`,
+        `InaccessiblePaths=${S}/broker ${S}/auth-service ${S}/run`,
+        ...hardening({ jit: true, loopbackOnly: isLoopback(l.host) }),
+      ],
+      Install: ["WantedBy=multi-user.target"],
+    });
     units[`cotal-supervise-${space}.service`] = unit({
       Unit: [
         `Description=Cotal supervisor for space ${space} (agent lifecycle)`,
         "After=cotal-nats.service",
         "Requires=cotal-nats.service",
+        // It signs every credential through the signer; without it, spawns wait and say so.
+        `Wants=cotal-signer-${space}.service`,
+        `After=cotal-signer-${space}.service`,
       ],
       Service: [
         `User=${UNIT_USERS.supervise}`,
         "Group=cotal",
-        `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url}`,
+        `SupplementaryGroups=${STORE_GROUP}`,
+        `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url} --signer remote`,
         `ReadWritePaths=${S}`,
-        // The supervisor holds the signer; agents it starts are sandboxed by bwrap on top, which
-        // needs netlink to bring up each agent's loopback in its own network namespace.
+        // No seed in its mount namespace at all: the signer records are not there.
+        `InaccessiblePaths=${S}/secrets/auth`,
+        // Agents it starts are sandboxed by bwrap on top, which needs netlink to bring up each
+        // agent's loopback in its own network namespace.
         ...hardening({ jit: true, sandboxes: true, families: ["AF_NETLINK"] }),
       ],
       Install: ["WantedBy=multi-user.target"],
@@ -258,7 +296,10 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
 export function renderSysusers(): string {
   return [
     "g cotal -",
+    `g ${STORE_GROUP} -`,
     ...Object.values(UNIT_USERS).map((u) => `u ${u} -:cotal "Cotal ${u.slice(6)}" -`),
+    `m ${UNIT_USERS.supervise} ${STORE_GROUP}`,
+    `m ${UNIT_USERS.signer} ${STORE_GROUP}`,
     "",
   ].join("\n");
 }
@@ -269,7 +310,19 @@ export function renderTmpfiles(l: SystemdLayout): string {
   return [
     `d ${S} 0750 root cotal -`,
     `d ${S}/broker 0700 ${UNIT_USERS.broker} cotal -`,
-    `d ${S}/secrets 0700 ${UNIT_USERS.supervise} cotal -`,
+    // The store: the supervisor's; the signer may pass through it (group) to its records and
+    // its space's dir. `Z`/`z` give what an install as root provisioned to its owner.
+    `d ${S}/secrets 2710 ${UNIT_USERS.supervise} ${STORE_GROUP} -`,
+    `Z ${S}/secrets - ${UNIT_USERS.supervise} ${STORE_GROUP} -`,
+    `d ${S}/secrets/auth 0700 ${UNIT_USERS.signer} ${STORE_GROUP} -`,
+    `Z ${S}/secrets/auth - ${UNIT_USERS.signer} ${STORE_GROUP} -`,
+    ...l.spaces.flatMap((space) => {
+      const dir = `${S}/secrets/space.${spaceKeyHex(space)}`;
+      return [
+        `d ${dir} 2770 ${UNIT_USERS.supervise} ${STORE_GROUP} -`,
+        ...DAEMON_CRED_FILES.map((f) => `z ${dir}/${f} 0600 ${UNIT_USERS.signer} ${STORE_GROUP} -`),
+      ];
+    }),
     `d ${S}/auth-service 0700 ${UNIT_USERS.auth} cotal -`,
     `d ${S}/run 0770 root cotal -`,
     `d ${S}/run/delivery 0700 ${UNIT_USERS.delivery} cotal -`,

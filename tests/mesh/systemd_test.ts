@@ -30,7 +30,7 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
   const services = Object.keys(units).filter((n) =>
     n.endsWith(".service") && !n.includes("restart")
   );
-  assert.equal(services.length, 1 + 3 * 2);
+  assert.equal(services.length, 1 + 4 * 2);
   const users = new Set<string>();
   for (const name of services) {
     const d = directives(units[name]);
@@ -46,13 +46,28 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
     assert.equal(d.has("MemoryDenyWriteExecute"), name === "cotal-nats.service", name);
     assert.ok(d.get("ExecStart")![0].startsWith("/"), `${name} runs an absolute path`);
     users.add(d.get("User")![0]);
-    // Everyone but the signer's holder is denied the whole secret store.
-    if (!name.startsWith("cotal-supervise")) {
-      assert.ok(
-        d.get("InaccessiblePaths")?.includes("/var/lib/cotal/secrets"),
-        `${name} must not see the secrets`,
-      );
+    const hidden = (d.get("InaccessiblePaths") ?? []).flatMap((v) => v.split(" "));
+    if (name.startsWith("cotal-signer")) {
+      // The signer: its records, and writes only to the logs and its own space's dir.
+      assert.ok(!hidden.some((p) => p.startsWith("/var/lib/cotal/secrets")), name);
+    } else if (name.startsWith("cotal-supervise")) {
+      // The supervisor: the store (agent creds), never the signer records; it signs remotely.
+      assert.deepEqual(hidden, ["/var/lib/cotal/secrets/auth"], name);
+      assert.match(d.get("ExecStart")![0], / --signer remote$/, name);
+    } else {
+      assert.ok(hidden.includes("/var/lib/cotal/secrets"), `${name} must not see the secrets`);
     }
+  }
+  for (const sp of ["alpha", "beta"]) {
+    const signer = directives(units[`cotal-signer-${sp}.service`]);
+    assert.deepEqual(signer.get("ReadWritePaths"), [
+      `/var/lib/cotal/logs /var/lib/cotal/secrets/space.${spaceKeyHex(sp)}`,
+    ]);
+    assert.match(signer.get("ExecStart")![0], /^\/usr\/local\/bin\/cotal-signer --root /);
+    assert.deepEqual(signer.get("Before"), [`cotal-supervise-${sp}.service`]);
+    const sup = directives(units[`cotal-supervise-${sp}.service`]);
+    assert.deepEqual(sup.get("Wants"), [`cotal-signer-${sp}.service`]);
+    for (const d of [signer, sup]) assert.deepEqual(d.get("SupplementaryGroups"), ["cotal-store"]);
   }
   assert.deepEqual([...users].sort(), Object.values(UNIT_USERS).sort());
   const delivery = directives(units["cotal-delivery-alpha.service"]);
@@ -62,7 +77,10 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
   assert.match(delivery.get("ExecStart")![0], /^\/usr\/local\/bin\/cotal-delivery /);
   assert.match(units["cotal-delivery-alpha.path"], /PathChanged=.*delivery\.creds/);
   assert.match(renderSysusers(), /^u cotal-delivery -:cotal /m);
-  assert.match(renderTmpfiles(l), /^d \/var\/lib\/cotal\/secrets 0700 cotal-supervise cotal -$/m);
+  const tmpfiles = renderTmpfiles(l);
+  assert.match(tmpfiles, /^d \/var\/lib\/cotal\/secrets 2710 cotal-supervise cotal-store -$/m);
+  assert.match(tmpfiles, /^d \/var\/lib\/cotal\/secrets\/auth 0700 cotal-signer cotal-store -$/m);
+  assert.match(renderSysusers(), /^m cotal-signer cotal-store$/m);
   // Each space's auth service on its own fixed port, with the IdP it exchanges tokens of.
   const auth = (sp: string) => directives(units[`cotal-auth-service-${sp}.service`]);
   assert.match(
@@ -93,7 +111,15 @@ Deno.test({
     try {
       // verify checks that ExecStart binaries exist: stand-ins mark where the real ones go.
       await Deno.mkdir(`${dir}/bin`);
-      for (const b of ["cotal-delivery", "cotal-supervise", "cotal-auth-service", "nats-server"]) {
+      for (
+        const b of [
+          "cotal-delivery",
+          "cotal-supervise",
+          "cotal-signer",
+          "cotal-auth-service",
+          "nats-server",
+        ]
+      ) {
         await Deno.writeTextFile(`${dir}/bin/${b}`, "#!/bin/sh\n", { mode: 0o755 });
       }
       const units = renderUnits({
@@ -138,7 +164,11 @@ Deno.test({
     try {
       const units = renderUnits({ ...defaultSystemdLayout(["alpha"]), userAuth: USER_AUTH });
       const services = Object.keys(units).filter((n) => n.endsWith(".service"));
-      assert.equal(services.length, 5, "broker, delivery, its restart oneshot, supervise, auth");
+      assert.equal(
+        services.length,
+        6,
+        "broker, delivery, its restart oneshot, signer, supervise, auth",
+      );
       for (const name of services) {
         await Deno.writeTextFile(`${dir}/${name}`, units[name]);
         const out = await new Deno.Command("systemd-analyze", {
@@ -192,7 +222,7 @@ Deno.test("systemd - install writes units into <dest>/systemd/system, prints eve
         /systemd-sysusers \/etc\/sysusers\.d\/cotal\.conf/,
         /systemd-tmpfiles --create \/etc\/tmpfiles\.d\/cotal\.conf/,
         /systemctl daemon-reload/,
-        /systemctl enable --now cotal-nats\.service cotal-delivery-alpha\.service cotal-delivery-alpha\.path cotal-supervise-alpha\.service\n/,
+        /systemctl enable --now cotal-nats\.service cotal-delivery-alpha\.service cotal-delivery-alpha\.path cotal-signer-alpha\.service cotal-supervise-alpha\.service\n/,
       ]
     ) assert.match(said, step);
     // No user auth here: no auth-service unit.

@@ -5,6 +5,7 @@ import {
   denoRunFlags,
   type DeploymentLayout,
   EXECUTABLES,
+  releaseLayout,
 } from "../../lib/permissions.ts";
 
 // The runner's row is rendered in the paths it sees inside its sandbox.
@@ -107,6 +108,24 @@ Deno.test("permissions - the supervisor may make exactly its agents' sockets, on
   assert.ok(unix.includes("unix:/R/run/sockets/0.control"));
   assert.ok(unix.includes(`unix:/R/run/sockets/${AGENT_SLOTS - 1}.broker`));
   assert.ok(unix.every((n) => /^unix:\/R\/run\/sockets\/\d+\.(control|broker)$/.test(n)));
+});
+
+Deno.test("permissions - release binaries are built for systemd: the supervisor denies the signer records, the signer may serve any space's dir", () => {
+  const l = releaseLayout("/var/lib/cotal", ["127.0.0.1:4222"]);
+  const signer = "/var/lib/cotal/secrets/auth";
+  const sup = denoCompileFlags("cotal-supervise", l, "/out");
+  assert.ok(flagValues(sup, "--deny-read").includes(signer));
+  assert.ok(flagValues(sup, "--deny-write").includes(signer));
+  const sig = denoCompileFlags("cotal-signer", l, "/out");
+  assert.deepEqual(flagValues(sig, "--allow-read"), [signer, "/var/lib/cotal/secrets"]);
+  assert.deepEqual(flagValues(sig, "--allow-write"), [
+    "/var/lib/cotal/logs",
+    "/var/lib/cotal/secrets",
+  ]);
+  assert.ok(!sig.includes("--allow-run") && !sig.some((f) => f.startsWith("--allow-run=")));
+  // Development rows for one space keep the signer to that space's dir.
+  const dev = denoRunFlags("cotal-signer", { ...layout("/R"), spaceKey: "space.ab" });
+  assert.deepEqual(flagValues(dev, "--allow-write"), ["/R/logs", "/R/secrets/space.ab"]);
 });
 
 Deno.test("permissions - delivery is scoped to its own space's cred dir when the space is known", () => {

@@ -1,0 +1,202 @@
+/**
+ * The store's OS boundary on a systemd host, made for real: systemd-sysusers and
+ * systemd-tmpfiles (offline, `--root`) create the users and lay out a store an install as root
+ * provisioned; then each daemon's user, through setpriv, tries what a compromised one would.
+ * The signer records belong to the signer alone; the supervisor and the signer share their
+ * space's dir and nothing else; the other units' users cannot even pass the store's root.
+ */
+import assert from "node:assert/strict";
+import {
+  defaultSystemdLayout,
+  renderSysusers,
+  renderTmpfiles,
+  STORE_GROUP,
+  UNIT_USERS,
+} from "../../lib/mesh/systemd.ts";
+import { spaceKeyHex } from "../../lib/workspace/mod.ts";
+import { removeTempDir, tempDir } from "../_harness/broker.ts";
+
+const TOOLS = ["/usr/bin/systemd-sysusers", "/usr/bin/systemd-tmpfiles", "/usr/bin/setpriv"];
+const missing = TOOLS.filter((t) => {
+  try {
+    return !Deno.statSync(t).isFile;
+  } catch {
+    return true;
+  }
+});
+const isRoot = Deno.uid() === 0;
+const why = !isRoot
+  ? " (skipped: switching users needs root)"
+  : missing.length
+  ? ` (skipped: ${missing.join(", ")} not installed here)`
+  : "";
+
+const LIB = new URL("../../lib/", import.meta.url).pathname;
+
+// Run as one of the host's users: a store get or put through FsSecretStore, or a raw read.
+const OP = `
+import { FsSecretStore } from "./lib/workspace/fs_secret_store.ts";
+const [op, root, key, value] = Deno.args;
+try {
+  if (op === "cat") console.log(JSON.stringify({ ok: true, value: Deno.readTextFileSync(key) }));
+  else if (op === "ls") console.log(JSON.stringify({ ok: true, value: [...Deno.readDirSync(key)].length }));
+  else {
+    const store = new FsSecretStore(root);
+    const v = op === "get" ? await store.get(key) : await store.put(key, value);
+    console.log(JSON.stringify({ ok: true, value: v ?? null }));
+  }
+} catch (err) {
+  console.log(JSON.stringify({ ok: false, error: String(err?.code ?? err?.name ?? err) }));
+}
+`;
+
+function ids(text: string): Map<string, number> {
+  return new Map(
+    text.split("\n").filter(Boolean).map((l) => {
+      const f = l.split(":");
+      return [f[0], Number(f[2])];
+    }),
+  );
+}
+
+async function run(cmd: string, args: string[]): Promise<string> {
+  const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
+  const err = new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, 0, `${cmd} ${args.join(" ")}: ${err}`);
+  return new TextDecoder().decode(out.stdout);
+}
+
+Deno.test({
+  name:
+    `systemd - on a laid-out store, only the signer's user reads the signer records; the supervisor and the signer share their space's dir and nothing else${why}`,
+  ignore: why !== "",
+  async fn() {
+    const fake = await tempDir("cotal-sysroot-");
+    try {
+      await Deno.chmod(fake, 0o755);
+      const S = "/var/lib/cotal";
+      const R = `${fake}${S}`;
+      const space = `secrets/space.${spaceKeyHex("alpha")}`;
+      // What an install as root leaves: every file root's, 0600.
+      await Deno.mkdir(`${fake}/etc`, { recursive: true });
+      await Deno.writeTextFile(`${fake}/etc/passwd`, "");
+      await Deno.writeTextFile(`${fake}/etc/group`, "");
+      for (const d of ["secrets/auth", space]) await Deno.mkdir(`${R}/${d}`, { recursive: true });
+      const provisioned: Record<string, string> = {
+        "secrets/auth/broker.json": "SIGNER-SEED-MARKER",
+        [`${space}/delivery.creds`]: "DELIVERY-MARKER",
+        [`${space}/supervisor.creds`]: "SUPERVISOR-MARKER",
+      };
+      for (const [f, v] of Object.entries(provisioned)) {
+        await Deno.writeTextFile(`${R}/${f}`, v, { mode: 0o600 });
+      }
+      await Deno.writeTextFile(`${fake}/sysusers.conf`, renderSysusers());
+      await Deno.writeTextFile(
+        `${fake}/tmpfiles.conf`,
+        renderTmpfiles(defaultSystemdLayout(["alpha"])),
+      );
+      await run("systemd-sysusers", [`--root=${fake}`, `${fake}/sysusers.conf`]);
+      await run("systemd-tmpfiles", [`--root=${fake}`, "--create", `${fake}/tmpfiles.conf`]);
+      const users = ids(await Deno.readTextFile(`${fake}/etc/passwd`));
+      const groups = ids(await Deno.readTextFile(`${fake}/etc/group`));
+
+      // The program each user runs: a copy of deno and of lib/ they can all read.
+      const tools = `${fake}/tools`;
+      await Deno.mkdir(tools);
+      await Deno.copyFile(Deno.execPath(), `${tools}/deno`);
+      await Deno.chmod(`${tools}/deno`, 0o755);
+      await run("cp", ["-r", LIB, `${tools}/lib`]);
+      await Deno.writeTextFile(`${tools}/op.ts`, OP);
+      await run("chmod", ["-R", "a+rX", tools]);
+
+      const as = async (
+        user: string,
+        op: string,
+        key: string,
+        value = "",
+      ): Promise<{ ok: boolean; value?: unknown; error?: string }> => {
+        const uid = users.get(user)!;
+        const home = `${fake}/home-${user}`;
+        await Deno.mkdir(home, { recursive: true });
+        await Deno.chown(home, uid, groups.get("cotal")!);
+        const supp = user === UNIT_USERS.supervise || user === UNIT_USERS.signer
+          ? `--groups=${groups.get(STORE_GROUP)}`
+          : "--clear-groups";
+        const out = await new Deno.Command("setpriv", {
+          args: [
+            `--reuid=${uid}`,
+            `--regid=${groups.get("cotal")}`,
+            supp,
+            `${tools}/deno`,
+            "run",
+            "-A",
+            "--no-config",
+            `${tools}/op.ts`,
+            op,
+            `${R}/secrets`,
+            op === "cat" || op === "ls" ? `${R}/${key}` : key,
+            value,
+          ],
+          env: { DENO_DIR: `${home}/deno`, HOME: home, NO_COLOR: "1" },
+          clearEnv: true,
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+        const text = new TextDecoder().decode(out.stdout).trim();
+        assert.ok(text, `${user} ${op} ${key}: ${new TextDecoder().decode(out.stderr)}`);
+        return JSON.parse(text);
+      };
+      const denied = (r: { ok: boolean; error?: string }, what: string) => {
+        assert.equal(r.ok, false, `${what} was allowed`);
+        assert.match(r.error!, /EACCES|PermissionDenied|store_io/, what);
+      };
+
+      // The supervisor: its own cred and agent creds, never the signer records.
+      const sup = UNIT_USERS.supervise;
+      denied(await as(sup, "cat", "secrets/auth/broker.json"), "supervisor reads the signer");
+      denied(await as(sup, "ls", "secrets/auth"), "supervisor lists the signer dir");
+      denied(await as(sup, "get", "auth/broker.json"), "supervisor gets the signer record");
+      denied(await as(sup, "put", "auth/broker.json", "x"), "supervisor replaces the record");
+      denied(await as(sup, "cat", `${space}/delivery.creds`), "supervisor reads delivery's cred");
+      assert.deepEqual(await as(sup, "cat", `${space}/supervisor.creds`), {
+        ok: true,
+        value: "SUPERVISOR-MARKER",
+      });
+      const agentKey = `${space.slice("secrets/".length)}/agents/a1.creds`;
+      assert.equal((await as(sup, "put", agentKey, "AGENT")).ok, true);
+
+      // The signer: its records and the daemon creds it re-signs, nothing the supervisor owns.
+      const sig = UNIT_USERS.signer;
+      assert.deepEqual(await as(sig, "get", "auth/broker.json"), {
+        ok: true,
+        value: "SIGNER-SEED-MARKER",
+      });
+      const deliveryKey = `${space.slice("secrets/".length)}/delivery.creds`;
+      assert.deepEqual(await as(sig, "get", deliveryKey), { ok: true, value: "DELIVERY-MARKER" });
+      assert.equal((await as(sig, "put", deliveryKey, "RE-SIGNED")).ok, true);
+      denied(await as(sig, "cat", `${space}/supervisor.creds`), "signer reads the supervisor's");
+      denied(await as(sig, "get", agentKey), "signer reads an agent cred");
+
+      // Every other unit's user cannot pass the store's root at all.
+      for (const u of [UNIT_USERS.delivery, UNIT_USERS.broker, UNIT_USERS.auth]) {
+        denied(await as(u, "ls", "secrets"), `${u} lists the store`);
+        denied(await as(u, "cat", "secrets/auth/broker.json"), `${u} reads the signer`);
+      }
+
+      // The writes left the layout as tmpfiles made it: shared dirs stay shared, files 0600.
+      const mode = async (p: string) => ((await Deno.stat(`${R}/${p}`)).mode! & 0o7777);
+      assert.equal((await mode("secrets")).toString(8), "2710");
+      assert.equal((await mode(space)).toString(8), "2770");
+      assert.equal((await mode("secrets/auth")).toString(8), "700");
+      const re = await Deno.stat(`${R}/${space}/delivery.creds`);
+      assert.equal(re.uid, users.get(sig));
+      assert.equal((re.mode! & 0o777).toString(8), "600");
+      assert.equal(await Deno.readTextFile(`${R}/${space}/delivery.creds`), "RE-SIGNED");
+      const agent = await Deno.stat(`${R}/${space}/agents/a1.creds`);
+      assert.equal(agent.uid, users.get(sup));
+      assert.equal((agent.mode! & 0o777).toString(8), "600");
+    } finally {
+      await removeTempDir(fake);
+    }
+  },
+});
