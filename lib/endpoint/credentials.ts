@@ -12,7 +12,7 @@
 import type { Authenticator } from "nats";
 import { decodeJwt as decodeBearerClaims } from "jose";
 import { CotalError } from "../errors.ts";
-import { parseCreds } from "../nats/creds.ts";
+import { isRelayedCreds, parseCreds, parseRelayedCreds } from "../nats/creds.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
 import { principalFromTags } from "../trust/mint.ts";
@@ -59,7 +59,8 @@ export async function parseHeldCreds(text: string): Promise<HeldCredential> {
       "The creds source returned something other than text; return the .creds file content.",
     );
   }
-  const { jwt } = await parseCreds(text);
+  // Relayed creds (a sandboxed agent's) carry the JWT alone: its relay proves the key.
+  const { jwt } = isRelayedCreds(text) ? parseRelayedCreds(text) : await parseCreds(text);
   const claims = decodeJwtUnverified(jwt);
   const allow = (claims.nats as { sub?: { allow?: string[] } }).sub?.allow ?? [];
   const inbox = allow.map((s) => /^_INBOX_([A-Za-z0-9_-]+)\.>$/.exec(s)?.[1]).find(Boolean);

@@ -8,6 +8,9 @@
  */
 import { ctlSubject, subjectRoot } from "../wire/subjects.ts";
 import { CotalError } from "../errors.ts";
+import { parseCreds, renderRelayedCreds } from "../nats/creds.ts";
+import { nonceProver } from "../trust/connect_auth.ts";
+import { newIdentity } from "../trust/sync_keys.ts";
 import { agentSocketPath, type DeploymentLayout } from "../permissions.ts";
 import { MAX_AGENTS } from "./manager_types.ts";
 import {
@@ -167,15 +170,27 @@ export function launchPlace(agent: ManagedAgent, servers: readonly string[]): {
   };
 }
 
-/** Writes (or rewrites on renewal) the agent's launch material. */
-export function writeLaunch(
+/** Whether the agent reaches the broker only through its relay (bwrap, its own netns). */
+function relayed(p: ManagedAgent["plan"]): boolean {
+  return p.isolation.mode === "bwrap" && p.net === "relay";
+}
+
+/**
+ * Writes (or rewrites on renewal) the agent's launch material. An agent behind its relay is
+ * given its JWT alone (relayed creds): the seed stays with the supervisor, so nothing the agent
+ * holds, reads or leaks connects to the broker except through its guard.
+ */
+export async function writeLaunch(
   ctx: LifecycleContext,
   agent: ManagedAgent,
   servers: readonly string[],
   creds: string,
   description?: string,
 ): Promise<void> {
-  return writeAgentLaunch(ctx, agent.plan, launchPlace(agent, servers), creds, description);
+  const given = relayed(agent.plan)
+    ? renderRelayedCreds((await parseCreds(creds)).jwt, newIdentity().seed)
+    : creds;
+  await writeAgentLaunch(ctx, agent.plan, launchPlace(agent, servers), given, description);
 }
 
 /** The sandbox part of the runner's options. */
@@ -234,6 +249,8 @@ export async function prepareAgent(
       storedPrefixes: ["chat", "inst", "svc"].map((plane) => `${subjectRoot(ctx.space)}.${plane}.`),
       ...(p.workdir ? { workdir: p.workdir } : {}),
       ...(bwrap && p.isolation.cgroup ? { cgroupHost: p.isolation.cgroup } : {}),
+      // Behind the relay the agent's seed stays here: the relay proves its key at connect.
+      ...(relayed(p) ? { proveKey: nonceProver(p.identity.seed) } : {}),
       seccomp: bwrap,
     });
   } catch (err) {

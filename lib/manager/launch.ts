@@ -7,7 +7,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
-import { parseCreds } from "../nats/creds.ts";
+import { isRelayedCreds, parseCreds, parseRelayedCreds } from "../nats/creds.ts";
 import type { JsonValue } from "../wire/envelope.ts";
 import { assertValidLifecycleUid, assertValidPrincipal, type Principal } from "../wire/names.ts";
 
@@ -390,7 +390,9 @@ async function checkCreds(material: LaunchMaterial): Promise<void> {
     ? ["auth.creds", material.auth.creds]
     : ["auth.sentinelCreds", material.auth.sentinelCreds];
   try {
-    await parseCreds(text);
+    // A sandboxed agent's creds are relayed: its JWT alone (the relay holds the seed).
+    if (isRelayedCreds(text)) parseRelayedCreds(text);
+    else await parseCreds(text);
   } catch (err) {
     // Only the code: parse errors about secret text must not quote it.
     throw new CotalError(

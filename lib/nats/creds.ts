@@ -86,6 +86,59 @@ export async function parseCreds(text: string): Promise<Creds> {
   return { jwt, seed };
 }
 
+/**
+ * The line that marks a relayed creds text: a user JWT whose key a Cotal relay holds and proves
+ * at connect (a sandboxed agent's; lib/manager/sandbox/relay.ts).
+ */
+export const RELAYED_CREDS_MARKER =
+  "Cotal relay: this user's seed stays with its supervisor, whose relay proves the key at connect.";
+
+/**
+ * Renders the relayed creds text for `jwt`: the JWT and, so that any NATS client reads it as a
+ * creds file, a stand-in seed of a fresh key that is not the JWT's. Its signatures prove
+ * nothing: the broker refuses the text anywhere but through the relay, which replaces them.
+ */
+export function renderRelayedCreds(jwt: string, standInSeed: string): string {
+  const claims = decodeJwtUnverified(jwt);
+  if (claims.nats.type !== "user") {
+    throw new CotalError(
+      "creds_not_user",
+      `A creds file holds a user JWT, not ${withArticle(claims.nats.type)} JWT.`,
+    );
+  }
+  return `-----BEGIN NATS USER JWT-----
+${jwt}
+------END NATS USER JWT------
+
+${RELAYED_CREDS_MARKER}
+The seed below is a stand-in (not this user's key): it connects nowhere on its own.
+
+-----BEGIN USER NKEY SEED-----
+${standInSeed}
+------END USER NKEY SEED------
+`;
+}
+
+/** True when `text` is a relayed creds text (it carries the marker line). */
+export function isRelayedCreds(text: string): boolean {
+  return typeof text === "string" && text.includes(RELAYED_CREDS_MARKER);
+}
+
+/** The JWT of a relayed creds text; refuses anything else the way {@linkcode parseCreds} does. */
+export function parseRelayedCreds(text: string): { readonly jwt: string } {
+  const jwt = isRelayedCreds(text) ? JWT_BLOCK.exec(text)?.[1] : undefined;
+  if (jwt === undefined) {
+    throw new CotalError(
+      "creds_bad_format",
+      "The text is not relayed creds (a user JWT block and the Cotal relay line).",
+    );
+  }
+  if (decodeJwtUnverified(jwt).nats.type !== "user") {
+    throw new CotalError("creds_not_user", "Relayed creds hold a user JWT.");
+  }
+  return { jwt };
+}
+
 // Seeds recently checked against their public key: re-signing one identity (renewal, a burst
 // of mints) derives it once. Bounded, and holds only what the caller already holds.
 const pairs = new Map<string, string>();

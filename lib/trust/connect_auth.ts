@@ -9,6 +9,7 @@
  */
 import type { Authenticator } from "nats";
 import { CotalError } from "../errors.ts";
+import { isRelayedCreds, parseRelayedCreds } from "../nats/creds.ts";
 import { type SyncSigner, syncSigner } from "./sync_keys.ts";
 
 const JWT_BLOCK =
@@ -57,11 +58,16 @@ function jwtSubject(jwt: string): string | undefined {
  */
 export function credsAuthenticatorFast(creds: CredsSource): Authenticator {
   const read = typeof creds === "function" ? creds : () => creds;
-  let cached: { text: string; jwt: string; signer: SyncSigner } | undefined;
+  let cached: { text: string; jwt: string; signer?: SyncSigner } | undefined;
   const load = () => {
     const raw = read();
     const text = typeof raw === "string" ? raw : DECODER.decode(raw);
     if (cached?.text === text) return cached;
+    // Relayed creds: the JWT alone; the agent's relay adds the nonce signature.
+    if (isRelayedCreds(text)) {
+      cached = { text, jwt: parseRelayedCreds(text).jwt };
+      return cached;
+    }
     const { jwt, seed } = parse(text);
     const signer = syncSigner(seed);
     if (jwtSubject(jwt) !== signer.publicKey) {
@@ -77,7 +83,22 @@ export function credsAuthenticatorFast(creds: CredsSource): Authenticator {
   if (typeof creds !== "function") load();
   return (nonce?: string) => {
     const { jwt, signer } = load();
+    if (!signer) return { jwt };
     const sig = nonce ? btoa(String.fromCharCode(...signer.sign(ENCODER.encode(nonce)))) : "";
     return { jwt, nkey: signer.publicKey, sig };
+  };
+}
+
+/**
+ * What a relay needs to prove a user's key at connect without handing the seed to the user:
+ * the public key, and the signature of a broker nonce (base64url, as nats-server reads it).
+ */
+export function nonceProver(seed: string): { publicKey: string; sign(nonce: string): string } {
+  const signer = syncSigner(seed);
+  return {
+    publicKey: signer.publicKey,
+    sign: (nonce) =>
+      btoa(String.fromCharCode(...signer.sign(ENCODER.encode(nonce))))
+        .replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, ""),
   };
 }

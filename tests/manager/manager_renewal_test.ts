@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { readLaunchMaterial } from "../../lib/manager/launch.ts";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
-import { parseCreds } from "../../lib/nats/creds.ts";
+import { isRelayedCreds, parseRelayedCreds } from "../../lib/nats/creds.ts";
 import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { startManagerMesh } from "./_manager_mesh.ts";
@@ -14,7 +14,9 @@ import { startManagerMesh } from "./_manager_mesh.ts";
 async function claimsOf(launchFile: string) {
   const m = await readLaunchMaterial(launchFile);
   if (m.auth.kind !== "creds") throw new Error("no creds");
-  return decodeJwtUnverified((await parseCreds(m.auth.creds)).jwt);
+  // A sandboxed agent behind its relay holds its JWT alone.
+  assert.ok(isRelayedCreds(m.auth.creds), "the launch file holds the agent's seed");
+  return decodeJwtUnverified(parseRelayedCreds(m.auth.creds).jwt);
 }
 
 Deno.test("manager - an agent's cred is re-minted into its launch file and the agent outlives its first cred", async () => {

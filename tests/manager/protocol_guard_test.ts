@@ -285,3 +285,66 @@ Deno.test("protocol guard - a long line sent a byte at a time is read once (red 
   }
   assert.match(refusal!, /longer than 64 KiB/);
 });
+
+Deno.test("protocol guard - holding the agent's key, it signs the broker's nonce into the agent's CONNECT, and only for the agent's own JWT", async () => {
+  const { newIdentity } = await import("../../lib/trust/sync_keys.ts");
+  const { nonceProver } = await import("../../lib/trust/connect_auth.ts");
+  const { verifySignature } = await import("../../lib/nats/signer.ts");
+  const { base64urlDecode } = await import("../../lib/nats/base64url.ts");
+  const me = newIdentity();
+  const other = newIdentity();
+  const jwtFor = (sub: string) =>
+    `eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.${
+      btoa(JSON.stringify({ sub })).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_")
+    }.sig`;
+  const guard = () => new ProtocolGuard({ inboxPrefix: INBOX, proveKey: nonceProver(me.seed) });
+
+  // Before the broker's INFO there is nothing to sign: the CONNECT ends the connection.
+  const early = guard();
+  assert.equal(early.needsServerNonce, true);
+  const r0 = early.push(enc.encode(`CONNECT {"jwt":"${jwtFor(me.id)}"}\r\n`));
+  assert.equal(r0.refused, "the broker sent no nonce to sign");
+
+  // After it: the agent's own JWT kept, every other proof dropped, the nonce signed.
+  const g = guard();
+  g.serverInfo('INFO {"server_id":"x","nonce":"n0nce-123","auth_required":true}');
+  const connect = {
+    verbose: false,
+    jwt: jwtFor(me.id),
+    nkey: other.id,
+    sig: "forged",
+    user: "u",
+    pass: "p",
+    auth_token: "t",
+  };
+  const r1 = g.push(enc.encode(`CONNECT ${JSON.stringify(connect)}\r\nPING\r\n`));
+  assert.equal(r1.refused, undefined);
+  const out = r1.out.map((b) => dec.decode(b)).join("");
+  const sent = JSON.parse(/^CONNECT (.*)\r\n/.exec(out)![1]);
+  assert.deepEqual(Object.keys(sent).sort(), ["jwt", "sig", "verbose"]);
+  assert.equal(sent.jwt, connect.jwt);
+  assert.ok(
+    await verifySignature(me.id, enc.encode("n0nce-123"), base64urlDecode(sent.sig)!),
+    "the signature is the agent's key over the broker's nonce",
+  );
+  assert.match(out, /\r\nPING\r\n$/);
+
+  // Another key's JWT, or none: refused before anything is signed.
+  for (
+    const [line, why] of [
+      [`CONNECT {"jwt":"${jwtFor(other.id)}"}`, "CONNECT names the JWT of another key"],
+      ['CONNECT {"verbose":false}', "CONNECT carries no user JWT"],
+      ['CONNECT {"jwt":"not-a-jwt"}', "CONNECT names the JWT of another key"],
+    ]
+  ) {
+    const h = guard();
+    h.serverInfo('INFO {"nonce":"abc"}');
+    assert.equal(h.push(enc.encode(`${line}\r\n`)).refused, why, line);
+  }
+
+  // Without a held key the guard signs nothing and passes the agent's own proof on.
+  const plain = new ProtocolGuard({ inboxPrefix: INBOX });
+  assert.equal(plain.needsServerNonce, false);
+  const r2 = plain.push(enc.encode('CONNECT {"jwt":"j","sig":"s"}\r\n'));
+  assert.equal(dec.decode(r2.out[0]), 'CONNECT {"jwt":"j","sig":"s"}\r\n');
+});

@@ -15,6 +15,7 @@ import { mountDevpts, unmount } from "./libc.ts";
 import type { AgentIds } from "./ids.ts";
 import { type AgentLimits, describeLimits } from "./limits.ts";
 import { etcContents, type NetMode } from "./plan.ts";
+import type { GuardPolicy } from "./protocol_guard.ts";
 import { BrokerRelay } from "./relay.ts";
 
 /** What `ps` and `status` report about one agent's isolation. */
@@ -63,6 +64,11 @@ export interface AgentSandboxOptions {
   readonly boundRails?: readonly string[];
   /** Subject prefixes of the planes the broker stores for others (the stricter byte budget). */
   readonly storedPrefixes?: readonly string[];
+  /**
+   * The agent's key, held here: its relay signs each connection's nonce, so the agent is given
+   * its JWT alone (relayed creds) and holds nothing that connects anywhere but through it.
+   */
+  readonly proveKey?: GuardPolicy["proveKey"];
   readonly workdir?: string;
   readonly cgroupHost?: CgroupHost;
   readonly seccomp: boolean;
@@ -148,6 +154,7 @@ export class AgentSandbox {
             inboxPrefix: opts.inboxPrefix,
             boundRails: opts.boundRails ?? [],
             storedPrefixes: opts.storedPrefixes ?? [],
+            ...(opts.proveKey ? { proveKey: opts.proveKey } : {}),
           },
           owner,
         );

@@ -50,6 +50,12 @@ export interface GuardPolicy {
    * bytes are counted in {@linkcode GuardStep.stored}, for the relay's stricter budget.
    */
   readonly storedPrefixes?: readonly string[];
+  /**
+   * The agent's key, when the relay holds its seed: the agent presents its JWT alone (relayed
+   * creds) and the guard adds the signature of the broker's nonce. A CONNECT naming the JWT
+   * of another key ends the connection.
+   */
+  readonly proveKey?: { readonly publicKey: string; sign(nonce: string): string };
 }
 
 /** The result of one chunk: bytes for the broker, or why the connection ends. */
@@ -97,10 +103,30 @@ export class ProtocolGuard {
   /** Bytes the next operation needs before it is worth looking at again. */
   #need = 0;
   #refused?: string;
+  /** The nonce of the broker's INFO on this connection (what a CONNECT must sign). */
+  #nonce?: string;
 
   constructor(policy: GuardPolicy) {
     this.#policy = policy;
     this.#inbox = enc.encode(`${policy.inboxPrefix}.`);
+  }
+
+  /** Whether the relay must read the broker's INFO before the agent's CONNECT. */
+  get needsServerNonce(): boolean {
+    return this.#policy.proveKey !== undefined;
+  }
+
+  /** The broker's INFO line (without CRLF) on this connection: its nonce is what gets signed. */
+  serverInfo(line: string): void {
+    if (!line.startsWith("INFO ")) return;
+    try {
+      const nonce = JSON.parse(line.slice(5)).nonce;
+      if (typeof nonce === "string" && nonce.length > 0 && nonce.length <= 256) {
+        this.#nonce = nonce;
+      }
+    } catch {
+      // No nonce: a CONNECT will be refused.
+    }
   }
 
   /**
@@ -283,13 +309,29 @@ export class ProtocolGuard {
     return reply.startsWith(bound) && /^[A-Za-z0-9_-]+$/.test(reply.slice(bound.length));
   }
 
+  /**
+   * The CONNECT options, re-serialized. When the relay holds the agent's seed, the agent's JWT
+   * is kept, every other proof field dropped, and the broker's nonce signed with that seed.
+   */
+  #connect(text: string): string {
+    const v = connectObject(text);
+    const prove = this.#policy.proveKey;
+    if (!prove) return JSON.stringify(v);
+    if (typeof v.jwt !== "string" || v.jwt.length === 0) refuse("CONNECT carries no user JWT");
+    if (jwtSubject(v.jwt) !== prove.publicKey) refuse("CONNECT names the JWT of another key");
+    if (this.#nonce === undefined) refuse("the broker sent no nonce to sign");
+    for (const k of ["nkey", "sig", "user", "pass", "auth_token"]) delete v[k];
+    v.sig = prove.sign(this.#nonce);
+    return JSON.stringify(v);
+  }
+
   /** The canonical form of one line (without CRLF), and for a PUB/HPUB what its body needs. */
   #line(line: string): { canonical: string; publish?: Publish } {
     const m = /^([A-Za-z]+)(?:[ \t]+(.*))?$/.exec(line);
     if (!m) refuse("a protocol line is not an operation");
     const op = m[1].toUpperCase();
     const rest = (m[2] ?? "").trim();
-    if (op === "CONNECT") return { canonical: `CONNECT ${connectJson(rest)}` };
+    if (op === "CONNECT") return { canonical: `CONNECT ${this.#connect(rest)}` };
     const args = rest === "" ? [] : rest.split(/[ \t]+/);
     if (!args.every(token)) refuse(`${op} has a malformed argument`);
     switch (op) {
@@ -395,8 +437,8 @@ function refuse(why: string): never {
   throw new Refusal(why);
 }
 
-/** The CONNECT options, re-serialized (an object, or the connection ends). */
-function connectJson(text: string): string {
+/** The CONNECT options as an object (or the connection ends). */
+function connectObject(text: string): Record<string, unknown> {
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -404,7 +446,21 @@ function connectJson(text: string): string {
     refuse("CONNECT is not followed by JSON");
   }
   if (typeof v !== "object" || v === null || Array.isArray(v)) refuse("CONNECT is not an object");
-  return JSON.stringify(v);
+  return v as Record<string, unknown>;
+}
+
+/** The `sub` of a JWT, unverified (the broker verifies it), or undefined. */
+function jwtSubject(jwt: string): string | undefined {
+  try {
+    const part = jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    const bin = atob(part);
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    const sub = JSON.parse(dec.decode(bytes)).sub;
+    return typeof sub === "string" ? sub : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function concatAll(parts: Uint8Array[]): Uint8Array {

@@ -14,7 +14,7 @@ import {
   AGENT_STORED_BYTES_PER_SECOND,
   ByteBudget,
 } from "./byte_budget.ts";
-import { type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
+import { GUARD_MAX_LINE, type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
 
 /** The loopback port the runner forwards inside the agent's namespace. */
 export const RELAY_PORT = 4222;
@@ -86,9 +86,26 @@ export async function guardedSplice(
   const toAgent = agent.writable.getWriter();
   const toBroker = broker.writable.getWriter();
   const down = (async () => {
+    // The broker's first line is its INFO: when the relay proves the agent's key, the guard
+    // must know that connection's nonce before the agent's CONNECT (which answers the INFO).
+    let head: Uint8Array | undefined = guard.needsServerNonce ? new Uint8Array() : undefined;
     for await (const chunk of broker.readable) {
+      let out = chunk;
+      if (head) {
+        const joined = new Uint8Array(head.length + chunk.length);
+        joined.set(head);
+        joined.set(chunk, head.length);
+        const nl = joined.indexOf(0x0a);
+        if (nl < 0 && joined.length <= GUARD_MAX_LINE) {
+          head = joined;
+          continue;
+        }
+        if (nl >= 0) guard.serverInfo(new TextDecoder().decode(joined.subarray(0, nl)).trim());
+        head = undefined;
+        out = joined;
+      }
       await toAgent.ready;
-      toAgent.write(chunk).catch(() => {});
+      toAgent.write(out).catch(() => {});
     }
   })().catch(() => {});
   const up = (async () => {
