@@ -28,7 +28,7 @@ const command: CommandSpec = {
     },
     audit: {
       type: "string",
-      description: "the audit trail (default <root>/logs/signer.<space key>.audit.jsonl)",
+      description: "the audit trail (default <root>/audit/signer.space.<space key>.audit.jsonl)",
       value: "file",
     },
   },

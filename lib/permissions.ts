@@ -45,6 +45,8 @@ export interface DeploymentLayout {
   runDir?: string;
   /** Daemon logs; default `<root>/logs`. */
   logDir?: string;
+  /** The signer's audit trails, written by the signer alone; default `<root>/audit`. */
+  auditDir?: string;
   /** The machine's mesh registry home; default `$HOME/.cotal` (`COTAL_HOME`). */
   machineHome?: string;
   /** Broker addresses as `host:port` (several for a cluster). */
@@ -147,6 +149,7 @@ function defaults(l: DeploymentLayout) {
     signer: l.signer ?? `${store}/auth`,
     runDir: l.runDir ?? `${l.root}/run`,
     logDir: l.logDir ?? `${l.root}/logs`,
+    auditDir: l.auditDir ?? `${l.root}/audit`,
     machineHome: l.machineHome ?? `${Deno.env.get("HOME") ?? "/root"}/.cotal`,
   };
 }
@@ -237,9 +240,10 @@ export function permissionsFor(
       // serves whichever space its unit names, so it is granted the store and its systemd unit
       // narrows writes to that space's dir (`ReadWritePaths=`, lib/mesh/systemd.ts): it holds
       // the seeds that could mint any of those creds anyway.
+      // Its audit dir is read too: rotating the trail is a rename, which Deno checks for both.
       const spaceDir = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
-      p.read = [d.signer, ...spaceDir];
-      p.write = [d.logDir, ...spaceDir];
+      p.read = [d.signer, ...spaceDir, d.auditDir];
+      p.write = [d.logDir, d.auditDir, ...spaceDir];
       p.env = ["COTAL_*"];
       p.v8 = ["--max-semi-space-size=1"];
       break;
@@ -270,8 +274,8 @@ export function permissionsFor(
       p.writeAll = true;
       // Signing remotely, it has no use for the seeds: denied outright, even under read-all.
       if (layout.remoteSigner) {
-        p.denyRead = [d.signer];
-        p.denyWrite = [d.signer];
+        p.denyRead = [d.signer, d.auditDir];
+        p.denyWrite = [d.signer, d.auditDir];
       }
       // DENO_DIR and XDG_CACHE_HOME locate the module cache it binds into each sandbox;
       // XDG_RUNTIME_DIR a short place for the agents' sockets when the root's path is long.

@@ -11,10 +11,24 @@
  * delivery when the signer re-signs that cred. The supervisor and the signer share the space's
  * store dir through the `cotal-store` group (setgid, 2770): each reads only the files it owns.
  */
-import { DELIVERY_CREDS_KIND, MEMBERSHIP_RW_CREDS_KIND, spaceKeyHex } from "../workspace/mod.ts";
+import {
+  CONNECTION_EVICTOR_CREDS_KIND,
+  DELIVERY_CREDS_KIND,
+  MEMBERSHIP_OBSERVER_CREDS_KIND,
+  MEMBERSHIP_RW_CREDS_KIND,
+  spaceKeyHex,
+} from "../workspace/mod.ts";
 
 /** The daemon creds the signer re-signs in a space's dir, so they are its files. */
 const DAEMON_CRED_FILES: readonly string[] = [DELIVERY_CREDS_KIND, MEMBERSHIP_RW_CREDS_KIND];
+/**
+ * The `$SYS` creds in a space's dir (they can kick any connection on the server, the signer's
+ * included): root's, so neither the supervisor nor the signer reads them.
+ */
+const SYS_CRED_FILES: readonly string[] = [
+  CONNECTION_EVICTOR_CREDS_KIND,
+  MEMBERSHIP_OBSERVER_CREDS_KIND,
+];
 
 /** Where things live on a systemd host. */
 export interface SystemdLayout {
@@ -237,7 +251,7 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
         `SupplementaryGroups=${STORE_GROUP}`,
         `ExecStart=${l.binDir}/cotal-signer --root ${S} --space ${space} --server ${url}`,
         // Writes: its audit trail and the daemon creds it re-signs in its own space's dir.
-        `ReadWritePaths=${S}/logs ${spaceStore}`,
+        `ReadWritePaths=${S}/audit ${spaceStore}`,
         `InaccessiblePaths=${S}/broker ${S}/auth-service ${S}/run`,
         ...hardening({ jit: true, loopbackOnly: isLoopback(l.host) }),
       ],
@@ -258,8 +272,8 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
         `SupplementaryGroups=${STORE_GROUP}`,
         `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url} --signer remote`,
         `ReadWritePaths=${S}`,
-        // No seed in its mount namespace at all: the signer records are not there.
-        `InaccessiblePaths=${S}/secrets/auth`,
+        // No seed in its mount namespace at all, and no audit trail to rewrite.
+        `InaccessiblePaths=${S}/secrets/auth ${S}/audit`,
         // Agents it starts are sandboxed by bwrap on top, which needs netlink to bring up each
         // agent's loopback in its own network namespace.
         ...hardening({ jit: true, sandboxes: true, families: ["AF_NETLINK"] }),
@@ -321,8 +335,10 @@ export function renderTmpfiles(l: SystemdLayout): string {
       return [
         `d ${dir} 2770 ${UNIT_USERS.supervise} ${STORE_GROUP} -`,
         ...DAEMON_CRED_FILES.map((f) => `z ${dir}/${f} 0600 ${UNIT_USERS.signer} ${STORE_GROUP} -`),
+        ...SYS_CRED_FILES.map((f) => `z ${dir}/${f} 0600 root root -`),
       ];
     }),
+    `d ${S}/audit 0700 ${UNIT_USERS.signer} ${STORE_GROUP} -`,
     `d ${S}/auth-service 0700 ${UNIT_USERS.auth} cotal -`,
     `d ${S}/run 0770 root cotal -`,
     `d ${S}/run/delivery 0700 ${UNIT_USERS.delivery} cotal -`,

@@ -21,6 +21,10 @@ export interface AuditEntry {
   readonly caller: string;
   /** The caller's verified profile, when its proof verified. */
   readonly callerProfile?: string;
+  /** Set on a refusal before the proof verified: `caller` is only what the subject named. */
+  readonly unproven?: boolean;
+  /** The principal (`<owner>.<actor>`) the credential speaks for, when the request named one. */
+  readonly principal?: string;
   /** The profile asked for. */
   readonly profile?: string;
   /** The public key the credential is for. */
@@ -40,10 +44,16 @@ export class AuditLog {
   readonly path: string;
   readonly #refusals: LimitedLog;
   #size: number;
+  #rotationFailed = false;
+  readonly #maxBytes: number;
 
-  /** Opens (creates, 0600, in a 0700 dir) the trail at `path`; a trail it cannot write is refused. */
-  constructor(path: string) {
+  /**
+   * Opens (creates, 0600, in a 0700 dir) the trail at `path`; a trail it cannot write is
+   * refused. `maxBytes` (default {@linkcode AUDIT_MAX_BYTES}) is where it rotates.
+   */
+  constructor(path: string, opts: { maxBytes?: number } = {}) {
     this.path = path;
+    this.#maxBytes = opts.maxBytes ?? AUDIT_MAX_BYTES;
     try {
       Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")) || "/", { recursive: true, mode: 0o700 });
       Deno.writeFileSync(path, new Uint8Array(), { append: true, mode: 0o600 });
@@ -88,13 +98,22 @@ export class AuditLog {
 
   #write(line: string): void {
     const bytes = new TextEncoder().encode(`${line}\n`);
-    if (this.#size + bytes.length > AUDIT_MAX_BYTES) {
+    if (this.#size + bytes.length > this.#maxBytes) {
       try {
         Deno.renameSync(this.path, `${this.path}.1`);
-      } catch {
-        // Nothing to rotate.
+        this.#size = 0;
+      } catch (err) {
+        if (err instanceof Deno.errors.NotFound) this.#size = 0;
+        else if (!this.#rotationFailed) {
+          // Said once: the trail keeps growing past its cap until rotation works again.
+          this.#rotationFailed = true;
+          console.error(
+            `${new Date().toISOString()} the audit trail ${this.path} could not be rotated (${
+              (err as Error).name
+            }); it grows past ${this.#maxBytes} bytes until it can.`,
+          );
+        }
       }
-      this.#size = 0;
     }
     try {
       Deno.writeFileSync(this.path, bytes, { append: true, mode: 0o600 });
@@ -117,11 +136,19 @@ export async function readAudit(path: string): Promise<AuditEntry[]> {
     }
     for (const line of text.split("\n")) {
       if (!line) continue;
+      let v: unknown;
       try {
-        out.push(JSON.parse(line) as AuditEntry);
+        v = JSON.parse(line);
       } catch {
         // A torn last line after a crash.
+        continue;
       }
+      // Only what the signer writes: an object with a caller and a decision.
+      const e = v as Partial<AuditEntry>;
+      if (
+        typeof v === "object" && v !== null && !Array.isArray(v) &&
+        typeof e.caller === "string" && (e.decision === "allowed" || e.decision === "refused")
+      ) out.push(e as AuditEntry);
     }
   }
   return out;

@@ -41,7 +41,10 @@ export {
   type SignWireRequest,
 } from "./serve.ts";
 
-/** The default audit trail of the signer of `space` under `root`. */
+/**
+ * The default audit trail of the signer of `space` under `root`, in the audit dir only the
+ * signer writes (lib/permissions.ts; under systemd its own user's, lib/mesh/systemd.ts).
+ */
 export function signerAuditPath(root: string, space: string): string {
-  return `${root}/logs/signer.space.${spaceKeyHex(space)}.audit.jsonl`;
+  return `${root}/audit/signer.space.${spaceKeyHex(space)}.audit.jsonl`;
 }

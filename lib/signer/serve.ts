@@ -113,9 +113,19 @@ function samePrincipal(a: Principal | undefined, b: { owner: string; actor: stri
   return !!a && a.owner === b.owner && a.actor === b.actor;
 }
 
-function reserved(actor: string): boolean {
-  return SIGNER_RESERVED_ACTORS.some((r) => actor === r || actor.startsWith(`${r}_`));
+/** A name that is, or reads as, one of the mesh's own (any case: `Manager` looks the same). */
+function reserved(actor: unknown): boolean {
+  if (typeof actor !== "string") return false;
+  const a = actor.toLowerCase();
+  return SIGNER_RESERVED_ACTORS.some((r) => a === r || a.startsWith(`${r}_`));
 }
+
+/**
+ * Requests handled at once, for one caller name and in all; past either a request is refused at
+ * once (`signer_busy`), before its proof is checked, so a flood cannot queue work (or memory)
+ * without bound, and one caller's flood fills only its own slots.
+ */
+export const MAX_SIGN_IN_FLIGHT = Object.freeze({ perCaller: 128, total: 1024 });
 
 /**
  * Serves the signer rail of `auth`'s space on `nc` until the returned `stop()`. Each request
@@ -141,6 +151,8 @@ export function serveSigner(opts: SignerServeOptions): {
   const stats: SignerStats = { allowed: 0, refused: 0 };
   const prefix = `${root}.sign.req.`;
 
+  let inFlight = 0;
+  const inFlightBy = new Map<string, number>();
   const handle = async (m: Msg): Promise<void> => {
     const [owner, actor, nonce, ...extra] = m.subject.slice(prefix.length).split(".");
     if (!owner || !actor || !nonce || extra.length) return;
@@ -153,21 +165,34 @@ export function serveSigner(opts: SignerServeOptions): {
     let callerProfile: string | undefined;
     let req: SignWireRequest | undefined;
     let ttl: number | undefined;
+    let principal: string | undefined;
+    inFlight++;
+    const mine = (inFlightBy.get(caller) ?? 0) + 1;
+    inFlightBy.set(caller, mine);
     try {
+      // What costs nothing to check comes before the proof (a hash and two signatures).
+      if (mine > MAX_SIGN_IN_FLIGHT.perCaller || inFlight > MAX_SIGN_IN_FLIGHT.total) {
+        refuse("signer_busy", "The signer is handling too many requests; try again shortly.");
+      }
+      if (m.data.length > MAX_SIGN_REQUEST_BYTES) {
+        refuse("signer_bad_request", `The request is over ${MAX_SIGN_REQUEST_BYTES} bytes.`);
+      }
       const claims = await verifier.verify(
         m.subject,
         m.data,
         m.headers,
         { owner, actor },
         nonce,
-        true,
+        false,
       );
       callerProfile = claims.name;
       // Counted only once proven: anything aimed at a caller's subject by someone else (a
-      // broker answer carries no proof) cannot spend that caller's rate.
+      // broker answer carries no proof) cannot spend that caller's rate. Its nonce is kept
+      // only after, so requests over the rate fill no memory.
       if (!rate.take(caller)) {
         refuse("signer_rate_limited", "Too many signing requests from this caller; slow down.");
       }
+      verifier.remember({ owner, actor }, nonce);
       req = parseRequest(m.data);
       const profile = req.profile;
       const rule = isProfile(profile)
@@ -180,6 +205,9 @@ export function serveSigner(opts: SignerServeOptions): {
         );
       }
       const o = req.opts ?? {};
+      if (o.principal && typeof o.principal === "object") {
+        principal = `${String(o.principal.owner)}.${String(o.principal.actor)}`;
+      }
       const now = Math.floor((opts.now?.() ?? Date.now()) / 1000);
       ttl = resolveExpiry(profile as Profile, o, now) - now;
       if (ttl > rule.maxTtlSeconds) {
@@ -195,13 +223,17 @@ export function serveSigner(opts: SignerServeOptions): {
             `A ${profile} credential is signed only for the caller itself (its key and principal).`,
           );
         }
-      } else if (o.principal && reserved(o.principal.actor)) {
-        refuse(
-          "signer_reserved_name",
-          `The name ${
-            JSON.stringify(o.principal.actor)
-          } is the mesh's own; no signed credential speaks as it.`,
-        );
+      } else {
+        for (const named of [o.principal?.actor, o.deprovisionTarget?.actor]) {
+          if (reserved(named)) {
+            refuse(
+              "signer_reserved_name",
+              `The name ${
+                JSON.stringify(named)
+              } is the mesh's own (in any case); no signed credential names it.`,
+            );
+          }
+        }
       }
       const jwt = await signUserJwt(auth, req.publicKey, profile as Profile, {
         ...o,
@@ -213,24 +245,34 @@ export function serveSigner(opts: SignerServeOptions): {
         callerProfile,
         profile,
         subject: req.publicKey,
+        ...(principal ? { principal } : {}),
         ttlSeconds: ttl,
         decision: "allowed",
       });
       answer({ ok: true, jwt });
     } catch (err) {
+      // A malformed value reaches the mint as an internal error: said as one sentence, not
+      // with the runtime's text.
       const e = err instanceof CotalError
         ? err
-        : new CotalError("signer_failed", `The signer could not sign: ${(err as Error).message}`);
+        : new CotalError("signer_bad_request", "The request's options are not well formed.");
       stats.refused++;
       audit.record({
         caller,
-        ...(callerProfile ? { callerProfile } : {}),
+        // A refusal before the proof verified names the subject's caller, unproven.
+        ...(callerProfile ? { callerProfile } : { unproven: true }),
+        ...(principal ? { principal } : {}),
         ...(req ? { profile: String(req.profile), subject: String(req.publicKey) } : {}),
         ...(ttl !== undefined ? { ttlSeconds: ttl } : {}),
         decision: "refused",
         code: e.code,
       });
       answer({ ok: false, error: { code: e.code, message: e.message } });
+    } finally {
+      inFlight--;
+      const left = (inFlightBy.get(caller) ?? 1) - 1;
+      if (left > 0) inFlightBy.set(caller, left);
+      else inFlightBy.delete(caller);
     }
   };
 

@@ -23,8 +23,17 @@ import type { MintAuth } from "./types.ts";
 
 /** How far a request's timestamp may be from the server's clock (frozen: no request widens it). */
 export const REQUEST_PROOF_WINDOW_MS = 60_000;
-/** The most nonces of requests with effects remembered inside the window. */
+/**
+ * The most nonces of one caller's requests with effects remembered at once. Each caller has its
+ * own memory, so one caller filling it refuses only its own requests.
+ */
 export const REQUEST_REPLAY_CAP = 100_000;
+/**
+ * How long a nonce is remembered after its request arrived: twice the window, so every nonce is
+ * kept until its timestamp is out of the window whatever the timestamp said, and the memory
+ * is forgotten in arrival order.
+ */
+const REMEMBER_MS = 2 * REQUEST_PROOF_WINDOW_MS;
 
 const H_JWT = "Cotal-Caller-Jwt";
 const H_TS = "Cotal-Ts";
@@ -102,13 +111,19 @@ export class RequestVerifier {
   readonly #trust: RequestTrust;
   readonly #rail: RequestRail;
   readonly #now: () => number;
-  /** nonce → when it may be forgotten (its timestamp plus the window). */
-  readonly #seen = new Map<string, number>();
+  /** caller → nonce → when it may be forgotten (arrival plus twice the window). */
+  readonly #seen = new Map<string, Map<string, number>>();
+  readonly #cap: number;
 
-  constructor(trust: RequestTrust, rail: RequestRail, opts: { now?: () => number } = {}) {
+  constructor(
+    trust: RequestTrust,
+    rail: RequestRail,
+    opts: { now?: () => number; replayCapPerCaller?: number } = {},
+  ) {
     this.#trust = trust;
     this.#rail = rail;
     this.#now = opts.now ?? Date.now;
+    this.#cap = opts.replayCapPerCaller ?? REQUEST_REPLAY_CAP;
   }
 
   #refuse(detail: string): never {
@@ -121,7 +136,9 @@ export class RequestVerifier {
   /**
    * The caller's verified claims when `headers` prove that a holder of an admitted profile of
    * this space named `caller` sent `body` on `subject` within the window; throws the rail's
-   * code otherwise. With `once`, a nonce seen before is refused (a replay).
+   * code otherwise. With `once`, a nonce seen before is refused (a replay) and this one is
+   * remembered ({@linkcode RequestVerifier.remember}); a rail that must count the caller's rate
+   * first passes `once: false` and remembers after.
    */
   async verify(
     subject: string,
@@ -168,20 +185,33 @@ export class RequestVerifier {
     if (!await verifySignature(claims.sub, input, sig)) {
       this.#refuse("its signature does not verify");
     }
-    if (!once) return claims;
-    this.#forget(now);
-    if (this.#seen.has(nonce)) this.#refuse("its nonce was used before (a replay)");
-    if (this.#seen.size >= REQUEST_REPLAY_CAP) this.#refuse("too many requests inside the window");
-    this.#seen.set(nonce, ts + REQUEST_PROOF_WINDOW_MS);
+    if (once) this.remember(caller, nonce);
     return claims;
   }
 
-  #forget(now: number): void {
-    // Insertion order is arrival order, near enough timestamp order: stop at the first that
-    // still counts (a replay past its window fails the timestamp check anyway).
-    for (const [nonce, until] of this.#seen) {
-      if (until >= now) break;
-      this.#seen.delete(nonce);
+  /**
+   * Refuses a nonce `caller` used before inside the window (a replay), or one past the caller's
+   * cap, and remembers it otherwise. Call it only for a proven request.
+   */
+  remember(caller: { owner: string; actor: string }, nonce: string): void {
+    const now = this.#now();
+    const key = `${caller.owner}.${caller.actor}`;
+    for (const [k, m] of this.#seen) this.#forget(k, m, now);
+    let seen = this.#seen.get(key);
+    if (seen?.has(nonce)) this.#refuse("its nonce was used before (a replay)");
+    if ((seen?.size ?? 0) >= this.#cap) {
+      this.#refuse("this caller sent too many requests inside the window");
     }
+    if (!seen) this.#seen.set(key, seen = new Map());
+    seen.set(nonce, now + REMEMBER_MS);
+  }
+
+  #forget(key: string, seen: Map<string, number>, now: number): void {
+    // Insertion order is arrival order, and so the order in which they may be forgotten.
+    for (const [nonce, until] of seen) {
+      if (until >= now) break;
+      seen.delete(nonce);
+    }
+    if (seen.size === 0) this.#seen.delete(key);
   }
 }

@@ -86,6 +86,7 @@ Deno.test({
         "secrets/auth/broker.json": "SIGNER-SEED-MARKER",
         [`${space}/delivery.creds`]: "DELIVERY-MARKER",
         [`${space}/supervisor.creds`]: "SUPERVISOR-MARKER",
+        [`${space}/connection-evictor.creds`]: "SYS-MARKER",
       };
       for (const [f, v] of Object.entries(provisioned)) {
         await Deno.writeTextFile(`${R}/${f}`, v, { mode: 0o600 });
@@ -99,6 +100,9 @@ Deno.test({
       await run("systemd-tmpfiles", [`--root=${fake}`, "--create", `${fake}/tmpfiles.conf`]);
       const users = ids(await Deno.readTextFile(`${fake}/etc/passwd`));
       const groups = ids(await Deno.readTextFile(`${fake}/etc/group`));
+      // The signer's trail, as it writes it (0600, its own).
+      await Deno.writeTextFile(`${R}/audit/signer.jsonl`, "AUDIT\n", { mode: 0o600 });
+      await Deno.chown(`${R}/audit/signer.jsonl`, users.get(UNIT_USERS.signer)!, null);
 
       // The program each user runs: a copy of deno and of lib/ they can all read.
       const tools = `${fake}/tools`;
@@ -158,6 +162,11 @@ Deno.test({
       denied(await as(sup, "get", "auth/broker.json"), "supervisor gets the signer record");
       denied(await as(sup, "put", "auth/broker.json", "x"), "supervisor replaces the record");
       denied(await as(sup, "cat", `${space}/delivery.creds`), "supervisor reads delivery's cred");
+      // A $SYS cred could kick the signer off the broker (red team 13).
+      denied(await as(sup, "cat", `${space}/connection-evictor.creds`), "supervisor reads $SYS");
+      // The signer's audit trail is out of its reach: no reading, no rewriting.
+      denied(await as(sup, "ls", "audit"), "supervisor lists the audit dir");
+      denied(await as(sup, "cat", "audit/signer.jsonl"), "supervisor reads the audit trail");
       assert.deepEqual(await as(sup, "cat", `${space}/supervisor.creds`), {
         ok: true,
         value: "SUPERVISOR-MARKER",
@@ -175,6 +184,8 @@ Deno.test({
       assert.deepEqual(await as(sig, "get", deliveryKey), { ok: true, value: "DELIVERY-MARKER" });
       assert.equal((await as(sig, "put", deliveryKey, "RE-SIGNED")).ok, true);
       denied(await as(sig, "cat", `${space}/supervisor.creds`), "signer reads the supervisor's");
+      denied(await as(sig, "cat", `${space}/connection-evictor.creds`), "signer reads $SYS");
+      assert.deepEqual(await as(sig, "cat", "audit/signer.jsonl"), { ok: true, value: "AUDIT\n" });
       denied(await as(sig, "get", agentKey), "signer reads an agent cred");
 
       // Every other unit's user cannot pass the store's root at all.
@@ -188,6 +199,9 @@ Deno.test({
       assert.equal((await mode("secrets")).toString(8), "2710");
       assert.equal((await mode(space)).toString(8), "2770");
       assert.equal((await mode("secrets/auth")).toString(8), "700");
+      assert.equal((await mode("audit")).toString(8), "700");
+      assert.equal((await Deno.stat(`${R}/audit`)).uid, users.get(sig));
+      assert.equal((await Deno.stat(`${R}/${space}/connection-evictor.creds`)).uid, 0);
       const re = await Deno.stat(`${R}/${space}/delivery.creds`);
       assert.equal(re.uid, users.get(sig));
       assert.equal((re.mode! & 0o777).toString(8), "600");

@@ -52,7 +52,7 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
       assert.ok(!hidden.some((p) => p.startsWith("/var/lib/cotal/secrets")), name);
     } else if (name.startsWith("cotal-supervise")) {
       // The supervisor: the store (agent creds), never the signer records; it signs remotely.
-      assert.deepEqual(hidden, ["/var/lib/cotal/secrets/auth"], name);
+      assert.deepEqual(hidden, ["/var/lib/cotal/secrets/auth", "/var/lib/cotal/audit"], name);
       assert.match(d.get("ExecStart")![0], / --signer remote$/, name);
     } else {
       assert.ok(hidden.includes("/var/lib/cotal/secrets"), `${name} must not see the secrets`);
@@ -61,7 +61,7 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
   for (const sp of ["alpha", "beta"]) {
     const signer = directives(units[`cotal-signer-${sp}.service`]);
     assert.deepEqual(signer.get("ReadWritePaths"), [
-      `/var/lib/cotal/logs /var/lib/cotal/secrets/space.${spaceKeyHex(sp)}`,
+      `/var/lib/cotal/audit /var/lib/cotal/secrets/space.${spaceKeyHex(sp)}`,
     ]);
     assert.match(signer.get("ExecStart")![0], /^\/usr\/local\/bin\/cotal-signer --root /);
     assert.deepEqual(signer.get("Before"), [`cotal-supervise-${sp}.service`]);

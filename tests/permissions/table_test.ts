@@ -117,15 +117,26 @@ Deno.test("permissions - release binaries are built for systemd: the supervisor 
   assert.ok(flagValues(sup, "--deny-read").includes(signer));
   assert.ok(flagValues(sup, "--deny-write").includes(signer));
   const sig = denoCompileFlags("cotal-signer", l, "/out");
-  assert.deepEqual(flagValues(sig, "--allow-read"), [signer, "/var/lib/cotal/secrets"]);
+  assert.deepEqual(flagValues(sig, "--allow-read"), [
+    signer,
+    "/var/lib/cotal/secrets",
+    "/var/lib/cotal/audit",
+  ]);
   assert.deepEqual(flagValues(sig, "--allow-write"), [
     "/var/lib/cotal/logs",
+    "/var/lib/cotal/audit",
     "/var/lib/cotal/secrets",
   ]);
+  // The supervisor's row has no way to the audit trail either (its unit hides it too).
+  assert.ok(flagValues(sup, "--deny-write").includes("/var/lib/cotal/audit"));
   assert.ok(!sig.includes("--allow-run") && !sig.some((f) => f.startsWith("--allow-run=")));
   // Development rows for one space keep the signer to that space's dir.
   const dev = denoRunFlags("cotal-signer", { ...layout("/R"), spaceKey: "space.ab" });
-  assert.deepEqual(flagValues(dev, "--allow-write"), ["/R/logs", "/R/secrets/space.ab"]);
+  assert.deepEqual(flagValues(dev, "--allow-write"), [
+    "/R/logs",
+    "/R/audit",
+    "/R/secrets/space.ab",
+  ]);
 });
 
 Deno.test("permissions - delivery is scoped to its own space's cred dir when the space is known", () => {

@@ -49,14 +49,16 @@ export const signerAuditCommand = defineCommand({
           ? r.map((e) =>
             safeText(
               [
-                e.at,
+                String(e.at),
                 e.decision.padEnd(7),
-                e.caller,
+                `${e.caller}${e.unproven ? " (unproven)" : ""}`,
                 e.notWritten
                   ? `${e.notWritten} more ${e.code} not written`
                   : `${e.profile ?? "?"} ${e.subject ?? ""}${
-                    e.ttlSeconds !== undefined ? ` ttl ${e.ttlSeconds}s` : ""
-                  }${e.code ? ` (${e.code})` : ""}`,
+                    e.principal ? ` for ${e.principal}` : ""
+                  }${e.ttlSeconds !== undefined ? ` ttl ${e.ttlSeconds}s` : ""}${
+                    e.code ? ` (${e.code})` : ""
+                  }`,
               ].join(" "),
             )
           ).join("\n")
