@@ -87,7 +87,7 @@ export const mcpCommand = defineCommand({
     channel: {
       type: "string",
       multiple: true,
-      description: "a channel to join at start (repeatable; with --creds)",
+      description: "a channel to join at start (with --creds)",
     },
     inbox: {
       type: "string",

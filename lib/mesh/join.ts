@@ -46,6 +46,9 @@ function describe(ev: CotalMessageEvent): string {
   return safeText(`${ev.meta.historical ? "[history] " : ""}${where} ${m.from.id}: ${text}`);
 }
 
+/** How long a session whose input ended waits for the replies of the tasks it sent. */
+export const TASK_REPLY_WAIT_MS = 30_000;
+
 /** Runs one interactive session; resolves with the number of lines posted. */
 export async function join(opts: JoinOptions): Promise<number> {
   if (opts.channels.length === 0) {
@@ -90,7 +93,13 @@ export async function join(opts: JoinOptions): Promise<number> {
     creds: agent.creds,
     channels: opts.channels,
   });
+  // Tasks sent in this session whose reply has not come: at the end of the input the session
+  // waits for them (bounded), so a piped '/task' is not cut off from its answer.
+  const awaiting = new Set<string>();
+  let answered = () => {};
   ep.addEventListener("message", (ev) => {
+    const replyTo = ev.message.replyTo;
+    if (replyTo !== undefined && awaiting.delete(replyTo)) answered();
     opts.print(describe(ev));
     if (ev.delivery.durable && !ev.delivery.settled) ev.delivery.ack().catch(() => {});
   });
@@ -100,6 +109,7 @@ export async function join(opts: JoinOptions): Promise<number> {
   ep.addEventListener("warning", (ev) => opts.print(`! ${ev.error.message}`));
   let current = opts.channels[0];
   let posted = 0;
+  let quit = false;
   await ep.start();
   opts.print(
     `joined space '${opts.space}' as local.${opts.actor} in #${current}; /help for commands`,
@@ -115,8 +125,10 @@ export async function join(opts: JoinOptions): Promise<number> {
           continue;
         }
         const [cmd, arg, ...rest] = line.split(/\s+/);
-        if (cmd === "/quit") break;
-        else if (cmd === "/help") opts.print(JOIN_HELP);
+        if (cmd === "/quit") {
+          quit = true;
+          break;
+        } else if (cmd === "/help") opts.print(JOIN_HELP);
         else if (cmd === "/who") {
           opts.print(ep.getRoster().map((p) => `${p.card.id} ${p.status}`).join("\n") || "nobody");
         } else if (cmd === "/join" && arg) {
@@ -135,11 +147,29 @@ export async function join(opts: JoinOptions): Promise<number> {
           await ep.unicast(arg, rest.join(" "));
           posted++;
         } else if (cmd === "/task" && arg && rest.length) {
-          await ep.anycast(arg, rest.join(" "));
+          awaiting.add((await ep.anycast(arg, rest.join(" "))).id);
           posted++;
         } else opts.print(`? unknown or incomplete command '${line}'; /help lists them`);
       } catch (err) {
         opts.print(`! ${(err as Error).message}`);
+      }
+    }
+    if (!quit && awaiting.size > 0) {
+      const n = awaiting.size;
+      opts.print(
+        `waiting up to ${TASK_REPLY_WAIT_MS / 1000} s for ${n} task repl${n === 1 ? "y" : "ies"}`,
+      );
+      const done = new Promise<void>((r) => (answered = () => awaiting.size === 0 && r()));
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<void>((r) => (timer = setTimeout(r, TASK_REPLY_WAIT_MS)));
+      await Promise.race([done, late]);
+      clearTimeout(timer);
+      if (awaiting.size > 0) {
+        opts.print(
+          `! ${awaiting.size} task(s) not answered within ${
+            TASK_REPLY_WAIT_MS / 1000
+          } s; their replies come to this session, which ends now (end a session with /quit not to wait)`,
+        );
       }
     }
   } finally {

@@ -7,6 +7,7 @@
  */
 import { ensureServer, type FoundServer } from "../broker/mod.ts";
 import { CotalError } from "../errors.ts";
+import { ensureBwrap } from "../manager/sandbox/bwrap.ts";
 import { spaceKeyHex } from "../workspace/mod.ts";
 import { recordFromLock, startDaemon } from "./daemon.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
@@ -210,4 +211,22 @@ export async function reloadBroker(root: string): Promise<void> {
 /** The nats-server binary a root uses (installed into the project cache when absent). */
 export function brokerBinary(say: (l: string) => void): Promise<FoundServer> {
   return ensureServer({ onProgress: (l) => say(`nats-server: ${l}`) });
+}
+
+/**
+ * Makes sure the agents' sandbox (bwrap) is there before a supervisor starts: installed into the
+ * project cache like nats-server when the machine has none. Without it untrusted agents are
+ * refused, so a failure is said, not thrown: the rest of the stack still comes up.
+ */
+export async function sandboxBinary(say: (l: string) => void): Promise<string | undefined> {
+  try {
+    return (await ensureBwrap({ onProgress: (l) => say(`bwrap: ${l}`) })).path;
+  } catch (err) {
+    say(
+      `bwrap: ${
+        err instanceof Error ? err.message : String(err)
+      } Until it is there, untrusted agents are refused (cotal status says so).`,
+    );
+    return undefined;
+  }
 }

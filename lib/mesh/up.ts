@@ -24,6 +24,7 @@ import {
   type MeshRecord,
   readMeshRecord,
   reloadBroker,
+  sandboxBinary,
   spaceComponentId,
   stopComponent,
   writeMeshRecord,
@@ -116,6 +117,8 @@ export async function up(
   const attach = !opts.detach && brokerRunning && previous?.detached === true;
   const detach = opts.detach === true || attach;
   const server = await brokerBinary(opts.say);
+  // The agents' sandbox, fetched like the broker on a machine that has none.
+  if ((opts.isolation ?? previous?.isolation ?? "bwrap") === "bwrap") await sandboxBinary(opts.say);
   await ensureMeshDirs(meshPaths(opts.root));
   const store = workspaceSecretStore(opts.root);
   // The system seed exists in memory only when the broker trust is created here (or rotated):
@@ -133,6 +136,14 @@ export async function up(
   }
   const monitor = opts.monitor ?? previous?.monitor;
   const { accounts } = await renderBrokerConfig(opts.root, { ...opts, monitor });
+  // Supervisors read their isolation when they start: a running stack keeps its own.
+  let isolation = opts.isolation ?? previous?.isolation ?? "bwrap";
+  if (brokerRunning && previous?.isolation && isolation !== previous.isolation) {
+    opts.say(
+      `the running stack keeps isolation ${previous.isolation}; --isolation ${isolation} takes effect after 'cotal down' and 'cotal up --isolation ${isolation}'`,
+    );
+    isolation = previous.isolation;
+  }
   const rec: MeshRecord = {
     root: opts.root,
     host: opts.host,
@@ -140,7 +151,7 @@ export async function up(
     url: `nats://${opts.host}:${opts.port}`,
     ...(monitor ? { monitor } : {}),
     detached: detach,
-    isolation: opts.isolation ?? previous?.isolation ?? "bwrap",
+    isolation,
     ...((opts.agentLimits ?? previous?.agentLimits)
       ? { agentLimits: opts.agentLimits ?? previous?.agentLimits }
       : {}),

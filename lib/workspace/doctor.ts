@@ -182,6 +182,7 @@ export async function doctorAuth(
     spaces = await discoverSpaces(fs);
   }
   const spaceOf = new Map<string, string>();
+  const spaceOfDir = new Map(spaces.map((sp) => [`space.${spaceKeyHex(sp)}`, sp]));
   const keys = new Set<string>();
   for (const space of spaces) {
     for (const kind of SPACE_KINDS) {
@@ -205,7 +206,8 @@ export async function doctorAuth(
       detail = err instanceof CotalError ? err.code : "store_io";
     }
     const kind = key.slice(key.lastIndexOf("/") + 1);
-    const space = spaceOf.get(key);
+    // Any cred in a known space's dir (an agent's) is that space's.
+    const space = spaceOf.get(key) ?? spaceOfDir.get(key.slice(0, key.indexOf("/")));
     if (text === undefined && detail === undefined) {
       // A space's daemon cred that is not there runs its daemon degraded (or not at all): said.
       if (space !== undefined) {

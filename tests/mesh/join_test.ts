@@ -85,3 +85,80 @@ Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves n
     await removeTempDir(home);
   }
 });
+
+Deno.test("mesh - join: at the end of its input a session waits for the replies of the tasks it sent (and an up over the running stack says it keeps its isolation)", async () => {
+  const root = await tempDir("cotal-root-");
+  const home = await tempDir("cotal-home-");
+  try {
+    const port = freePort();
+    await up({
+      root,
+      space: "jw",
+      host: "127.0.0.1",
+      port,
+      detach: true,
+      say: () => {},
+      untilStopped: Promise.resolve(),
+    });
+    // Another isolation on the running stack is said not to apply until a down.
+    const said: string[] = [];
+    await up({
+      root,
+      space: "jw",
+      host: "127.0.0.1",
+      port,
+      detach: true,
+      isolation: "deno-only",
+      say: (l) => said.push(l),
+      untilStopped: Promise.resolve(),
+    });
+    assert.ok(
+      said.some((l) =>
+        /the running stack keeps isolation bwrap; --isolation deno-only takes effect after 'cotal down'/
+          .test(l)
+      ),
+      said.join("\n"),
+    );
+    const cotal = (args: string[], stdin?: string) => {
+      const child = new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", COTAL, args[0], "--root", root, "--space", "jw", ...args.slice(1)],
+        env: { COTAL_HOME: home },
+        stdin: stdin === undefined ? "null" : "piped",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      if (stdin !== undefined) {
+        const w = child.stdin.getWriter();
+        w.write(new TextEncoder().encode(stdin)).then(() => w.close());
+      }
+      return child.output().then((o) => ({
+        code: o.code,
+        out: new TextDecoder().decode(o.stdout) + new TextDecoder().decode(o.stderr),
+      }));
+    };
+    // A role that answers only after a few seconds.
+    const spawned = await cotal([
+      "spawn",
+      "--role",
+      "slow",
+      "--",
+      "/bin/sh",
+      "-c",
+      "sleep 4; tr a-z A-Z",
+    ]);
+    assert.equal(spawned.code, 0, spawned.out);
+    // The input ends right after the task: the session still prints its answer.
+    const r = await cotal(["join", "--as", "asker"], "/task slow hello\n");
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /waiting up to 30 s for 1 task reply/);
+    assert.match(r.out, /^\(dm\) local\.slow_1: HELLO/m, r.out);
+    // With /quit the session ends at once, not waiting.
+    const q = await cotal(["join", "--as", "quitter"], "/task slow again\n/quit\n");
+    assert.equal(q.code, 0, q.out);
+    assert.doesNotMatch(q.out, /waiting up to/);
+  } finally {
+    await down(root);
+    await removeTempDir(root);
+    await removeTempDir(home);
+  }
+});

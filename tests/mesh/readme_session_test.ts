@@ -3,8 +3,9 @@
  * ("The `cotal` command" and "A first session"), in a fresh copy of the checkout with a fresh
  * HOME. Two substitutions only, both said here: `npx -y deno@2.9.6` is this test's Deno (npx
  * would fetch the same version), and `cotal up` gets a free `--port` (the suite runs in
- * parallel; 4222 may be taken). Shared with the outer checkout: the tool cache (nats-server,
- * bwrap) and Deno's module cache, which a newcomer's first run downloads.
+ * parallel; 4222 may be taken). Shared with the outer checkout: nats-server (from its tool
+ * cache) and Deno's module cache, which a newcomer's first run downloads. bwrap is not shared:
+ * the session's own `cotal up` installs it, as on a machine that has only Node and npm.
  */
 import assert from "node:assert/strict";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
@@ -44,6 +45,9 @@ Deno.test("readme - a newcomer's first session runs from the README's own comman
     await Deno.copyFile(`${CHECKOUT}/${f}`, to).catch(() => {});
   }
   const denoDir = JSON.parse((await run(Deno.execPath(), ["info", "--json"])).stdout).denoDir;
+  const cache = `${work}/cache`;
+  await Deno.mkdir(cache);
+  await Deno.symlink(`${CHECKOUT}/.cache/nats-server`, `${cache}/nats-server`);
   const port = freePort();
   const script = [
     "set -eu",
@@ -55,7 +59,7 @@ Deno.test("readme - a newcomer's first session runs from the README's own comman
     HOME: home,
     PATH: "/usr/local/bin:/usr/bin:/bin",
     DENO_DIR: denoDir,
-    COTAL_CACHE_DIR: `${CHECKOUT}/.cache`,
+    COTAL_CACHE_DIR: cache,
   };
   try {
     const child = await new Deno.Command("bash", {
@@ -71,6 +75,7 @@ Deno.test("readme - a newcomer's first session runs from the README's own comman
     assert.equal(child.code, 0, `${out}\n${err}`);
     // Each step said what the README says it says.
     assert.match(out, /^cotal \d+\.\d+\.\d+$/m, "cotal --version");
+    assert.match(`${out}\n${err}`, /bwrap: installed bwrap at /, "up installs the sandbox");
     assert.match(out, /spawned upper_1 /);
     assert.match(out, /^\(dm\) local\.upper_1: HELLO/m, "the task's reply, HELLO");
     assert.match(out, /nats-server: stopped/);

@@ -115,6 +115,9 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     const down = await cotal(["down", "--root", root]);
     assert.equal(down.code, 0, down.stderr);
     assert.match(down.stdout, /nats-server: stopped/);
+    // Named as status names them, by space, not by the space's key.
+    assert.match(down.stdout, /^delivery\.default: stopped$/m);
+    assert.match(down.stdout, /^supervise\.default: stopped$/m);
     assert.equal(alive(pid1), false);
     const after = await cotal(["status", "--json", "--root", root]);
     assert.equal(after.code, 1);

@@ -113,6 +113,8 @@ Deno.test("mesh - the watchdog heals a space added later, and never brings back 
     assert.equal(up.code, 0, up.stderr);
     const add = await cotal(["space", "add", "later", "--root", root]);
     assert.equal(add.code, 0, add.stderr);
+    // It says what a space added later lacks, and how to give it.
+    assert.match(add.stdout, /until the space has its \$SYS creds.*'cotal up --rotate-sys'/);
     // Added after up: the watchdog restarts its daemons like the rest.
     await killAndAwaitNew(root, `delivery.${hex}`);
     await killAndAwaitNew(root, `supervise.${hex}`);

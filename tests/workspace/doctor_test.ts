@@ -76,6 +76,9 @@ Deno.test("workspace - doctorAuth reports every cred in a workspace store and --
     await store.put(connectionEvictorCredsKey("alpha", C), evictor);
     await store.put("agents/alice.creds", agent);
     await store.put("agents/broken.creds", "not a creds file");
+    // An agent's cred the supervisor keeps in its space's dir.
+    const inSpace = `${deliveryCredsKey("alpha", C).split("/")[0]}/agent.worker.u1.creds`;
+    await store.put(inSpace, rw);
     while (Math.floor(Date.now() / 1000) < base + 8) await new Promise((r) => setTimeout(r, 50));
 
     const rows = await doctorAuth(root);
@@ -87,6 +90,9 @@ Deno.test("workspace - doctorAuth reports every cred in a workspace store and --
     assert.equal(by.get(connectionEvictorCredsKey("alpha", C))?.daemon, false);
     assert.equal(by.get("agents/alice.creds")?.status, "near-expiry");
     assert.equal(by.get("agents/broken.creds")?.status, "unreadable");
+    assert.equal(by.get(inSpace)?.space, "alpha", "an agent cred names its space");
+    assert.equal(by.get(inSpace)?.daemon, false);
+    assert.equal(by.get("agents/alice.creds")?.space, undefined);
     for (const r of rows) assert.ok(!JSON.stringify(r).includes("SU"), "a row leaked a seed");
 
     const fixed = await doctorAuth(root, undefined, { fix: true });

@@ -100,7 +100,7 @@ export function chooseIsolation(facts: IsolationFacts): Isolation {
     throw new CotalError(
       "sandbox_program_needs_bwrap",
       `Refusing to start the untrusted agent's program ${facts.program} under deno-only ` +
-        "isolation: Deno permissions do not reach a child program; use bwrap isolation or mark the agent trusted.",
+        "isolation: Deno permissions do not reach a child program; use bwrap isolation, or spawn it with --trusted if you trust it with your user's rights.",
     );
   }
   return {

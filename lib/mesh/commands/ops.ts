@@ -327,7 +327,7 @@ export const joinCommand = defineCommand({
       type: "string",
       multiple: true,
       default: ["general"],
-      description: "a channel to join and post to (repeatable; the first is current)",
+      description: "a channel to join and post to (the first is current)",
     },
   },
   async run({ values }) {

@@ -30,7 +30,11 @@ export const spaceAddCommand = defineCommand({
       denoIo(),
       { json: values.json === true },
       { space, ...result },
-      () => `added space '${space}'`,
+      () =>
+        `added space '${space}'\n` +
+        `its delivery daemon runs without its membership feed until the space has its $SYS creds, ` +
+        `which only the system seed mints: 'cotal down', then 'cotal up --rotate-sys' ` +
+        `('cotal status' lists them as missing until then)`,
     );
   },
 });

@@ -40,7 +40,7 @@ const FLAGS = {
   space: {
     type: "string",
     multiple: true,
-    description: "a space to serve (repeatable; default: the spaces under --state-dir)",
+    description: "a space to serve (default: the spaces under --state-dir)",
   },
   idp: {
     type: "string",

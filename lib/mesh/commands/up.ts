@@ -170,12 +170,22 @@ export const downCommand = defineCommand({
     },
   },
   async run({ values }) {
-    const result = await down(await resolveExistingRoot(values.root), {
-      keepAgents: values["keep-agents"] === true,
-    });
+    const root = await resolveExistingRoot(values.root);
+    // Read first: down may leave the root without its running state, never without its index.
+    const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+    const result = await down(root, { keepAgents: values["keep-agents"] === true });
+    // Said by space name, as status says them (`delivery.default`); --json keeps the ids.
+    const names = new Map(spaces.map((s) => [spaceKeyHex(s), s]));
+    const label = (id: string) => {
+      const dot = id.indexOf(".");
+      const name = dot < 0 ? undefined : names.get(id.slice(dot + 1));
+      return name === undefined ? id : `${id.slice(0, dot)}.${name}`;
+    };
     printResult(denoIo(), { json: values.json === true }, result, (r) => {
       const rows = Object.entries(r);
-      return rows.length ? rows.map(([id, what]) => `${id}: ${what}`).join("\n") : "nothing ran";
+      return rows.length
+        ? rows.map(([id, what]) => safeText(`${label(id)}: ${what}`)).join("\n")
+        : "nothing ran";
     });
     return 0;
   },
