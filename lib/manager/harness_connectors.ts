@@ -24,6 +24,12 @@ import { RUNNER_PLACEHOLDERS } from "./launch.ts";
 
 const CHECKOUT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
+/**
+ * V8 flags `cotal mcp` runs with: it lives beside its harness for hours, so a 1 MB young
+ * generation keeps it lean, as the daemons' rows do (docs/BENCHMARKS.md, the mcp section).
+ */
+export const MCP_V8_FLAGS: readonly string[] = Object.freeze(["--max-semi-space-size=1"]);
+
 /** `cotal mcp` as an MCP client starts it inside the agent's sandbox. */
 export function cotalMcpServer(): {
   command: string;
@@ -37,6 +43,7 @@ export function cotalMcpServer(): {
     args: [
       "run",
       "-A",
+      `--v8-flags=${MCP_V8_FLAGS.join(",")}`,
       `--config=${CHECKOUT}/deno.json`,
       `${CHECKOUT}/cmd/cotal.ts`,
       "mcp",

@@ -11,6 +11,7 @@
  * Rounds alternate between the columns so machine load hits both alike. Not a test: timings
  * are reported, never asserted.
  */
+import { MCP_V8_FLAGS } from "../../lib/manager/harness_connectors.ts";
 import { CotalEndpoint } from "../../lib/endpoint/mod.ts";
 import { percentile, runContext, writeSection } from "./_report.ts";
 import { startDeliverySpace } from "../delivery/_helpers.ts";
@@ -118,6 +119,8 @@ async function main(): Promise<void> {
       args: [
         "run",
         "-A",
+        // The same V8 flags as cotal mcp, so the difference is the code, not the flags.
+        `--v8-flags=${MCP_V8_FLAGS.join(",")}`,
         new URL(import.meta.url).pathname,
         "--endpoint-child",
         s.url,
@@ -159,7 +162,9 @@ async function main(): Promise<void> {
       "",
       `${
         runContext("deno run -A tests/bench/mcp_bench.ts --write")
-      } One operator-mode broker; four provisioned agents. The endpoint column is two endpoints in the bench process; the MCP column is two \`cotal mcp\` processes driven by the MCP SDK's client over stdio, the receiver's \`wait\` already pending when the \`post\` call starts. ${ROUNDS} rounds of ${PER_ROUND} posts per column, alternating; p50 is the median of the rounds' p50s, p99 over all posts. Memory: VmRSS of the receiving \`cotal mcp\` after the rounds, and of a process holding one started endpoint (same channels).`,
+      } One operator-mode broker; four provisioned agents. The endpoint column is two endpoints in the bench process; the MCP column is two \`cotal mcp\` processes driven by the MCP SDK's client over stdio, the receiver's \`wait\` already pending when the \`post\` call starts. ${ROUNDS} rounds of ${PER_ROUND} posts per column, alternating; p50 is the median of the rounds' p50s, p99 over all posts. Memory: VmRSS of the receiving \`cotal mcp\` after the rounds, and of a process holding one started endpoint (same channels), both run with the V8 flags \`cotal mcp\` ships with (\`${
+        MCP_V8_FLAGS.join(" ")
+      }\`).`,
       "",
       table,
       "",

@@ -6,6 +6,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { newIdentity } from "../../lib/trust/mod.ts";
 import { newLifecycleUid, provisionAgent } from "../../lib/wire/mod.ts";
+import { MCP_V8_FLAGS } from "../../lib/manager/harness_connectors.ts";
 import { denoDir } from "../../lib/manager/start_runner.ts";
 import { tempDir } from "../_harness/broker.ts";
 import type { DeliverySpace } from "../delivery/_helpers.ts";
@@ -71,6 +72,7 @@ export function mcpArgs(
   return [
     "run",
     "-A",
+    `--v8-flags=${MCP_V8_FLAGS.join(",")}`,
     `--config=${CONFIG}`,
     COTAL,
     "mcp",
