@@ -63,7 +63,17 @@ export const HARNESS_INSTALL: Readonly<Record<string, { bin: string; install: st
   .freeze({
     "claude-code": { bin: "claude", install: "npm install -g @anthropic-ai/claude-code" },
     codex: { bin: "codex", install: "npm install -g @openai/codex" },
+    gemini: { bin: "gemini", install: "npm install -g @google/gemini-cli" },
+    opencode: { bin: "opencode", install: "npm install -g opencode-ai" },
   });
+
+/**
+ * What the `gemini` connector's shell does before the harness runs: Gemini CLI reads MCP servers
+ * only from a settings file, so its settings (the first argument) are written into the agent's
+ * own home, then the harness (the rest) replaces the shell.
+ */
+export const GEMINI_SETTINGS_SCRIPT =
+  'mkdir -p "$HOME/.gemini" && printf %s "$1" > "$HOME/.gemini/settings.json" && shift && exec "$@"';
 
 /** A TOML inline table of string values, string lists and nested tables (JSON strings are TOML). */
 export function tomlInline(
@@ -137,4 +147,71 @@ export const codexConnector: Connector = Object.freeze({
   },
 });
 
-registry.register([claudeCodeConnector, codexConnector]);
+/**
+ * `gemini`: Gemini CLI on the agent's pty with `cotal mcp` in its user settings
+ * (`~/.gemini/settings.json`, written into the agent's private home by a shell that then execs
+ * the harness). Folder trust is off in those settings: the sandbox is the boundary, and an
+ * untrusted folder would disable every MCP server. The instructions are the interactive prompt.
+ */
+export const geminiConnector: Connector = Object.freeze({
+  kind: "connector",
+  name: "gemini",
+  requires: ["gemini"],
+  buildLaunch(ctx: ManagerLaunchContext): LaunchSpec {
+    const command = harnessPath(ctx, "gemini");
+    const settings = {
+      security: { folderTrust: { enabled: false } },
+      mcpServers: { cotal: cotalMcpServer() },
+    };
+    return {
+      command: "/bin/sh",
+      args: [
+        "-c",
+        GEMINI_SETTINGS_SCRIPT,
+        "sh",
+        JSON.stringify(settings),
+        command,
+        ...(ctx.model ? ["--model", ctx.model] : []),
+        ...(ctx.prompt ? ["--prompt-interactive", ctx.prompt] : []),
+        ...(ctx.args ?? []),
+      ],
+    };
+  },
+});
+
+/**
+ * `opencode`: OpenCode on the agent's pty with `cotal mcp` as a local MCP server in its inline
+ * configuration (`OPENCODE_CONFIG_CONTENT`, set for the harness alone by env(1)); the
+ * instructions as its `--prompt`.
+ */
+export const opencodeConnector: Connector = Object.freeze({
+  kind: "connector",
+  name: "opencode",
+  requires: ["opencode"],
+  buildLaunch(ctx: ManagerLaunchContext): LaunchSpec {
+    const command = harnessPath(ctx, "opencode");
+    const server = cotalMcpServer();
+    const config = {
+      mcp: {
+        cotal: {
+          type: "local",
+          command: [server.command, ...server.args],
+          environment: server.env,
+          enabled: true,
+        },
+      },
+    };
+    return {
+      command: "/usr/bin/env",
+      args: [
+        `OPENCODE_CONFIG_CONTENT=${JSON.stringify(config)}`,
+        command,
+        ...(ctx.model ? ["--model", ctx.model] : []),
+        ...(ctx.prompt ? ["--prompt", ctx.prompt] : []),
+        ...(ctx.args ?? []),
+      ],
+    };
+  },
+});
+
+registry.register([claudeCodeConnector, codexConnector, geminiConnector, opencodeConnector]);

@@ -11,6 +11,7 @@ import { newIdentity } from "../trust/mod.ts";
 import { newLifecycleUid } from "../wire/names.ts";
 import { agentSpecFromLaunch, type ManagerLaunchContext, RUNNER_COMMAND } from "./connectors.ts";
 import { declaredProgram, launchFilePath } from "./launch.ts";
+import { SYSTEM_PREFIXES } from "./start_runner.ts";
 import type { LifecycleContext } from "./lifecycle.ts";
 import type { AgentPlan } from "./managed_agent.ts";
 import {
@@ -153,6 +154,13 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
   const workdir = req.workdir ? await checkedPath(req.workdir, forbidden, "workdir") : undefined;
   const expose: string[] = [];
   for (const p of req.expose) expose.push(await checkedPath(p, forbidden, "exposed path"));
+  // A connector that starts its harness through a wrapper (a shell that writes its settings,
+  // env(1)) declares the wrapper; the harness itself is bound in all the same.
+  const harness = req.command;
+  if (
+    harness && launch.command !== harness && launch.args.includes(harness) &&
+    !SYSTEM_PREFIXES.some((p) => harness.startsWith(p))
+  ) expose.push(await checkedPath(harness, forbidden, "exposed path"));
   const limits = resolveLimits(input.spaceLimits, req.limits);
   const lifecycleUid = input.lifecycleUid ?? newLifecycleUid();
   return {

@@ -112,7 +112,8 @@ function exists(path: string): boolean {
   }
 }
 
-const SYSTEM_PREFIXES = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"];
+/** Host dirs every sandbox binds read-only already: a program under them needs no bind of its own. */
+export const SYSTEM_PREFIXES: readonly string[] = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"];
 
 function agentEnv(opts: RunnerOptions, inside: Record<string, string>): Record<string, string> {
   const allowed = new Set([...AGENT_ENV_ALLOWLIST, ...(opts.layout.agentEnvPassThrough ?? [])]);

@@ -1,8 +1,8 @@
 /**
  * AI harnesses as judges of Cotal's MCP configuration: each harness's own npm package, pinned,
  * installed into the project cache by the test set-up when npm can fetch it. Their `mcp`
- * commands read (Codex) or health-check (Claude Code) an MCP server without a model or an
- * account, offline.
+ * commands read (Codex) or health-check (Claude Code, Gemini CLI, OpenCode) an MCP server
+ * without a model or an account, offline.
  */
 import { projectCacheDir } from "../../lib/broker/find.ts";
 
@@ -10,6 +10,8 @@ import { projectCacheDir } from "../../lib/broker/find.ts";
 export const JUDGES = Object.freeze({
   "claude-code": { pkg: "@anthropic-ai/claude-code", version: "2.1.332", bin: "claude" },
   codex: { pkg: "@openai/codex", version: "0.171.0", bin: "codex" },
+  gemini: { pkg: "@google/gemini-cli", version: "0.61.0", bin: "gemini" },
+  opencode: { pkg: "opencode-ai", version: "1.18.33", bin: "opencode" },
 });
 
 /** A judge's name. */

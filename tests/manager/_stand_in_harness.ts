@@ -1,6 +1,7 @@
 /**
- * A stand-in for an MCP harness (Claude Code is a Node program too): it records its argv,
- * environment and cwd, starts the MCP server its `--mcp-config` names the way Claude Code does
+ * A stand-in for an MCP harness (Claude Code, Gemini CLI and OpenCode are Node programs too): it
+ * records its argv, environment and cwd, starts the MCP server its configuration names (Claude
+ * Code's `--mcp-config`, OpenCode's inline config, Gemini CLI's settings) the way they do
  * (a default environment plus the server's own `env`), asks it `initialize` and `tools/list`
  * over stdio, and writes all of it as JSON to the path in its last argument.
  */
@@ -11,8 +12,23 @@ const argv = process.argv.slice(2);
 const recordPath = argv[argv.length - 1];
 const rec = { argv, env: Object.keys(process.env).sort(), cwd: process.cwd() };
 const save = () => fs.writeFileSync(recordPath, JSON.stringify(rec));
-const cfg = JSON.parse(argv[argv.indexOf("--mcp-config") + 1]);
-const srv = cfg.mcpServers.cotal;
+// Where each harness reads its MCP servers: Claude Code's --mcp-config, OpenCode's inline
+// configuration, Gemini CLI's user settings.
+let srv;
+if (argv.includes("--mcp-config")) {
+  srv = JSON.parse(argv[argv.indexOf("--mcp-config") + 1]).mcpServers.cotal;
+  rec.source = "--mcp-config";
+} else if (process.env.OPENCODE_CONFIG_CONTENT) {
+  const c = JSON.parse(process.env.OPENCODE_CONFIG_CONTENT).mcp.cotal;
+  srv = { type: c.type, command: c.command[0], args: c.command.slice(1), env: c.environment };
+  rec.source = "OPENCODE_CONFIG_CONTENT";
+} else {
+  const settings = process.env.HOME + "/.gemini/settings.json";
+  const cfg = JSON.parse(fs.readFileSync(settings, "utf8"));
+  srv = cfg.mcpServers.cotal;
+  rec.source = settings;
+  rec.folderTrust = cfg.security && cfg.security.folderTrust;
+}
 rec.server = srv;
 // As Claude Code starts a stdio server: a default environment, then the server's own env.
 const env = { PATH: process.env.PATH, HOME: process.env.HOME, TERM: process.env.TERM, ...srv.env };

@@ -95,3 +95,70 @@ Deno.test("manager - claude-code connector: the documented launch, nothing undec
     await removeTempDir(work);
   }
 });
+
+for (const connector of ["gemini", "opencode"] as const) {
+  Deno.test(`manager - ${connector} connector: its wrapper runs the harness from outside the workdir, configured where it reads MCP servers, and cotal mcp answers inside the sandbox`, async () => {
+    await using mesh = await startManagerMesh(connector);
+    const work = await agentWorkdir(`cotal-${connector}-work-`);
+    // The harness lives outside the agent's workdir and outside the system dirs: bound in anyway.
+    const bin = await agentWorkdir(`cotal-${connector}-bin-`);
+    const standIn = `${bin}/${connector}`;
+    await Deno.writeTextFile(standIn, STAND_IN, { mode: 0o755 });
+    await Deno.chmod(standIn, 0o755);
+    const record = `${work}/record.json`;
+    try {
+      await mesh.manager();
+      const ctl = await mesh.control();
+      const row = await ctl.request<AgentRow>("spawn", {
+        agent: connector,
+        name: `${connector}_x`,
+        command: standIn,
+        args: [record],
+        workdir: work,
+        prompt: "You help.",
+        model: "some-model",
+      }, { timeoutMs: 60_000 });
+      assert.equal(row.present, true);
+      await waitFor(() => jsonFileReady(record), {
+        timeoutMs: 60_000,
+        what: "the stand-in's record",
+      });
+      const rec = JSON.parse(await Deno.readTextFile(record));
+      assert.equal(rec.error, undefined, rec.error);
+      if (connector === "gemini") {
+        assert.equal(rec.source, "/home/agent/.gemini/settings.json");
+        assert.deepEqual(rec.folderTrust, { enabled: false });
+        assert.deepEqual(rec.argv, [
+          "--model",
+          "some-model",
+          "--prompt-interactive",
+          "You help.",
+          record,
+        ]);
+      } else {
+        assert.equal(rec.source, "OPENCODE_CONFIG_CONTENT");
+        assert.deepEqual(rec.argv, ["--model", "some-model", "--prompt", "You help.", record]);
+      }
+      // The runner filled the placeholders inside the configuration, as the sandbox sees it.
+      assert.deepEqual(rec.server.args.slice(-3), [
+        "mcp",
+        "--launch",
+        "/run/cotal/launch/launch.json",
+      ]);
+      assert.equal(rec.server.env.HOME, "/home/agent");
+      for (const t of ["post", "dm", "task", "reply", "inbox", "wait", "presence"]) {
+        assert.ok(rec.tools.includes(t), `tools/list has ${t}: ${rec.tools}`);
+      }
+      for (const k of rec.env) {
+        assert.match(
+          k,
+          /^(HOME|PATH|USER|LOGNAME|TERM|LANG|LC_[A-Z]+|TZ|COTAL_LAUNCH|DENO_DIR|DENO_NO_UPDATE_CHECK|PWD|SHLVL|_|OPENCODE_CONFIG_CONTENT)$/,
+          `undeclared variable ${k} in the harness's environment`,
+        );
+      }
+    } finally {
+      await removeTempDir(work);
+      await removeTempDir(bin);
+    }
+  });
+}

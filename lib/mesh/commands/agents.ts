@@ -130,7 +130,7 @@ export const spawnCommand = defineCommand({
     agent: {
       type: "string",
       description:
-        "the connector: task-runner (default), module, program, claude-code (or an installed one)",
+        "the connector: task-runner (default), module, program, claude-code, codex, gemini, opencode (or an installed one)",
     },
     prompt: {
       type: "string",
