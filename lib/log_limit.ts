@@ -12,6 +12,14 @@
 export const LOG_BURST = 5;
 /** The window of {@linkcode LOG_BURST}. */
 export const LOG_WINDOW_MS = 60_000;
+/**
+ * Keys remembered at once. Keys can come from what others send (a name in a subject), so past
+ * this the keys whose window ended are summed up and forgotten, and if none has, new keys share
+ * one overflow key: the memory stays bounded whatever arrives.
+ */
+export const LOG_MAX_KEYS = 1_024;
+/** The key lines share once {@linkcode LOG_MAX_KEYS} keys are live. */
+export const LOG_OVERFLOW_KEY = "(other)";
 
 /** A rate-limited log: `log(key, line)`, and `flush()` to write what is still counted. */
 export interface LimitedLog {
@@ -28,9 +36,11 @@ export function limitLog(
     now?: () => number;
     /** The line that sums up `dropped` lines of `key` (default: a sentence). */
     summary?: (key: string, dropped: number) => string;
+    maxKeys?: number;
   } = {},
 ): LimitedLog {
   const burst = opts.burst ?? LOG_BURST;
+  const maxKeys = opts.maxKeys ?? LOG_MAX_KEYS;
   const windowMs = opts.windowMs ?? LOG_WINDOW_MS;
   const now = opts.now ?? Date.now;
   const keys = new Map<string, { since: number; written: number; dropped: number }>();
@@ -41,8 +51,17 @@ export function limitLog(
           windowMs / 1000
         } s)`,
     );
-  const limited = ((key: string, line: string) => {
+  const sweep = (t: number) => {
+    for (const [key, k] of keys) {
+      if (t - k.since < windowMs) continue;
+      if (k.dropped) summary(key, k.dropped);
+      keys.delete(key);
+    }
+  };
+  const limited = ((given: string, line: string) => {
     const t = now();
+    if (!keys.has(given) && keys.size >= maxKeys) sweep(t);
+    const key = keys.has(given) || keys.size < maxKeys ? given : LOG_OVERFLOW_KEY;
     let k = keys.get(key);
     if (k && t - k.since >= windowMs) {
       if (k.dropped) summary(key, k.dropped);

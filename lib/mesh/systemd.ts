@@ -9,7 +9,8 @@
  * Secrets cross users without loosening their 0600 modes: systemd's `LoadCredential=` reads
  * the delivery cred as root and hands the daemon a private copy; a `.path` unit restarts
  * delivery when the signer re-signs that cred. The supervisor and the signer share the space's
- * store dir through the `cotal-store` group (setgid, 2770): each reads only the files it owns.
+ * store dir through the `cotal-store` group (root's, setgid and sticky, 3770): each reads,
+ * replaces and removes only the files it owns.
  */
 import {
   CONNECTION_EVICTOR_CREDS_KIND,
@@ -324,17 +325,24 @@ export function renderTmpfiles(l: SystemdLayout): string {
   return [
     `d ${S} 0750 root cotal -`,
     `d ${S}/broker 0700 ${UNIT_USERS.broker} cotal -`,
-    // The store: the supervisor's; the signer may pass through it (group) to its records and
-    // its space's dir. `Z`/`z` give what an install as root provisioned to its owner.
-    `d ${S}/secrets 2710 ${UNIT_USERS.supervise} ${STORE_GROUP} -`,
-    `Z ${S}/secrets - ${UNIT_USERS.supervise} ${STORE_GROUP} -`,
+    // The store is root's: the supervisor and the signer (the cotal-store group) may pass
+    // through it to their space's dir, the signer to its records. Each space's dir is shared,
+    // sticky: either may add files, and none may remove or replace a file it does not own.
+    // The daemon creds exist (empty until provisioned) so no other user can plant a link under
+    // their names (systemd reads delivery's as root). `Z`, `z` and `f` give what an install as
+    // root provisioned to its owner.
+    `d ${S}/secrets 2710 root ${STORE_GROUP} -`,
     `d ${S}/secrets/auth 0700 ${UNIT_USERS.signer} ${STORE_GROUP} -`,
     `Z ${S}/secrets/auth - ${UNIT_USERS.signer} ${STORE_GROUP} -`,
     ...l.spaces.flatMap((space) => {
       const dir = `${S}/secrets/space.${spaceKeyHex(space)}`;
       return [
-        `d ${dir} 2770 ${UNIT_USERS.supervise} ${STORE_GROUP} -`,
-        ...DAEMON_CRED_FILES.map((f) => `z ${dir}/${f} 0600 ${UNIT_USERS.signer} ${STORE_GROUP} -`),
+        `d ${dir} 3770 root ${STORE_GROUP} -`,
+        // What the supervisor keeps there (its cred, its roster, its agents' creds) is its own.
+        ...["supervisor.creds", "manager.*.agents.json", "agent.*.creds"].map((f) =>
+          `z ${dir}/${f} - ${UNIT_USERS.supervise} ${STORE_GROUP} -`
+        ),
+        ...DAEMON_CRED_FILES.map((f) => `f ${dir}/${f} 0600 ${UNIT_USERS.signer} ${STORE_GROUP} -`),
         ...SYS_CRED_FILES.map((f) => `z ${dir}/${f} 0600 root root -`),
       ];
     }),

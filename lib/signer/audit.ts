@@ -12,6 +12,10 @@ import { type LimitedLog, limitLog } from "../log_limit.ts";
 
 /** The size at which the trail is rotated to `<file>.1`. */
 export const AUDIT_MAX_BYTES = 16 * 1024 * 1024;
+/** How many rotated files are kept (`<file>.1` newest … `<file>.<n>` oldest). */
+export const AUDIT_KEEP_FILES = 4;
+
+const UNPROVEN = "(unproven)";
 
 /** One decision of the signer. */
 export interface AuditEntry {
@@ -46,6 +50,9 @@ export class AuditLog {
   #size: number;
   #rotationFailed = false;
   readonly #maxBytes: number;
+  /** Signatures per caller in the current minute, said in the signer's own log each minute. */
+  #tally = new Map<string, number>();
+  #tallySince = Date.now();
 
   /**
    * Opens (creates, 0600, in a 0700 dir) the trail at `path`; a trail it cannot write is
@@ -73,9 +80,11 @@ export class AuditLog {
     this.#refusals = limitLog((line) => this.#write(line), {
       summary: (key, notWritten) => {
         const [caller, code] = key.split(" ");
+        const unproven = caller === UNPROVEN;
         return JSON.stringify({
           at: new Date().toISOString(),
-          caller,
+          caller: unproven ? "*" : caller,
+          ...(unproven ? { unproven } : {}),
           decision: "refused",
           code,
           notWritten,
@@ -87,19 +96,51 @@ export class AuditLog {
   /** Writes `entry` (a refusal through the per caller-and-code limit). */
   record(entry: Omit<AuditEntry, "at">): void {
     const line = JSON.stringify({ at: new Date().toISOString(), ...entry });
-    if (entry.decision === "allowed") this.#write(line);
-    else this.#refusals(`${entry.caller} ${entry.code}`, line);
+    if (entry.decision === "allowed") {
+      this.#write(line);
+      this.#count(entry.caller);
+    } // A refusal before the proof names a caller nobody proved: all of them share one limit,
+    // or a member could write five lines a minute under each name it makes up.
+    else this.#refusals(`${entry.unproven ? UNPROVEN : entry.caller} ${entry.code}`, line);
   }
 
-  /** Writes the summaries of refusals still only counted. */
+  /** Writes the summaries of refusals still only counted, and the minute's tally. */
   flush(): void {
     this.#refusals.flush();
+    this.#sayTally();
+  }
+
+  // The trail keeps its last files only, so a caller signing at its full rate for long enough
+  // pushes its own older lines out. The signer's log (the journal, under systemd) keeps a line
+  // per caller and minute with how many it was signed, which no flood can push out of the file.
+  #count(caller: string): void {
+    this.#tally.set(caller, (this.#tally.get(caller) ?? 0) + 1);
+    if (Date.now() - this.#tallySince >= 60_000) this.#sayTally();
+  }
+
+  #sayTally(): void {
+    const since = new Date(this.#tallySince).toISOString();
+    for (const [caller, n] of this.#tally) {
+      console.error(
+        `${new Date().toISOString()} signed ${n} credential(s) for ${caller} since ${since}`,
+      );
+    }
+    this.#tally = new Map();
+    this.#tallySince = Date.now();
   }
 
   #write(line: string): void {
     const bytes = new TextEncoder().encode(`${line}\n`);
     if (this.#size + bytes.length > this.#maxBytes) {
       try {
+        // The oldest file goes; each other moves one down.
+        for (let i = AUDIT_KEEP_FILES - 1; i >= 1; i--) {
+          try {
+            Deno.renameSync(`${this.path}.${i}`, `${this.path}.${i + 1}`);
+          } catch (err) {
+            if (!(err instanceof Deno.errors.NotFound)) throw err;
+          }
+        }
         Deno.renameSync(this.path, `${this.path}.1`);
         this.#size = 0;
       } catch (err) {
@@ -124,10 +165,14 @@ export class AuditLog {
   }
 }
 
-/** Every entry of the trail at `path` (the rotated file first), oldest first. */
+/** Every entry of the trail at `path` (the rotated files first), oldest first. */
 export async function readAudit(path: string): Promise<AuditEntry[]> {
   const out: AuditEntry[] = [];
-  for (const file of [`${path}.1`, path]) {
+  const rotated = Array.from(
+    { length: AUDIT_KEEP_FILES },
+    (_, i) => `${path}.${AUDIT_KEEP_FILES - i}`,
+  );
+  for (const file of [...rotated, path]) {
     let text: string;
     try {
       text = await Deno.readTextFile(file);

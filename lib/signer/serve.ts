@@ -17,7 +17,7 @@ import { resolveExpiry } from "../trust/lifetimes.ts";
 import { signUserJwt } from "../trust/mint.ts";
 import { isProfile } from "../trust/profiles.ts";
 import { signRail } from "../trust/grant_names.ts";
-import { type RequestTrust, RequestVerifier } from "../trust/request_proof.ts";
+import { PROOF_HEADER, type RequestTrust, RequestVerifier } from "../trust/request_proof.ts";
 import { spaceNames } from "../trust/grant_names.ts";
 import type { MintAuth, MintOpts, Principal, Profile } from "../trust/types.ts";
 import type { AuditLog } from "./audit.ts";
@@ -166,10 +166,16 @@ export function serveSigner(opts: SignerServeOptions): {
     let req: SignWireRequest | undefined;
     let ttl: number | undefined;
     let principal: string | undefined;
+    // A message with no proof at all (a broker answer a member aimed here) is refused before it
+    // takes one of the caller's in-flight slots: only a signed request may hold one.
+    const proofless = !m.headers?.get(PROOF_HEADER);
     inFlight++;
-    const mine = (inFlightBy.get(caller) ?? 0) + 1;
-    inFlightBy.set(caller, mine);
+    const mine = (inFlightBy.get(caller) ?? 0) + (proofless ? 0 : 1);
+    if (!proofless) inFlightBy.set(caller, mine);
     try {
+      if (proofless) {
+        refuse("signer_unauthenticated", "The signing request carries no caller proof.");
+      }
       // What costs nothing to check comes before the proof (a hash and two signatures).
       if (mine > MAX_SIGN_IN_FLIGHT.perCaller || inFlight > MAX_SIGN_IN_FLIGHT.total) {
         refuse("signer_busy", "The signer is handling too many requests; try again shortly.");
@@ -270,9 +276,11 @@ export function serveSigner(opts: SignerServeOptions): {
       answer({ ok: false, error: { code: e.code, message: e.message } });
     } finally {
       inFlight--;
-      const left = (inFlightBy.get(caller) ?? 1) - 1;
-      if (left > 0) inFlightBy.set(caller, left);
-      else inFlightBy.delete(caller);
+      if (!proofless) {
+        const left = (inFlightBy.get(caller) ?? 1) - 1;
+        if (left > 0) inFlightBy.set(caller, left);
+        else inFlightBy.delete(caller);
+      }
     }
   };
 

@@ -36,6 +36,8 @@ export const REQUEST_REPLAY_CAP = 100_000;
 const REMEMBER_MS = 2 * REQUEST_PROOF_WINDOW_MS;
 
 const H_JWT = "Cotal-Caller-Jwt";
+/** The header that carries a request's caller JWT: a request without it carries no proof. */
+export const PROOF_HEADER = H_JWT;
 const H_TS = "Cotal-Ts";
 const H_SIG = "Cotal-Sig";
 const ENCODER = new TextEncoder();

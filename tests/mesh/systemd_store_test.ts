@@ -39,6 +39,13 @@ import { FsSecretStore } from "./lib/workspace/fs_secret_store.ts";
 const [op, root, key, value] = Deno.args;
 try {
   if (op === "cat") console.log(JSON.stringify({ ok: true, value: Deno.readTextFileSync(key) }));
+  else if (op === "rm") { Deno.removeSync(key); console.log(JSON.stringify({ ok: true })); }
+  else if (op === "replace") {
+    Deno.writeTextFileSync(key + ".x", "FORGED");
+    Deno.renameSync(key + ".x", key);
+    console.log(JSON.stringify({ ok: true }));
+  } else if (op === "link") { Deno.symlinkSync(value, key); console.log(JSON.stringify({ ok: true })); }
+  else if (op === "chmod") { Deno.chmodSync(key, 0o700); console.log(JSON.stringify({ ok: true })); }
   else if (op === "ls") console.log(JSON.stringify({ ok: true, value: [...Deno.readDirSync(key)].length }));
   else {
     const store = new FsSecretStore(root);
@@ -138,7 +145,7 @@ Deno.test({
             `${tools}/op.ts`,
             op,
             `${R}/secrets`,
-            op === "cat" || op === "ls" ? `${R}/${key}` : key,
+            ["cat", "ls", "rm", "replace", "link", "chmod"].includes(op) ? `${R}/${key}` : key,
             value,
           ],
           env: { DENO_DIR: `${home}/deno`, HOME: home, NO_COLOR: "1" },
@@ -152,7 +159,7 @@ Deno.test({
       };
       const denied = (r: { ok: boolean; error?: string }, what: string) => {
         assert.equal(r.ok, false, `${what} was allowed`);
-        assert.match(r.error!, /EACCES|PermissionDenied|store_io/, what);
+        assert.match(r.error!, /EACCES|EPERM|PermissionDenied|NotCapable|store_io/, what);
       };
 
       // The supervisor: its own cred and agent creds, never the signer records.
@@ -167,6 +174,21 @@ Deno.test({
       // The signer's audit trail is out of its reach: no reading, no rewriting.
       denied(await as(sup, "ls", "audit"), "supervisor lists the audit dir");
       denied(await as(sup, "cat", "audit/signer.jsonl"), "supervisor reads the audit trail");
+      // Red team 13's second run: nor may it remove, replace or pre-empt what is not its own.
+      for (const f of ["delivery.creds", "membership-rw.creds", "connection-evictor.creds"]) {
+        denied(await as(sup, "rm", `${space}/${f}`), `supervisor removes ${f}`);
+        denied(await as(sup, "replace", `${space}/${f}`), `supervisor replaces ${f}`);
+      }
+      // The name is taken (tmpfiles made the file, the signer's), and not the supervisor's to free.
+      const link = await as(
+        sup,
+        "link",
+        `${space}/membership-rw.creds`,
+        `${R}/secrets/auth/broker.json`,
+      );
+      assert.equal(link.ok, false, "supervisor planted a link where the signer's cred goes");
+      assert.match(link.error!, /AlreadyExists|EEXIST/);
+      denied(await as(sup, "chmod", "secrets"), "supervisor locks the signer out of the store");
       assert.deepEqual(await as(sup, "cat", `${space}/supervisor.creds`), {
         ok: true,
         value: "SUPERVISOR-MARKER",
@@ -197,7 +219,12 @@ Deno.test({
       // The writes left the layout as tmpfiles made it: shared dirs stay shared, files 0600.
       const mode = async (p: string) => ((await Deno.stat(`${R}/${p}`)).mode! & 0o7777);
       assert.equal((await mode("secrets")).toString(8), "2710");
-      assert.equal((await mode(space)).toString(8), "2770");
+      assert.equal((await Deno.stat(`${R}/secrets`)).uid, 0);
+      assert.equal((await mode(space)).toString(8), "3770");
+      assert.equal((await Deno.stat(`${R}/${space}`)).uid, 0);
+      // A daemon cred the install did not leave is there anyway, the signer's and empty.
+      const rw = await Deno.lstat(`${R}/${space}/membership-rw.creds`);
+      assert.ok(rw.isFile && rw.size === 0 && rw.uid === users.get(sig));
       assert.equal((await mode("secrets/auth")).toString(8), "700");
       assert.equal((await mode("audit")).toString(8), "700");
       assert.equal((await Deno.stat(`${R}/audit`)).uid, users.get(sig));

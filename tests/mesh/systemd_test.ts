@@ -78,7 +78,8 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
   assert.match(units["cotal-delivery-alpha.path"], /PathChanged=.*delivery\.creds/);
   assert.match(renderSysusers(), /^u cotal-delivery -:cotal /m);
   const tmpfiles = renderTmpfiles(l);
-  assert.match(tmpfiles, /^d \/var\/lib\/cotal\/secrets 2710 cotal-supervise cotal-store -$/m);
+  assert.match(tmpfiles, /^d \/var\/lib\/cotal\/secrets 2710 root cotal-store -$/m);
+  assert.match(tmpfiles, /^d \/var\/lib\/cotal\/secrets\/space\.\w+ 3770 root cotal-store -$/m);
   assert.match(tmpfiles, /^d \/var\/lib\/cotal\/secrets\/auth 0700 cotal-signer cotal-store -$/m);
   assert.match(renderSysusers(), /^m cotal-signer cotal-store$/m);
   // Each space's auth service on its own fixed port, with the IdP it exchanges tokens of.

@@ -70,6 +70,20 @@ Deno.test("log - limitLog writes a burst per kind a window, then one line with t
   assert.equal(out.at(-1), "2 more line(s) of kind b were not logged (at most 3 per 1 s)");
 });
 
+Deno.test("log - limitLog keys made up by a sender stay bounded: past the cap they share one key, and ended windows are forgotten (red team 13)", () => {
+  let t = 0;
+  const out: string[] = [];
+  const log = limitLog((l) => out.push(l), { burst: 2, windowMs: 1000, now: () => t, maxKeys: 4 });
+  // 10,000 distinct names in one window: four keys, then everything shares the overflow key.
+  for (let i = 0; i < 10_000; i++) log(`name${i}`, `line${i}`);
+  assert.deepEqual(out, ["line0", "line1", "line2", "line3", "line4", "line5"]);
+  // After the window, new names are welcome again: the ended keys are summed up and forgotten.
+  t = 1000;
+  log("fresh", "fresh0");
+  assert.ok(out.includes("9994 more line(s) of kind (other) were not logged (at most 2 per 1 s)"));
+  assert.equal(out.at(-1), "fresh0");
+});
+
 Deno.test("log - capLogFile keeps one previous file and empties the live one, never through a link", async () => {
   const dir = await tempDir("cotal-logcap-");
   const log = `${dir}/delivery.x.log`;

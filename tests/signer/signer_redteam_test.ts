@@ -115,8 +115,9 @@ Deno.test("signer - red team 13: reserved names in any case and as a deprovision
       }),
       /BEGIN NATS USER JWT/,
     );
-    // 1 MB, proven or not: refused for its size (no hash, no signature check spent on it).
-    await refusedWith(sized(s, nc, undefined, 1_000_000), "signer_bad_request");
+    // 1 MB: with no proof at all refused as such, proven refused for its size; neither has a
+    // hash or a signature check spent on it.
+    await refusedWith(sized(s, nc, undefined, 1_000_000), "signer_unauthenticated");
     await refusedWith(sized(s, nc, creds, 1_000_000), "signer_bad_request");
     // One caller's flood fills its own slots (and then its rate); another caller is served.
     const other = { owner: "local", actor: "manager_other" };
@@ -151,7 +152,7 @@ Deno.test("signer - red team 13: reserved names in any case and as a deprovision
     const audit = await readAudit(signerAuditPath(s.root, s.space));
     assert.ok(audit.some((e) => e.decision === "allowed" && e.principal === "local.my_manager"));
     assert.ok(
-      audit.some((e) => e.code === "signer_bad_request" && e.unproven === true),
+      audit.some((e) => e.code === "signer_unauthenticated" && e.unproven === true),
       "an unproven refusal says so",
     );
   } finally {
@@ -246,4 +247,40 @@ Deno.test("signer - red team 13: cotal signer audit reads past junk lines and pr
     !stdout.includes("\u001b") && !stdout.includes("\u0007"),
     "a raw escape reached the terminal",
   );
+});
+
+Deno.test("signer - red team 13 again: made-up caller names share one refusal limit, and the trail keeps four rotated files", async () => {
+  const { AuditLog, AUDIT_KEEP_FILES } = await import("../../lib/signer/audit.ts");
+  const root = await tempDir("cotal-audit-names-");
+  const path = `${root}/audit/trail.jsonl`;
+  const log = new AuditLog(path, { maxBytes: 2048 });
+  // An answer aimed under 2,000 invented names: a handful of lines in all, not five per name.
+  for (let i = 0; i < 2_000; i++) {
+    log.record({
+      caller: `local.x${i}`,
+      unproven: true,
+      decision: "refused",
+      code: "signer_unauthenticated",
+    });
+  }
+  log.flush();
+  const refused = (await readAudit(path)).filter((e) => e.decision === "refused");
+  assert.ok(refused.length <= 6, `${refused.length} refusal lines`);
+  assert.ok(refused.every((e) => e.unproven === true), "every unproven line, summary too, says so");
+  assert.equal(refused.at(-1)?.notWritten, 1_995);
+  // A proven caller's mints rotate through the kept files; the oldest beyond them go.
+  for (let i = 0; i < 400; i++) {
+    log.record({
+      caller: "local.m",
+      callerProfile: "supervisor",
+      profile: "agent",
+      subject: `U${i}`,
+      decision: "allowed",
+    });
+  }
+  for (let n = 1; n <= AUDIT_KEEP_FILES; n++) assert.ok((await Deno.stat(`${path}.${n}`)).isFile);
+  await assert.rejects(Deno.stat(`${path}.${AUDIT_KEEP_FILES + 1}`));
+  const kept = (await readAudit(path)).filter((e) => e.decision === "allowed");
+  assert.equal(kept.at(-1)?.subject, "U399", "the newest mint is in the trail");
+  assert.ok(kept.length > 20, `${kept.length} mints read back across the files`);
 });
