@@ -16,6 +16,7 @@ import {
   BrokerRelay,
   forwardToRelay,
   MAX_RELAY_CONNECTIONS,
+  RELAY_CONNECT_RATE,
 } from "../../lib/manager/sandbox/relay.ts";
 import { tempDir, waitFor } from "../_harness/broker.ts";
 
@@ -76,6 +77,27 @@ Deno.test("channels - the relay carries bytes both ways, and at most 16 connecti
     broker.close();
   }
   await assert.rejects(Deno.stat(`${dir}/0.broker`), Deno.errors.NotFound);
+});
+
+Deno.test("channels - an agent opening and closing relay connections in a loop is held to its connection rate (red team 14)", async () => {
+  const dir = await tempDir("cotal-relay-churn-");
+  const broker = echoServer();
+  const relay = await BrokerRelay.listen(
+    `${dir}/0.broker`,
+    [`nats://127.0.0.1:${broker.port}`],
+    GUARD,
+  );
+  try {
+    // Twice the burst, opened and closed as fast as the socket allows.
+    for (let i = 0; i < 2 * RELAY_CONNECT_RATE.burst; i++) {
+      (await Deno.connect({ transport: "unix", path: relay.path })).close();
+    }
+    await waitFor(() => relay.connectsHeld > 0, { what: "the connection rate to hold one back" });
+    await waitFor(() => relay.connections === 0, { what: "the churned connections to end" });
+  } finally {
+    await relay.close();
+    broker.close();
+  }
 });
 
 Deno.test("channels - the runner's loopback forward reaches the broker through the relay", async () => {

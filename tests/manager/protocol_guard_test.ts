@@ -348,3 +348,24 @@ Deno.test("protocol guard - holding the agent's key, it signs the broker's nonce
   const r2 = plain.push(enc.encode('CONNECT {"jwt":"j","sig":"s"}\r\n'));
   assert.equal(dec.decode(r2.out[0]), 'CONNECT {"jwt":"j","sig":"s"}\r\n');
 });
+
+Deno.test("protocol guard - a CONNECT field in another case is refused: the broker would read it instead of the one checked (red team 14)", async () => {
+  const { newIdentity } = await import("../../lib/trust/sync_keys.ts");
+  const { nonceProver } = await import("../../lib/trust/connect_auth.ts");
+  const me = newIdentity();
+  for (
+    const extra of ['"Jwt":"garbage"', '"JWT":"x"', '"Sig":"x"', '"NKEY":"x"', '"verbosE":true']
+  ) {
+    const g = new ProtocolGuard({ inboxPrefix: INBOX, proveKey: nonceProver(me.seed) });
+    g.serverInfo('INFO {"nonce":"abc"}');
+    const r = g.push(enc.encode(`CONNECT {"jwt":"j",${extra}}\r\n`));
+    assert.equal(r.refused, "CONNECT has a field name that is not lowercase ASCII", extra);
+    assert.equal(r.out.length, 0);
+  }
+  // What client libraries send (nats.js, nats.go, nats.py: lowercase with underscores) passes.
+  const plain = new ProtocolGuard({ inboxPrefix: INBOX });
+  const ok = plain.push(
+    enc.encode('CONNECT {"verbose":false,"no_responders":true,"tls_required":false}\r\n'),
+  );
+  assert.equal(ok.refused, undefined);
+});

@@ -445,8 +445,9 @@ function connectObject(text: string): Record<string, unknown> {
   } catch {
     refuse("CONNECT is not followed by JSON");
   }
-  if (typeof v !== "object" || v === null || Array.isArray(v)) refuse("CONNECT is not an object");
-  return v as Record<string, unknown>;
+  // The broker reads CONNECT's field names in any case (the last spelling wins), so a `Jwt`
+  // beside the `jwt` the guard checked would be what it uses: only the plain spelling passes.
+  return plainKeys(v, "CONNECT");
 }
 
 /** The `sub` of a JWT, unverified (the broker verifies it), or undefined. */

@@ -27,6 +27,20 @@ export const RELAY_PORT = 4222;
 export const MAX_RELAY_CONNECTIONS = 8;
 /** How long the relay waits for the broker to accept one connection. */
 export const RELAY_DIAL_TIMEOUT_MS = 5_000;
+/**
+ * New connections one agent may open through its relay: a steady rate past a burst. Past it
+ * the relay accepts nothing more for a while (the kernel queues or refuses the rest), so an
+ * agent opening and closing connections in a loop costs the supervisor, whose one thread serves
+ * every agent's relay, a bounded share (red team 14: 64 threads of connect/close made other
+ * agents' round trips 250-790 ms and the operator's spawns time out).
+ */
+export const RELAY_CONNECT_RATE = Object.freeze({ perSecond: 20, burst: 40 });
+/**
+ * What each piece the guard sends on costs in the byte budget on top of its bytes: a line the
+ * guard must re-write (a bare LF, odd spacing) costs it far more than a canonical line it passes
+ * as is, so a stream of them is throttled sooner.
+ */
+export const RELAY_PIECE_COST = 64;
 
 function hostPort(url: string): { hostname: string; port: number } {
   const hp = url.replace(/^[a-z]+:\/\//, "").replace(/\/.*$/, "");
@@ -118,7 +132,7 @@ export async function guardedSplice(
       }
       // Over its budget, the agent waits: the next read (and so its sender) is held back.
       const wait = Math.max(
-        budget?.take(chunk.length) ?? 0,
+        budget?.take(chunk.length + RELAY_PIECE_COST * step.out.length) ?? 0,
         step.stored && stored ? stored.take(step.stored) : 0,
       );
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
@@ -156,6 +170,10 @@ export class BrokerRelay {
   readonly #stored: ByteBudget;
   readonly #open = new Set<Promise<void>>();
   readonly #conns = new Set<Deno.Conn>();
+  readonly #connects = new ByteBudget({
+    rate: RELAY_CONNECT_RATE.perSecond,
+    burst: RELAY_CONNECT_RATE.burst,
+  });
   #closed = false;
 
   private constructor(
@@ -198,6 +216,13 @@ export class BrokerRelay {
   async #accept(): Promise<void> {
     try {
       for await (const conn of this.#listener) {
+        // Over its connection rate the agent waits: nothing more is accepted until it may.
+        const pause = this.#connects.take(1);
+        if (pause > 0) await new Promise((r) => setTimeout(r, pause));
+        if (this.#closed) {
+          conn.close();
+          break;
+        }
         if (this.#open.size >= MAX_RELAY_CONNECTIONS) {
           conn.close();
           continue;
@@ -231,6 +256,11 @@ export class BrokerRelay {
   /** Times this agent's byte budget held it back. */
   get throttled(): number {
     return this.#budget.held + this.#stored.held;
+  }
+
+  /** Times the agent's connection rate held its next connection back. */
+  get connectsHeld(): number {
+    return this.#connects.held;
   }
 
   /** Connections relayed right now. */
