@@ -113,6 +113,8 @@ export interface PermissionSet {
   denyWrite: string[];
   net: string[];
   env: string[];
+  /** Every variable (`--allow-env` bare): the operator's CLI only, see its row. */
+  envAll?: boolean;
   run: string[];
   ffi: boolean;
   sys: string[];
@@ -192,7 +194,11 @@ export function permissionsFor(
       p.read = [layout.root, d.machineHome];
       p.write = [layout.root, d.machineHome];
       p.net.push("127.0.0.1", "localhost");
-      p.env = ["COTAL_*", "HOME", "PATH", "USER", "XDG_*", "NATS_SERVER", "DENORT_BIN"];
+      // Every variable of the operator's own shell: `cotal spawn --env NAME` passes the one it
+      // names (a harness's provider key, any name) to that agent. It is the operator's tool,
+      // run with the operator's environment; no daemon gets this.
+      p.env = [];
+      p.envAll = true;
       p.run = [...(layout.cliPrograms ?? [])];
       break;
     case "cotal-auth-service": {
@@ -336,7 +342,7 @@ export function renderFlags(p: PermissionSet): string[] {
     ...(p.writeAll ? ["--allow-write"] : list("--allow-write", p.write)),
     ...list("--deny-write", p.denyWrite),
     ...list("--allow-net", p.net),
-    ...list("--allow-env", p.env),
+    ...(p.envAll ? ["--allow-env"] : list("--allow-env", p.env)),
     ...list("--allow-run", p.run),
     ...list("--allow-sys", p.sys),
     ...(p.ffi ? ["--allow-ffi"] : []),

@@ -37,6 +37,8 @@ export interface RestartPolicy {
 
 /** The fixed facts of one managed agent (one lifecycle). */
 export interface AgentPlan {
+  /** Variables for this agent alone, from its spawn request (never in its launch file). */
+  readonly env?: Readonly<Record<string, string>>;
   readonly name: string;
   readonly principal: Principal;
   readonly lifecycleUid: string;

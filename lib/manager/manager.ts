@@ -491,6 +491,7 @@ export class Manager {
       runtime: this.#runtime,
       cols: agent.cols,
       rows: agent.rows,
+      ...(p.env ? { extraEnv: p.env } : {}),
     });
     agent.attachHandle(started.handle, (exit) => this.#onExit(agent, exit));
   }

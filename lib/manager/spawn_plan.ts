@@ -185,5 +185,6 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
     net: isolation.mode === "bwrap" ? req.net : "host",
     ...(workdir ? { workdir } : {}),
     expose,
+    ...(req.env ? { env: req.env } : {}),
   };
 }

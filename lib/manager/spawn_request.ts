@@ -94,12 +94,71 @@ export interface SpawnRequest {
   readonly prompt?: string;
   /** The model a harness should use. */
   readonly model?: string;
+  /**
+   * Variables for this agent alone (a harness's provider key): values the caller read from its
+   * own environment. Kept in the supervisor's store with the request (for restarts), given to the
+   * agent's runner and its program, never written to the launch file or shown by `ps`.
+   */
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+/** The most variables one spawn passes, the longest value, and the most in all. */
+export const SPAWN_ENV_LIMITS = Object.freeze({
+  count: 16,
+  valueBytes: 16_384,
+  totalBytes: 65_536,
+});
+
+/**
+ * Variables a spawn may not set: those that change how the runner or the system's programs load
+ * and run (the runner is Cotal's own process in the sandbox), and those the sandbox sets itself.
+ */
+const ENV_RESERVED =
+  /^(COTAL_|DENO_|LD_|DYLD_|NODE_|NPM_|LC_)|^(PATH|HOME|USER|LOGNAME|SHELL|TERM|LANG|TZ|PWD|OLDPWD|ENV|BASH_ENV|IFS|PS4|TMPDIR|HOSTNAME|SHLVL|PYTHONPATH|PYTHONSTARTUP|PERL5LIB|RUBYLIB|GCONV_PATH)$/;
+
+function parseEnv(v: unknown): Record<string, string> | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    bad("env must be an object of variable names and their values.");
+  }
+  const entries = Object.entries(v as Record<string, unknown>);
+  if (entries.length > SPAWN_ENV_LIMITS.count) {
+    bad(`env takes at most ${SPAWN_ENV_LIMITS.count} variables.`);
+  }
+  let total = 0;
+  const out: Record<string, string> = {};
+  for (const [k, val] of entries) {
+    if (!/^[A-Z][A-Z0-9_]{0,63}$/.test(k)) {
+      bad(
+        `env variable ${JSON.stringify(k.slice(0, 80))} is not a name of capitals, digits and _.`,
+      );
+    }
+    if (ENV_RESERVED.test(k)) {
+      bad(
+        `env variable ${k} is set by the sandbox or changes how programs load; it cannot be passed.`,
+      );
+    }
+    if (typeof val !== "string" || val.includes("\0")) {
+      bad(`env variable ${k} must be text without NUL.`);
+    }
+    const bytes = new TextEncoder().encode(val).length;
+    if (bytes > SPAWN_ENV_LIMITS.valueBytes) {
+      bad(`env variable ${k} is longer than ${SPAWN_ENV_LIMITS.valueBytes} bytes.`);
+    }
+    total += bytes;
+    out[k] = val;
+  }
+  if (total > SPAWN_ENV_LIMITS.totalBytes) {
+    bad(`env holds more than ${SPAWN_ENV_LIMITS.totalBytes} bytes in all.`);
+  }
+  return out;
 }
 
 /** The longest instructions a spawn carries for a harness. */
 export const MAX_PROMPT_CHARS = 16_384;
 
 const KEYS = [
+  "env",
   "prompt",
   "model",
   "agent",
@@ -250,7 +309,9 @@ export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnReques
   if (model !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._:\/-]*$/.test(model)) {
     bad("model must be a model name of letters, digits and . _ : / -, like claude-sonnet-4-5.");
   }
+  const env = parseEnv(args.env);
   return {
+    ...(env && Object.keys(env).length ? { env } : {}),
     ...(prompt !== undefined ? { prompt: prompt as string } : {}),
     ...(model !== undefined ? { model } : {}),
     agent,

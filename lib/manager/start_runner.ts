@@ -62,6 +62,11 @@ export interface RunnerOptions {
    * `agentEnvPassThrough`). Default: those names copied from the supervisor's environment.
    */
   readonly env?: Readonly<Record<string, string>>;
+  /**
+   * Variables for this agent alone (its spawn request's `env`, names checked there): added to
+   * the allowlist's, under the sandbox's own (HOME, COTAL_LAUNCH, ...), which always win.
+   */
+  readonly extraEnv?: Readonly<Record<string, string>>;
   /** Detach from the controlling terminal (default: only outside a pty). */
   readonly newSession?: boolean;
   /** The terminal type a pty agent sees (default `xterm-256color`). */
@@ -135,7 +140,7 @@ function agentEnv(opts: RunnerOptions, inside: Record<string, string>): Record<s
       if (v !== undefined) env[k] = v;
     }
   }
-  return { ...env, ...inside };
+  return { ...env, ...opts.extraEnv, ...inside };
 }
 
 /**

@@ -88,3 +88,39 @@ Deno.test("spawn request - sandbox fields are checked: paths, network, limits", 
   }]);
   assert.equal(parseSpawnRequest(base).net, "relay");
 });
+
+Deno.test("spawn request - env: names of capitals, nothing the sandbox sets or that changes how programs load, bounded", () => {
+  const ok = parseSpawnRequest({ ...base, env: { ANTHROPIC_API_KEY: "sk-1", GEMINI_API_KEY: "" } });
+  assert.deepEqual(ok.env, { ANTHROPIC_API_KEY: "sk-1", GEMINI_API_KEY: "" });
+  assert.equal(parseSpawnRequest({ ...base, env: {} }).env, undefined);
+  for (
+    const [env, why] of [
+      [{ PATH: "/tmp" }, /PATH is set by the sandbox or changes how programs load/],
+      [{ LD_PRELOAD: "/x.so" }, /LD_PRELOAD is set by the sandbox/],
+      [{ DENO_V8_FLAGS: "--x" }, /DENO_V8_FLAGS is set by the sandbox/],
+      [{ COTAL_LAUNCH: "/x" }, /COTAL_LAUNCH is set by the sandbox/],
+      [{ NODE_OPTIONS: "--require x" }, /NODE_OPTIONS is set by the sandbox/],
+      [{ HOME: "/" }, /HOME is set by the sandbox/],
+      [{ "lower": "x" }, /"lower" is not a name of capitals/],
+      [{ "A B": "x" }, /is not a name of capitals/],
+      [{ KEY: 1 }, /KEY must be text without NUL/],
+      [{ KEY: "a\0b" }, /KEY must be text without NUL/],
+      [{ KEY: "x".repeat(16_385) }, /KEY is longer than 16384 bytes/],
+      [
+        Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`K${i}`, "v"])),
+        /at most 16 variables/,
+      ],
+      [["KEY"], /env must be an object/],
+      [
+        Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`K${i}`, "v".repeat(15_000)])),
+        /env holds more than 65536 bytes in all/,
+      ],
+    ] as const
+  ) {
+    assert.throws(
+      () => parseSpawnRequest({ ...base, env }),
+      (e) => isCotalError(e, "spawn_bad_args") && why.test((e as Error).message),
+      JSON.stringify(env).slice(0, 60),
+    );
+  }
+});

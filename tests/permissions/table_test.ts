@@ -46,6 +46,12 @@ for (const root of ["/srv/one/.cotal", "/var/lib/cotal"]) {
         }
         assert.ok(!flags.includes("--allow-all") && !flags.includes("-A"), `${exe} has -A`);
         assert.equal(flags.includes("--allow-ffi"), exe === "cotal-supervise", `${exe} ffi`);
+        // Only the operator's CLI reads any variable (the one `cotal spawn --env NAME` names).
+        assert.equal(
+          flags.includes("--allow-env"),
+          exe === "cotal",
+          `${exe} and a bare --allow-env`,
+        );
         assert.ok(flags.includes("--no-prompt"));
         // Every read grant stays inside the layout (the runner's: inside its sandbox).
         for (const p of flagValues(flags, "--allow-read")) {

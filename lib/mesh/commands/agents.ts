@@ -19,6 +19,22 @@ import { mintForRoot } from "../ops.ts";
 import { runningBroker } from "../space.ts";
 import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
 
+/** `--env NAME`s with their values from this shell; an unset one is refused, named. */
+function envFrom(names: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of names) {
+    const value = Deno.env.get(name);
+    if (value === undefined) {
+      throw new CotalError(
+        "usage",
+        `--env ${name}: ${name} is not set in this shell; export it first (the agent gets this shell's value).`,
+      );
+    }
+    out[name] = value;
+  }
+  return out;
+}
+
 /** Ctrl-]: leaves `cotal attach` (the agent keeps running). */
 export const DETACH_KEY = 0x1d;
 
@@ -172,6 +188,13 @@ export const spawnCommand = defineCommand({
       value: "name=value",
       description: `a resource limit (${LIMIT_NAMES.join(", ")}), e.g. memory=2G`,
     },
+    env: {
+      type: "string",
+      multiple: true,
+      value: "NAME",
+      description: "a variable of this shell the agent gets too (a harness's provider key, e.g. " +
+        "ANTHROPIC_API_KEY); kept with the agent in the supervisor's store, never in its launch file",
+    },
   },
   positionals: [{
     name: "persona | command",
@@ -219,6 +242,7 @@ export const spawnCommand = defineCommand({
       ...(values.limit?.length ? { limits: limitsFrom(values.limit) } : {}),
       ...(values.prompt !== undefined ? { prompt: values.prompt } : {}),
       ...(values.model !== undefined ? { model: values.model } : {}),
+      ...(values.env?.length ? { env: envFrom(values.env) } : {}),
     };
     await using ctl = await client(values);
     const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 });
