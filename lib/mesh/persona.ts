@@ -10,6 +10,7 @@
  * channels: [general, reviews]
  * model: claude-sonnet-4-5
  * description: reviews the diffs it is sent
+ * env: [ANTHROPIC_API_KEY]
  * ---
  * You review pull requests. Be brief.
  * ```
@@ -34,12 +35,14 @@ export interface Persona {
   readonly channels: readonly string[];
   readonly model?: string;
   readonly description?: string;
+  /** Variables of the operator's shell the agent gets (`cotal spawn --env` for each). */
+  readonly env: readonly string[];
   /** The instructions: the file's body. */
   readonly instructions: string;
 }
 
 /** The keys a persona's front matter may set. */
-export const PERSONA_KEYS = ["agent", "role", "channels", "model", "description"] as const;
+export const PERSONA_KEYS = ["agent", "role", "channels", "model", "description", "env"] as const;
 
 /** Where a root's personas live. */
 export function personaDir(root: string): string {
@@ -113,6 +116,15 @@ export function parsePersona(name: string, file: string, text: string): Persona 
   if (!Array.isArray(channels)) {
     refuse(file, lineOf("channels"), "channels", "must be a list, like [general, reviews]");
   }
+  const env = fields.env ?? [];
+  if (!Array.isArray(env) || env.some((n) => !/^[A-Z][A-Z0-9_]{0,63}$/.test(n))) {
+    refuse(
+      file,
+      lineOf("env"),
+      "env",
+      "must be a list of variable names, like [ANTHROPIC_API_KEY]",
+    );
+  }
   const instructions = lines.slice(end + 1).join("\n").trim();
   const role = str("role");
   const model = str("model");
@@ -125,6 +137,7 @@ export function parsePersona(name: string, file: string, text: string): Persona 
     channels,
     ...(model !== undefined ? { model } : {}),
     ...(description !== undefined ? { description } : {}),
+    env,
     instructions,
   };
 }

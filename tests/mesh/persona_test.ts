@@ -1,7 +1,7 @@
 /**
  * Personas: `<root>/personas/<name>.md` parsed strictly (every refusal names the file, the line
  * and the field), listed and shown by `cotal persona`, and spawned by name: `cotal spawn
- * reviewer` launches a claude-code agent with the persona's role, channels, model and
+ * reviewer` launches a claude-code agent with the persona's role, channels, model, env and
  * instructions (judged by the stand-in harness inside the real sandbox).
  */
 import assert from "node:assert/strict";
@@ -30,6 +30,7 @@ role: reviewer
 channels: [general, "reviews"]
 model: claude-sonnet-4-5
 description: reviews the diffs it is sent
+env: [REVIEWER_API_KEY]
 ---
 You review pull requests.
 Be brief.
@@ -38,13 +39,14 @@ Be brief.
 Deno.test("persona - the front matter is parsed strictly, every refusal naming file, line and field", () => {
   const p = parsePersona("reviewer", "/r/personas/reviewer.md", REVIEWER);
   assert.deepEqual(
-    [p.agent, p.role, p.channels, p.model, p.description, p.instructions],
+    [p.agent, p.role, p.channels, p.model, p.description, p.env, p.instructions],
     [
       "claude-code",
       "reviewer",
       ["general", "reviews"],
       "claude-sonnet-4-5",
       "reviews the diffs it is sent",
+      ["REVIEWER_API_KEY"],
       "You review pull requests.\nBe brief.",
     ],
   );
@@ -59,6 +61,8 @@ Deno.test("persona - the front matter is parsed strictly, every refusal naming f
       ["---\nagent: x\nchannels: general\n---\n", /f\.md:3: channels: must be a list/],
       ["---\nagent: x\n  - nested\n---\n", /f\.md:3: front matter: each line must be 'key: value'/],
       ['---\nagent: "x\n---\n', /f\.md:2: agent: a quoted value must end with its quote/],
+      ["---\nagent: x\nenv: [lower]\n---\n", /f\.md:3: env: must be a list of variable names/],
+      ["---\nagent: x\nenv: KEY\n---\n", /f\.md:3: env: must be a list of variable names/],
     ] as const
   ) {
     assert.throws(
@@ -88,6 +92,8 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     const show = await cotal(["persona", "show", "reviewer", "--root", root]);
     assert.match(show.stdout, /channels: general, reviews\nmodel: claude-sonnet-4-5\n\nYou review/);
 
+    // The persona's env names a variable of this shell: the agent gets it.
+    Deno.env.set("REVIEWER_API_KEY", "persona-key");
     const spawned = await cotal([
       "spawn",
       "reviewer",
@@ -115,6 +121,7 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
       record,
     ]);
     assert.ok(rec.tools.includes("wait"));
+    assert.ok(rec.env.includes("REVIEWER_API_KEY"), rec.env.join(" "));
     const ps = JSON.parse((await cotal(["ps", "--root", root, "--json"])).stdout);
     const row = ps.agents.find((a: { name: string }) => a.name === "reviewer_1");
     assert.equal(row?.agent, "claude-code");
@@ -129,6 +136,7 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /personas\/bad\.md:3: front matter: each line must be 'key: value'/);
   } finally {
+    Deno.env.delete("REVIEWER_API_KEY");
     await cotal(["down", "--root", root]);
     await removeTempDir(root.replace(/\/\.cotal$/, ""));
     await removeTempDir(work);

@@ -242,7 +242,9 @@ export const spawnCommand = defineCommand({
       ...(values.limit?.length ? { limits: limitsFrom(values.limit) } : {}),
       ...(values.prompt !== undefined ? { prompt: values.prompt } : {}),
       ...(values.model !== undefined ? { model: values.model } : {}),
-      ...(values.env?.length ? { env: envFrom(values.env) } : {}),
+      ...(values.env?.length || persona?.env.length
+        ? { env: envFrom([...(persona?.env ?? []), ...(values.env ?? [])]) }
+        : {}),
     };
     await using ctl = await client(values);
     const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 });
@@ -409,6 +411,7 @@ export const personaShowCommand = defineCommand({
         safeText(`role: ${v.role ?? "-"}`),
         safeText(`channels: ${v.channels.join(", ") || "-"}`),
         safeText(`model: ${v.model ?? "-"}`),
+        safeText(`env: ${v.env.join(", ") || "-"}`),
         "",
         safeText(v.instructions || "(no instructions)", { lines: true }),
       ].join("\n"));
