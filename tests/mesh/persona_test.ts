@@ -90,7 +90,10 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     assert.equal(list.code, 0, list.stderr);
     assert.match(list.stdout, /^reviewer +claude-code +reviewer +reviews the diffs it is sent$/m);
     const show = await cotal(["persona", "show", "reviewer", "--root", root]);
-    assert.match(show.stdout, /channels: general, reviews\nmodel: claude-sonnet-4-5\n\nYou review/);
+    assert.match(
+      show.stdout,
+      /channels: general, reviews\nmodel: claude-sonnet-4-5\nenv: REVIEWER_API_KEY\n\nYou review/,
+    );
 
     // The persona's env names a variable of this shell: the agent gets it.
     Deno.env.set("REVIEWER_API_KEY", "persona-key");
