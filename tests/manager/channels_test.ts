@@ -17,6 +17,7 @@ import {
   forwardToRelay,
   MAX_RELAY_CONNECTIONS,
   RELAY_CONNECT_RATE,
+  RELAY_REWRITE_RATE,
 } from "../../lib/manager/sandbox/relay.ts";
 import { tempDir, waitFor } from "../_harness/broker.ts";
 
@@ -95,6 +96,31 @@ Deno.test("channels - an agent opening and closing relay connections in a loop i
     await waitFor(() => relay.connectsHeld > 0, { what: "the connection rate to hold one back" });
     await waitFor(() => relay.connections === 0, { what: "the churned connections to end" });
   } finally {
+    await relay.close();
+    broker.close();
+  }
+});
+
+Deno.test("channels - lines the guard must re-write are held to their own rate, far within the byte budget (red team 15)", async () => {
+  const dir = await tempDir("cotal-relay-rewrite-");
+  const broker = echoServer();
+  const relay = await BrokerRelay.listen(
+    `${dir}/0.broker`,
+    [`nats://127.0.0.1:${broker.port}`],
+    GUARD,
+  );
+  const c = await Deno.connect({ transport: "unix", path: relay.path });
+  try {
+    assert.equal(await readSome(c), "INFO {}\r\n");
+    await c.write(new TextEncoder().encode('CONNECT {"verbose":false}\r\n'));
+    // Bare-LF PINGs: five bytes each, a re-written line each; 2 x the burst is ~200 KB, well
+    // inside the 32 MiB byte burst, so only the re-write rate can hold it back.
+    const flood = new TextEncoder().encode("PING\n".repeat(RELAY_REWRITE_RATE.burst));
+    await c.write(flood);
+    await c.write(flood);
+    await waitFor(() => relay.throttled > 0, { what: "the re-write rate to hold the agent back" });
+  } finally {
+    c.close();
     await relay.close();
     broker.close();
   }

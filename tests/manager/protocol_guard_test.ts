@@ -369,3 +369,17 @@ Deno.test("protocol guard - a CONNECT field in another case is refused: the brok
   );
   assert.equal(ok.refused, undefined);
 });
+
+Deno.test("protocol guard - one CONNECT per connection: a second is refused before it is parsed or signed (red team 15)", () => {
+  const g = new ProtocolGuard({ inboxPrefix: INBOX });
+  const first = g.push(enc.encode('CONNECT {"verbose":false}\r\nPING\r\n'));
+  assert.equal(first.refused, undefined);
+  const again = g.push(enc.encode('CONNECT {"verbose":false}\r\n'));
+  assert.equal(again.refused, "a connection sends one CONNECT");
+});
+
+Deno.test("protocol guard - it counts the lines it re-writes, which canonical lines are not", () => {
+  const g = new ProtocolGuard({ inboxPrefix: INBOX });
+  assert.equal(g.push(enc.encode("PING\r\nPONG\r\n")).rewritten, 0);
+  assert.equal(g.push(enc.encode("PING\nPING\nping\r\n")).rewritten, 3);
+});

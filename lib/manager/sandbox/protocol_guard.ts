@@ -63,6 +63,8 @@ export interface GuardStep {
   readonly out: Uint8Array[];
   /** Message bytes in `out` published on a stored plane ({@linkcode GuardPolicy.storedPrefixes}). */
   readonly stored?: number;
+  /** Lines the guard re-wrote (not passed as they came): each costs it a parse and a copy. */
+  readonly rewritten?: number;
   readonly refused?: string;
 }
 
@@ -105,6 +107,7 @@ export class ProtocolGuard {
   #refused?: string;
   /** The nonce of the broker's INFO on this connection (what a CONNECT must sign). */
   #nonce?: string;
+  #connected = false;
 
   constructor(policy: GuardPolicy) {
     this.#policy = policy;
@@ -168,7 +171,9 @@ export class ProtocolGuard {
       runStart = a;
       runEnd = b;
     };
+    let rewrites = 0;
     const rewritten = (text: string) => {
+      rewrites++;
       if (runStart >= 0) out.push(buf.subarray(runStart, runEnd));
       runStart = -1;
       out.push(enc.encode(`${text}\r\n`));
@@ -233,14 +238,14 @@ export class ProtocolGuard {
       this.#refused = err.message;
       // What came before the refused operation still goes on, in order; nothing of it.
       if (runStart >= 0) out.push(buf.subarray(runStart, runEnd));
-      return { out, stored, refused: err.message };
+      return { out, stored, rewritten: rewrites, refused: err.message };
     }
     if (runStart >= 0) out.push(buf.subarray(runStart, runEnd));
     if (pos < buf.length) {
       this.#rest = [buf.slice(pos)];
       this.#restBytes = buf.length - pos;
     }
-    return { out, stored };
+    return { out, stored, rewritten: rewrites };
   }
 
   /**
@@ -314,6 +319,9 @@ export class ProtocolGuard {
    * is kept, every other proof field dropped, and the broker's nonce signed with that seed.
    */
   #connect(text: string): string {
+    // A client sends one CONNECT; more would each cost a parse and, proving, a signature.
+    if (this.#connected) refuse("a connection sends one CONNECT");
+    this.#connected = true;
     const v = connectObject(text);
     const prove = this.#policy.proveKey;
     if (!prove) return JSON.stringify(v);

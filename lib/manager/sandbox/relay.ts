@@ -41,6 +41,13 @@ export const RELAY_CONNECT_RATE = Object.freeze({ perSecond: 20, burst: 40 });
  * as is, so a stream of them is throttled sooner.
  */
 export const RELAY_PIECE_COST = 64;
+/**
+ * Lines one agent may have the guard re-write: a steady rate past a burst, far below what its
+ * byte budget alone allows (a bare `PING\n` is five bytes but a parse, a copy and a write), so a
+ * stream of them holds the agent back within its first chunks (red team 15: 8 connections of
+ * bare-LF PINGs slowed other agents 100x for the 16 s the byte burst lasted).
+ */
+export const RELAY_REWRITE_RATE = Object.freeze({ perSecond: 2_000, burst: 20_000 });
 
 function hostPort(url: string): { hostname: string; port: number } {
   const hp = url.replace(/^[a-z]+:\/\//, "").replace(/\/.*$/, "");
@@ -94,6 +101,7 @@ export async function guardedSplice(
   guard: ProtocolGuard,
   budget?: ByteBudget,
   stored?: ByteBudget,
+  rewrites?: ByteBudget,
 ): Promise<void> {
   // One writer per side: the broker's bytes and a refusal reach the agent in order. Writes are
   // queued behind the writer's backpressure, so reading the next chunk overlaps the last write.
@@ -126,13 +134,16 @@ export async function guardedSplice(
     // Each chunk of the stream is a fresh buffer: the guard's views stay valid while queued.
     for await (const chunk of agent.readable) {
       const step = guard.push(chunk);
-      for (const piece of step.out) {
+      // Many pieces (re-written lines) go on as one write, not one await each.
+      const pieces = step.out.length > 8 ? [concat(step.out)] : step.out;
+      for (const piece of pieces) {
         await toBroker.ready;
         toBroker.write(piece).catch(() => {});
       }
       // Over its budget, the agent waits: the next read (and so its sender) is held back.
       const wait = Math.max(
         budget?.take(chunk.length + RELAY_PIECE_COST * step.out.length) ?? 0,
+        step.rewritten && rewrites ? rewrites.take(step.rewritten) : 0,
         step.stored && stored ? stored.take(step.stored) : 0,
       );
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
@@ -170,6 +181,10 @@ export class BrokerRelay {
   readonly #stored: ByteBudget;
   readonly #open = new Set<Promise<void>>();
   readonly #conns = new Set<Deno.Conn>();
+  readonly #rewrites = new ByteBudget({
+    rate: RELAY_REWRITE_RATE.perSecond,
+    burst: RELAY_REWRITE_RATE.burst,
+  });
   readonly #connects = new ByteBudget({
     rate: RELAY_CONNECT_RATE.perSecond,
     burst: RELAY_CONNECT_RATE.burst,
@@ -242,6 +257,7 @@ export class BrokerRelay {
             new ProtocolGuard(this.#policy),
             this.#budget,
             this.#stored,
+            this.#rewrites,
           );
           this.#conns.delete(up);
         })().catch(() => {}).finally(() => this.#conns.delete(conn));
@@ -255,7 +271,7 @@ export class BrokerRelay {
 
   /** Times this agent's byte budget held it back. */
   get throttled(): number {
-    return this.#budget.held + this.#stored.held;
+    return this.#budget.held + this.#stored.held + this.#rewrites.held;
   }
 
   /** Times the agent's connection rate held its next connection back. */
@@ -308,4 +324,14 @@ export function forwardToRelay(socketPath: string, port = RELAY_PORT): () => voi
       // Already closed.
     }
   };
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
