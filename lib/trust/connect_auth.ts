@@ -34,13 +34,15 @@ function parse(text: string): { jwt: string; seed: string } {
   return { jwt, seed };
 }
 
-function jwtSubject(jwt: string): string | undefined {
+/** The `sub` of a JWT, unverified (the broker verifies it), or undefined when it has none. */
+export function jwtSubject(jwt: string): string | undefined {
   try {
     const bin = atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"));
     // A plain loop: Uint8Array.from(str, fn) costs ~1.5 ms on a 24 KB agent JWT.
     const bytes = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    return JSON.parse(DECODER.decode(bytes)).sub;
+    const sub = JSON.parse(DECODER.decode(bytes)).sub;
+    return typeof sub === "string" ? sub : undefined;
   } catch {
     return undefined;
   }

@@ -24,31 +24,11 @@ import { connectBroker } from "../../lib/wire/connect.ts";
 import { newLifecycleUid } from "../../lib/wire/names.ts";
 import { spaceKeyHex } from "../../lib/workspace/keys.ts";
 import { tempDir } from "../_harness/broker.ts";
-import {
-  type DaemonProcess,
-  type DeliverySpace,
-  startDeliverySpace,
-  startExecutable,
-} from "../delivery/_helpers.ts";
+import { type DeliverySpace, startDeliverySpace } from "../delivery/_helpers.ts";
+import { refusedWith, startSigner } from "./_signer.ts";
 
 const SUPERVISOR = { owner: "local", actor: "manager_rt" };
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
-
-function startSigner(s: DeliverySpace): DaemonProcess {
-  const port = new URL(s.url).port;
-  return startExecutable("cotal-signer", {
-    root: s.root,
-    broker: [`127.0.0.1:${port}`],
-    spaceKey: `space.${spaceKeyHex(s.space)}`,
-  }, ["--space", s.space, "--server", s.url, "--root", s.root]);
-}
-
-async function refusedWith(p: Promise<unknown>, code: string): Promise<void> {
-  await assert.rejects(p, (e) => {
-    assert.ok(isCotalError(e, code), `expected ${code}, got ${String(e)}`);
-    return true;
-  });
-}
 
 /** A request of `bytes` bytes on the supervisor's rail, proven with `creds` or not at all. */
 async function sized(

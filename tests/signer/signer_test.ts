@@ -23,25 +23,11 @@ import { signRail, spaceNames } from "../../lib/trust/grant_names.ts";
 import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
 import { connectBroker } from "../../lib/wire/connect.ts";
 import { newLifecycleUid } from "../../lib/wire/names.ts";
-import { spaceKeyHex } from "../../lib/workspace/keys.ts";
 import { waitFor } from "../_harness/broker.ts";
-import {
-  type DaemonProcess,
-  type DeliverySpace,
-  startDeliverySpace,
-  startExecutable,
-} from "../delivery/_helpers.ts";
+import { type DeliverySpace, startDeliverySpace } from "../delivery/_helpers.ts";
+import { refusedWith, startSigner } from "./_signer.ts";
 
 const SUPERVISOR = { owner: "local", actor: "manager_test" };
-
-function startSigner(s: DeliverySpace): DaemonProcess {
-  const port = new URL(s.url).port;
-  return startExecutable("cotal-signer", {
-    root: s.root,
-    broker: [`127.0.0.1:${port}`],
-    spaceKey: `space.${spaceKeyHex(s.space)}`,
-  }, ["--space", s.space, "--server", s.url, "--root", s.root]);
-}
 
 async function supervisorOf(s: DeliverySpace, principal = SUPERVISOR) {
   const identity = newIdentity();
@@ -49,14 +35,6 @@ async function supervisorOf(s: DeliverySpace, principal = SUPERVISOR) {
   const nc = await connectBroker({ servers: s.url, creds });
   const signer = remoteSigner({ nc, space: s.space, principal, creds: () => creds });
   return { identity, creds, nc, signer };
-}
-
-async function refusedWith(p: Promise<unknown>, code: string, text?: RegExp): Promise<void> {
-  await assert.rejects(p, (e) => {
-    assert.ok(isCotalError(e, code), `expected ${code}, got ${String(e)}`);
-    if (text) assert.match((e as Error).message, text);
-    return true;
-  });
 }
 
 Deno.test("signer - a supervisor's agent creds come from cotal-signer under its row, and work on the broker", async () => {

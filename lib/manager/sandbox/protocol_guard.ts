@@ -24,6 +24,8 @@
  * @module
  */
 
+import { jwtSubject } from "../../trust/connect_auth.ts";
+
 /** Longest control line (a CONNECT carries the agent's JWT): the broker's `max_control_line`. */
 export const GUARD_MAX_LINE = 65_536;
 /** Largest message: the broker's default `max_payload` (1 MiB). */
@@ -458,21 +460,8 @@ function connectObject(text: string): Record<string, unknown> {
   return plainKeys(v, "CONNECT");
 }
 
-/** The `sub` of a JWT, unverified (the broker verifies it), or undefined. */
-function jwtSubject(jwt: string): string | undefined {
-  try {
-    const part = jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
-    const bin = atob(part);
-    const bytes = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    const sub = JSON.parse(dec.decode(bytes)).sub;
-    return typeof sub === "string" ? sub : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function concatAll(parts: Uint8Array[]): Uint8Array {
+/** The bytes of `parts`, joined in one buffer. */
+export function concatAll(parts: readonly Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) {

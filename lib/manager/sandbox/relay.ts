@@ -14,7 +14,7 @@ import {
   AGENT_STORED_BYTES_PER_SECOND,
   ByteBudget,
 } from "./byte_budget.ts";
-import { GUARD_MAX_LINE, type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
+import { concatAll, GUARD_MAX_LINE, type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
 
 /** The loopback port the runner forwards inside the agent's namespace. */
 export const RELAY_PORT = 4222;
@@ -135,7 +135,7 @@ export async function guardedSplice(
     for await (const chunk of agent.readable) {
       const step = guard.push(chunk);
       // Many pieces (re-written lines) go on as one write, not one await each.
-      const pieces = step.out.length > 8 ? [concat(step.out)] : step.out;
+      const pieces = step.out.length > 8 ? [concatAll(step.out)] : step.out;
       for (const piece of pieces) {
         await toBroker.ready;
         toBroker.write(piece).catch(() => {});
@@ -324,14 +324,4 @@ export function forwardToRelay(socketPath: string, port = RELAY_PORT): () => voi
       // Already closed.
     }
   };
-}
-
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }
