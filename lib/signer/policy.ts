@@ -49,6 +49,9 @@ export const SIGNER_RESERVED_ACTORS: readonly string[] = Object.freeze([
   "auth",
   "system",
   "signer",
+  // The control caller `cotal up` and `cotal status` mint to ask the supervisor its status: an
+  // agent under this name could read those answers.
+  "status",
 ]);
 
 /** A token bucket per caller key. */

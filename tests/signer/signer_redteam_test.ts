@@ -66,7 +66,7 @@ Deno.test("signer - red team 13: reserved names in any case and as a deprovision
   const signer = remoteSigner({ nc, space: s.space, principal: SUPERVISOR, creds: () => creds });
   try {
     await daemon.waitForLine(/cotal-signer up for space/);
-    for (const actor of ["Manager", "SIGNER", "Delivery", "Operator_x"]) {
+    for (const actor of ["Manager", "SIGNER", "Delivery", "Operator_x", "Status"]) {
       await refusedWith(
         mintWith(signer, newIdentity(), "agent", {
           principal: { owner: "local", actor },
