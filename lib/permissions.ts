@@ -130,7 +130,11 @@ export const AGENT_SLOTS = 64;
  * channel) or `<dir>/<slot>.broker` (its broker relay). Slots keep the names fixed, so the
  * supervisor's row can grant exactly these (Deno scopes unix sockets by exact path).
  */
-export function agentSocketPath(dir: string, slot: number, kind: "control" | "broker"): string {
+export function agentSocketPath(
+  dir: string,
+  slot: number,
+  kind: "control" | "broker" | "spawn",
+): string {
   return `${dir}/${slot}.${kind}`;
 }
 
@@ -296,10 +300,10 @@ export function permissionsFor(
       // By absolute path: deno (the runner, deno-only) and bwrap. Signals go through libc
       // (FFI): Deno.kill needs an unscoped --allow-run.
       p.run = [...(layout.supervisorPrograms ?? [])];
-      // Each agent's control channel and broker relay: exact paths, one pair per slot.
+      // Each agent's control channel, broker relay and spawn channel: exact paths per slot.
       if (layout.agentSocketDir) {
         for (let slot = 0; slot < AGENT_SLOTS; slot++) {
-          for (const kind of ["control", "broker"] as const) {
+          for (const kind of ["control", "broker", "spawn"] as const) {
             p.net.push(`unix:${agentSocketPath(layout.agentSocketDir, slot, kind)}`);
           }
         }

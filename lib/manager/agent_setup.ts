@@ -20,9 +20,18 @@ import {
   writeAgentLaunch,
 } from "./lifecycle.ts";
 import type { ManagedAgent } from "./managed_agent.ts";
-import { AgentSandbox, MAX_SOCKET_PATH } from "./sandbox/agent_sandbox.ts";
+import {
+  AgentSandbox,
+  type AgentSandboxOptions,
+  MAX_SOCKET_PATH,
+} from "./sandbox/agent_sandbox.ts";
 import { type AgentIdPool, type AgentIds, ownIds } from "./sandbox/ids.ts";
-import { BROKER_SOCKET_INSIDE, CONTROL_SOCKET_INSIDE, HOME_INSIDE } from "./sandbox/plan.ts";
+import {
+  BROKER_SOCKET_INSIDE,
+  CONTROL_SOCKET_INSIDE,
+  HOME_INSIDE,
+  SPAWN_SOCKET_INSIDE,
+} from "./sandbox/plan.ts";
 import { RELAY_PORT } from "./sandbox/relay.ts";
 import { type CgroupHost, cgroupName, removeAgentCgroup } from "./sandbox/cgroup.ts";
 import { readNoFollow, unmount } from "./sandbox/libc.ts";
@@ -42,6 +51,8 @@ export interface PrepareOptions {
   readonly subscribe?: readonly string[];
   readonly ttlSeconds?: number;
   readonly description?: string;
+  /** The personas it may spawn and who serves its requests (delegated_spawn.ts). */
+  readonly spawn?: AgentSandboxOptions["spawn"];
 }
 
 /**
@@ -165,6 +176,14 @@ export function launchPlace(agent: ManagedAgent, servers: readonly string[]): {
       ...(relay ? { relay: BROKER_SOCKET_INSIDE } : {}),
       home: bwrap ? HOME_INSIDE : `${p.agentDir}/home`,
       ...(p.workdir ? { workdir: p.workdir } : {}),
+      ...(sb.spawnSocket && sb.opts.spawn
+        ? {
+          spawn: {
+            socket: bwrap ? SPAWN_SOCKET_INSIDE : sb.spawnSocket,
+            personas: [...sb.opts.spawn.personas],
+          },
+        }
+        : {}),
     },
     ...(sb.opts.switchUser ? { owner: { uid: sb.opts.ids.uid, gid: sb.opts.ids.gid } } : {}),
   };
@@ -200,6 +219,7 @@ export function runnerSandbox(agent: ManagedAgent): RunnerSandbox {
   return {
     controlSocket: sb.controlSocket,
     ...(sb.brokerSocket ? { brokerSocket: sb.brokerSocket } : {}),
+    ...(sb.spawnSocket ? { spawnSocket: sb.spawnSocket } : {}),
     net: p.net,
     uid: sb.opts.ids.uid,
     gid: sb.opts.ids.gid,
@@ -252,6 +272,7 @@ export async function prepareAgent(
       // Behind the relay the agent's seed stays here: the relay proves its key at connect.
       ...(relayed(p) ? { proveKey: nonceProver(p.identity.seed) } : {}),
       seccomp: bwrap,
+      ...(opts.spawn ? { spawn: opts.spawn } : {}),
     });
   } catch (err) {
     ids.release();

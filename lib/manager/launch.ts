@@ -76,6 +76,8 @@ export interface LaunchSandbox {
   readonly relay?: string;
   /** The agent's own home. */
   readonly home: string;
+  /** Its spawn channel and the personas it may spawn there (lib/manager/delegated_spawn.ts). */
+  readonly spawn?: { readonly socket: string; readonly personas: readonly string[] };
   /** The operator-declared working directory (the agent's cwd when set). */
   readonly workdir?: string;
 }
@@ -232,14 +234,29 @@ function absPath(o: Record<string, unknown>, key: string, field: string): string
 
 function parseSandbox(v: unknown): LaunchSandbox | undefined {
   if (v === undefined) return undefined;
-  if (!isRecord(v)) throw bad("sandbox", "an object { control, relay?, home, workdir? }");
-  only(v, ["control", "relay", "home", "workdir"], "sandbox");
+  if (!isRecord(v)) throw bad("sandbox", "an object { control, relay?, home, workdir?, spawn? }");
+  only(v, ["control", "relay", "home", "workdir", "spawn"], "sandbox");
   return compact({
     control: absPath(v, "control", "sandbox.control"),
     relay: v.relay === undefined ? undefined : absPath(v, "relay", "sandbox.relay"),
     home: absPath(v, "home", "sandbox.home"),
     workdir: v.workdir === undefined ? undefined : absPath(v, "workdir", "sandbox.workdir"),
+    spawn: v.spawn === undefined ? undefined : parseSpawnPlace(v.spawn),
   });
+}
+
+function parseSpawnPlace(v: unknown): { socket: string; personas: string[] } {
+  const want = "an object { socket, personas: [1-8 persona names] }";
+  if (!isRecord(v)) throw bad("sandbox.spawn", want);
+  only(v, ["socket", "personas"], "sandbox.spawn");
+  const personas = v.personas;
+  if (
+    !Array.isArray(personas) || personas.length === 0 || personas.length > 8 ||
+    personas.some((p) => typeof p !== "string" || !/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(p))
+  ) {
+    throw bad("sandbox.spawn.personas", want);
+  }
+  return { socket: absPath(v, "socket", "sandbox.spawn.socket"), personas: [...personas] };
 }
 
 function parseAuth(v: unknown): AgentAuth {

@@ -54,7 +54,8 @@ import {
 } from "./manager_broker.ts";
 import { scheduleAgentRenewal } from "./agent_renewal.ts";
 import { HolderLock } from "../workspace/holder_lock.ts";
-import { assertProgram, parseSpawnRequest } from "./spawn_request.ts";
+import { assertProgram, parseSpawnRequest, type SpawnRequest } from "./spawn_request.ts";
+import { delegatedSpawnHandler, maxChildren } from "./delegated_spawn.ts";
 import { lifecycleTag } from "../wire/names.ts";
 import { startRunner } from "./start_runner.ts";
 import { serveControl } from "./control_serve.ts";
@@ -449,6 +450,7 @@ export class Manager {
         subscribe: req.subscribe,
         ttlSeconds: ttl,
         description: req.description,
+        ...(req.spawnable ? { spawn: this.#spawnRights(plan.name, req.spawnable) } : {}),
       });
       await this.#saveIndex();
       await this.#startRunner(agent);
@@ -468,6 +470,30 @@ export class Manager {
       await this.#saveIndex().catch(() => {});
       throw err;
     }
+  }
+
+  /** What `parent` may ask on its spawn channel: one of its personas, through `spawn()`. */
+  #spawnRights(parent: string, templates: NonNullable<SpawnRequest["spawnable"]>) {
+    const handler = delegatedSpawnHandler(parent, templates, maxChildren(this.#opts), {
+      spawn: (a) => this.spawn(a),
+      despawn: (n) => this.despawn(n),
+      children: (p) =>
+        this.#childrenOf(p).flatMap((n) => {
+          const a = this.#agents.get(n);
+          return a ? [a.row(this.#present(a.id, a.plan.lifecycleUid))] : [];
+        }),
+      log: this.#log,
+    });
+    return { personas: Object.keys(templates), handler };
+  }
+
+  /** The agents (running or kept) `parent` spawned. */
+  #childrenOf(parent: string): string[] {
+    const rows: { name: string; request?: Readonly<Record<string, unknown>> }[] = [
+      ...[...this.#agents.values()].map((a) => ({ name: a.plan.name, request: a.request })),
+      ...this.#kept.values(),
+    ];
+    return rows.filter((r) => r.request?.spawnedBy === parent).map((r) => r.name);
   }
 
   /** The lowest socket slot no other live agent holds (MAX_AGENTS bounds the agents). */
@@ -553,6 +579,8 @@ export class Manager {
     this.#ended.add(lifecycleTag(a.plan.lifecycleUid));
     await this.#saveIndex().catch(() => {});
     this.#log(`manager: despawned ${name}`);
+    // What it spawned ends with it.
+    for (const child of this.#childrenOf(name)) await this.despawn(child).catch(() => {});
     return { name, durablesRemoved: r.durablesRemoved };
   }
 

@@ -65,6 +65,11 @@ export interface ManagerOptions {
   readonly layout?: Partial<Omit<DeploymentLayout, "root" | "broker">>;
   /** Agent cred lifetime in seconds (default `DEFAULT_AGENT_CREDS_TTL_SECONDS`; at most the agent profile's maximum). */
   readonly agentCredsTtlSeconds?: number;
+  /**
+   * Agents one agent may run at once through its spawn channel (default
+   * `DEFAULT_MAX_CHILDREN`, at most `MAX_CHILDREN_CAP`; nothing an agent sends changes it).
+   */
+  readonly maxChildrenPerAgent?: number;
   /** This space's limits for its agents, over the frozen defaults and within their bounds. */
   readonly agentLimits?: Partial<AgentLimits>;
   /** The uids a root supervisor gives its agents (default `DEFAULT_AGENT_IDS`). */

@@ -40,6 +40,8 @@ export const RESERVED_AGENT_NAMES: readonly string[] = Object.freeze([
   "observer",
   "cotal",
   "root",
+  "signer",
+  "status",
 ]);
 
 /** Whether `name` is reserved: one of the names above, or one of them and `_...`. */
@@ -100,6 +102,10 @@ export interface SpawnRequest {
    * agent's runner and its program, never written to the launch file or shown by `ps`.
    */
   readonly env?: Readonly<Record<string, string>>;
+  /** The personas this agent may spawn, each resolved into a spawn request (delegated_spawn.ts). */
+  readonly spawnable?: Readonly<Record<string, { readonly [key: string]: JsonValue }>>;
+  /** The agent that spawned this one (it may despawn it; it ends with it). */
+  readonly spawnedBy?: string;
 }
 
 /** The most variables one spawn passes, the longest value, and the most in all. */
@@ -180,7 +186,52 @@ const KEYS = [
   "expose",
   "net",
   "limits",
+  "spawnable",
+  "spawnedBy",
 ];
+
+/** The most personas one agent may be allowed to spawn. */
+export const MAX_SPAWNABLE = 8;
+const PERSONA_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+/**
+ * The spawn requests an agent may ask its supervisor for, by persona name (lib/manager/
+ * delegated_spawn.ts): each one a complete request, checked as one here, that runs in the
+ * default sandbox and may not spawn in turn.
+ */
+function parseSpawnable(v: unknown): Record<string, { [key: string]: JsonValue }> | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    bad("spawnable must be an object of persona name to spawn request.");
+  }
+  const entries = Object.entries(v as Record<string, unknown>);
+  if (entries.length === 0 || entries.length > MAX_SPAWNABLE) {
+    bad(`spawnable must list 1 to ${MAX_SPAWNABLE} personas.`);
+  }
+  const out: Record<string, { [key: string]: JsonValue }> = {};
+  for (const [persona, t] of entries) {
+    if (!PERSONA_RE.test(persona)) {
+      bad(`spawnable's ${JSON.stringify(persona.slice(0, 64))} is not a persona name.`);
+    }
+    if (typeof t !== "object" || t === null || Array.isArray(t)) {
+      bad(`spawnable.${persona} must be a spawn request.`);
+    }
+    const o = t as Record<string, unknown>;
+    for (const k of ["spawnable", "spawnedBy", "name"]) {
+      if (o[k] !== undefined) bad(`spawnable.${persona} may not set ${k}.`);
+    }
+    if (o.trusted === true || o.net === "host") {
+      bad(`spawnable.${persona} must run in the default sandbox (no trusted, no net host).`);
+    }
+    try {
+      parseSpawnRequest(o);
+    } catch (err) {
+      bad(`spawnable.${persona}: ${(err as Error).message}`);
+    }
+    out[persona] = o as { [key: string]: JsonValue };
+  }
+  return out;
+}
 
 function bad(message: string): never {
   throw new CotalError("spawn_bad_args", message);
@@ -310,7 +361,12 @@ export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnReques
     bad("model must be a model name of letters, digits and . _ : / -, like claude-sonnet-4-5.");
   }
   const env = parseEnv(args.env);
+  const spawnable = parseSpawnable(args.spawnable);
+  const spawnedBy = str(args.spawnedBy, "spawnedBy", 64);
+  if (spawnedBy !== undefined && !isPrincipalToken(spawnedBy)) bad("spawnedBy must name an agent.");
   return {
+    ...(spawnable ? { spawnable } : {}),
+    ...(spawnedBy ? { spawnedBy } : {}),
     ...(env && Object.keys(env).length ? { env } : {}),
     ...(prompt !== undefined ? { prompt: prompt as string } : {}),
     ...(model !== undefined ? { model } : {}),

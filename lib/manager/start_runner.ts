@@ -33,6 +33,7 @@ import { closeFd, signalProcess } from "./sandbox/libc.ts";
 export interface RunnerSandbox {
   readonly controlSocket: string;
   readonly brokerSocket?: string;
+  readonly spawnSocket?: string;
   readonly net: NetMode;
   readonly uid: number;
   readonly gid: number;
@@ -218,6 +219,7 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
     etcFiles: sb.etcFiles,
     controlSocket: sb.controlSocket,
     ...(sb.brokerSocket ? { brokerSocket: sb.brokerSocket } : {}),
+    ...(sb.spawnSocket ? { spawnSocket: sb.spawnSocket } : {}),
     net: sb.net,
     ...(sb.workdir ? { workdir: sb.workdir } : {}),
     expose,

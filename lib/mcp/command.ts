@@ -96,7 +96,11 @@ export const mcpCommand = defineCommand({
     },
   },
   async run({ values }) {
-    let joined: { endpoint: CotalEndpoint; id: string };
+    let joined: {
+      endpoint: CotalEndpoint;
+      id: string;
+      spawn?: { socket: string; personas: readonly string[] };
+    };
     if (values.creds) {
       joined = await fromCreds({ ...values, creds: values.creds });
     } else {
@@ -111,11 +115,17 @@ export const mcpCommand = defineCommand({
       joined = {
         endpoint: agentEndpoint(path, launch),
         id: `${launch.principal.owner}.${launch.principal.actor}`,
+        ...(launch.sandbox?.spawn ? { spawn: launch.sandbox.spawn } : {}),
       };
     }
-    const { endpoint, id } = joined;
+    const { endpoint, id, spawn } = joined;
     const inbox = await InboxJournal.open(values.inbox ?? defaultInboxDir(endpoint.space, id));
-    const served = await serveMcp({ endpoint, inbox, version: config.version });
+    const served = await serveMcp({
+      endpoint,
+      inbox,
+      version: config.version,
+      ...(spawn ? { spawn } : {}),
+    });
     for (const sig of ["SIGINT", "SIGTERM"] as const) {
       Deno.addSignalListener(sig, () => void served.stop());
     }

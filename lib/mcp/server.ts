@@ -22,6 +22,7 @@ import { listChannelResources, readChannelResource, ResourceSubscriptions } from
 import type { CotalEndpoint, CotalMessageEvent } from "../endpoint/mod.ts";
 import type { InboxJournal, InboxKind } from "./journal.ts";
 import { checkArguments, type MeshTool, meshTools, toolErrorText } from "./tools.ts";
+import { spawnTools } from "./spawn_tools.ts";
 
 /** Options of {@linkcode serveMcp}. */
 export interface ServeMcpOptions {
@@ -32,6 +33,8 @@ export interface ServeMcpOptions {
   readonly version: string;
   /** Where warnings go (default stderr). */
   readonly log?: (line: string) => void;
+  /** The agent's spawn channel and the personas it may spawn (its launch material's). */
+  readonly spawn?: { readonly socket: string; readonly personas: readonly string[] };
   /** The transport (default stdio). */
   readonly transport?: StdioServerTransport;
 }
@@ -106,7 +109,10 @@ export async function serveMcp(
   endpoint.addEventListener("warning", (ev) => log(`cotal mcp: ${ev.error.message}`));
   endpoint.addEventListener("error", (ev) => log(`cotal mcp: ${ev.error.message}`));
   await endpoint.start();
-  const tools = meshTools(endpoint, inbox);
+  const tools = [
+    ...meshTools(endpoint, inbox),
+    ...(opts.spawn ? spawnTools(opts.spawn) : []),
+  ];
   const server = new Server(
     { name: "cotal", version: opts.version },
     {

@@ -11,6 +11,7 @@
  * model: claude-sonnet-4-5
  * description: reviews the diffs it is sent
  * env: [ANTHROPIC_API_KEY]
+ * spawn: [tester]
  * ---
  * You review pull requests. Be brief.
  * ```
@@ -37,12 +38,25 @@ export interface Persona {
   readonly description?: string;
   /** Variables of the operator's shell the agent gets (`cotal spawn --env` for each). */
   readonly env: readonly string[];
+  /**
+   * Personas the agent may start itself (its `spawn` tool): resolved by `cotal spawn` from this
+   * root into the parent's request; a persona listed here may not list any in turn.
+   */
+  readonly spawn: readonly string[];
   /** The instructions: the file's body. */
   readonly instructions: string;
 }
 
 /** The keys a persona's front matter may set. */
-export const PERSONA_KEYS = ["agent", "role", "channels", "model", "description", "env"] as const;
+export const PERSONA_KEYS = [
+  "agent",
+  "role",
+  "channels",
+  "model",
+  "description",
+  "env",
+  "spawn",
+] as const;
 
 /** Where a root's personas live. */
 export function personaDir(root: string): string {
@@ -125,6 +139,15 @@ export function parsePersona(name: string, file: string, text: string): Persona 
       "must be a list of variable names, like [ANTHROPIC_API_KEY]",
     );
   }
+  const spawn = fields.spawn ?? [];
+  if (!Array.isArray(spawn) || spawn.length > 8 || spawn.some((n) => !NAME.test(n))) {
+    refuse(
+      file,
+      lineOf("spawn"),
+      "spawn",
+      "must be a list of at most 8 persona names, like [tester]",
+    );
+  }
   const instructions = lines.slice(end + 1).join("\n").trim();
   const role = str("role");
   const model = str("model");
@@ -138,6 +161,7 @@ export function parsePersona(name: string, file: string, text: string): Persona 
     ...(model !== undefined ? { model } : {}),
     ...(description !== undefined ? { description } : {}),
     env,
+    spawn,
     instructions,
   };
 }

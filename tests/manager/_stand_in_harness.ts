@@ -3,7 +3,8 @@
  * records its argv, environment and cwd, starts the MCP server its configuration names (Claude
  * Code's `--mcp-config`, OpenCode's inline config, Gemini CLI's settings) the way they do
  * (a default environment plus the server's own `env`), asks it `initialize` and `tools/list`
- * over stdio, and writes all of it as JSON to the path in its last argument.
+ * over stdio, makes the tool calls listed in `<record>.calls.json` if there is one, and writes
+ * all of it as JSON to the path in its last argument.
  */
 export const STAND_IN = `#!/usr/bin/node
 const fs = require("fs");
@@ -47,15 +48,28 @@ child.stdout.on("data", (d) => {
       send({ id: 2, method: "tools/list" });
     } else if (msg.id === 2) {
       rec.tools = msg.result.tools.map((t) => t.name);
-      save();
+      rec.schemas = Object.fromEntries(msg.result.tools.map((t) => [t.name, t.inputSchema]));
+      next();
+    } else if (msg.id >= 100) {
+      rec.calls.push({ name: calls[msg.id - 100].name, result: msg.result, error: msg.error });
+      next();
     }
   }
 });
+// Tool calls to make after tools/list, one after another, if the test left a list of them.
+let calls = [];
+try { calls = JSON.parse(fs.readFileSync(recordPath + ".calls.json", "utf8")); } catch {}
+rec.calls = [];
+function next() {
+  const i = rec.calls.length;
+  if (i >= calls.length) return save();
+  send({ id: 100 + i, method: "tools/call", params: { name: calls[i].name, arguments: calls[i].arguments || {} } });
+}
 send({
   id: 1,
   method: "initialize",
   params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "stand-in", version: "1" } },
 });
-setTimeout(() => { rec.error = "no tools/list answer: " + err.slice(-3000); save(); }, 60000);
+setTimeout(() => { rec.error = "no answer: " + err.slice(-3000); save(); }, 150000);
 setInterval(() => {}, 1000); // a harness stays up
 `;

@@ -14,9 +14,10 @@ import { STAND_IN } from "../manager/_stand_in_harness.ts";
 
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
 
-async function cotal(args: string[]) {
+async function cotal(args: string[], env?: Record<string, string>) {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", COTAL, ...args],
+    ...(env ? { env } : {}),
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -54,7 +55,12 @@ Deno.test("persona - the front matter is parsed strictly, every refusal naming f
     const [text, why] of [
       ["agent: x\n", /f\.md:1: front matter: the file must start with ---/],
       ["---\nagent: x\n", /f\.md:3: front matter: no closing --- line/],
-      ["---\nagent: x\nspawn: true\n---\n", /f\.md:3: spawn: not a persona field/],
+      ["---\nagent: x\nspawns: [a]\n---\n", /f\.md:3: spawns: not a persona field/],
+      ["---\nagent: x\nspawn: true\n---\n", /f\.md:3: spawn: must be a list of at most 8 persona/],
+      [
+        "---\nagent: x\nspawn: [../x]\n---\n",
+        /f\.md:3: spawn: must be a list of at most 8 persona/,
+      ],
       ["---\nrole: r\n---\n", /f\.md:1: agent: missing/],
       ["---\nagent: x\nagent: y\n---\n", /f\.md:3: agent: set twice/],
       ["---\nagent: x\nchannels: [a, b\n---\n", /f\.md:3: channels: a list must end with '\]'/],
@@ -92,7 +98,7 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     const show = await cotal(["persona", "show", "reviewer", "--root", root]);
     assert.match(
       show.stdout,
-      /channels: general, reviews\nmodel: claude-sonnet-4-5\nenv: REVIEWER_API_KEY\n\nYou review/,
+      /channels: general, reviews\nmodel: claude-sonnet-4-5\nenv: REVIEWER_API_KEY\nmay spawn: -\n\nYou review/,
     );
 
     // The persona's env names a variable of this shell: the agent gets it.
@@ -138,6 +144,49 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     const bad = await cotal(["spawn", "bad", "--root", root]);
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /personas\/bad\.md:3: front matter: each line must be 'key: value'/);
+
+    // A persona that may spawn another: cotal spawn resolves the child (its harness on this
+    // PATH, its variables from this shell) into the request, and its cotal mcp offers it.
+    await Deno.writeTextFile(
+      `${root}/personas/lead.md`,
+      "---\nagent: claude-code\nrole: lead\nspawn: [reviewer]\n---\nYou lead.\n",
+    );
+    const leadRecord = `${work}/lead.json`;
+    const path = `${work}:${Deno.env.get("PATH")}`;
+    const lead = await cotal(
+      ["spawn", "lead", "--root", root, "--workdir", work, "--", standIn, leadRecord],
+      { PATH: path },
+    );
+    assert.equal(lead.code, 0, lead.stderr);
+    await waitFor(() => jsonFileReady(leadRecord), { timeoutMs: 60_000, what: "lead's record" });
+    const leadRec = JSON.parse(await Deno.readTextFile(leadRecord));
+    assert.equal(leadRec.error, undefined, leadRec.error);
+    assert.deepEqual(leadRec.schemas.spawn.properties.persona.enum, ["reviewer"]);
+    assert.match(
+      (await cotal(["persona", "show", "lead", "--root", root])).stdout,
+      /may spawn: reviewer\n/,
+    );
+    // Refused before anything runs: a child that may spawn too; a child's harness not on PATH;
+    // a child's variable not set in this shell.
+    await Deno.writeTextFile(
+      `${root}/personas/chain.md`,
+      "---\nagent: claude-code\nspawn: [lead]\n---\n",
+    );
+    const chain = await cotal(["spawn", "chain", "--root", root, "--", standIn], { PATH: path });
+    assert.equal(chain.code, 1);
+    assert.match(
+      chain.stderr,
+      /chain\.md: spawn: lead may spawn agents of its own .*children may not/,
+    );
+    const noHarness = await cotal(["spawn", "lead", "--root", root, "--", standIn], {
+      PATH: "/usr/bin:/bin",
+    });
+    assert.equal(noHarness.code, 1);
+    assert.match(noHarness.stderr, /spawn: reviewer needs claude on this shell's PATH/);
+    Deno.env.delete("REVIEWER_API_KEY");
+    const noKey = await cotal(["spawn", "lead", "--root", root, "--", standIn], { PATH: path });
+    assert.equal(noKey.code, 2);
+    assert.match(noKey.stderr, /REVIEWER_API_KEY is not set in this shell/);
   } finally {
     Deno.env.delete("REVIEWER_API_KEY");
     await cotal(["down", "--root", root]);

@@ -104,16 +104,17 @@ Deno.test("permissions - the agent runner's row: its own dirs and sockets, store
   assert.ok(flagValues(withWork, "--allow-write").includes("/srv/project"));
 });
 
-Deno.test("permissions - the supervisor may make exactly its agents' sockets, one pair per slot", () => {
+Deno.test("permissions - the supervisor may make exactly its agents' sockets, three per slot", () => {
   const flags = denoRunFlags("cotal-supervise", {
     ...layout("/R"),
     agentSocketDir: "/R/run/sockets",
   });
   const unix = flagValues(flags, "--allow-net").filter((n) => n.startsWith("unix:"));
-  assert.equal(unix.length, AGENT_SLOTS * 2);
+  assert.equal(unix.length, AGENT_SLOTS * 3);
   assert.ok(unix.includes("unix:/R/run/sockets/0.control"));
   assert.ok(unix.includes(`unix:/R/run/sockets/${AGENT_SLOTS - 1}.broker`));
-  assert.ok(unix.every((n) => /^unix:\/R\/run\/sockets\/\d+\.(control|broker)$/.test(n)));
+  assert.ok(unix.includes("unix:/R/run/sockets/0.spawn"));
+  assert.ok(unix.every((n) => /^unix:\/R\/run\/sockets\/\d+\.(control|broker|spawn)$/.test(n)));
 });
 
 Deno.test("permissions - release binaries are built for systemd: the supervisor denies the signer records, the signer may serve any space's dir", () => {

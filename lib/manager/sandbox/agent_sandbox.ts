@@ -11,6 +11,7 @@ import { agentSocketPath } from "../../permissions.ts";
 import { type AgentCgroup, cgroupName, createAgentCgroup, removeAgentCgroup } from "./cgroup.ts";
 import type { CgroupHost } from "./cgroup.ts";
 import { ControlChannel } from "./control_channel.ts";
+import { SpawnChannel, type SpawnChannelHandler } from "./spawn_channel.ts";
 import { mountDevpts, unmount } from "./libc.ts";
 import type { AgentIds } from "./ids.ts";
 import { type AgentLimits, describeLimits } from "./limits.ts";
@@ -72,6 +73,8 @@ export interface AgentSandboxOptions {
   readonly workdir?: string;
   readonly cgroupHost?: CgroupHost;
   readonly seccomp: boolean;
+  /** The personas it may spawn and who serves its requests: it gets a spawn channel. */
+  readonly spawn?: { readonly personas: readonly string[]; readonly handler: SpawnChannelHandler };
 }
 
 /** Where an agent's own devpts instance is mounted on the host (beside its sockets). */
@@ -96,6 +99,8 @@ export class AgentSandbox {
   readonly opts: AgentSandboxOptions;
   readonly control: ControlChannel;
   readonly relay?: BrokerRelay;
+  /** Its spawn channel (an agent that may spawn personas). */
+  spawnChannel?: SpawnChannel;
   readonly cgroup?: AgentCgroup;
   /** Its own capped devpts instance (a root supervisor's agents). */
   readonly ptsDir?: string;
@@ -130,6 +135,7 @@ export class AgentSandbox {
       );
     }
     let control: ControlChannel | undefined;
+    let spawn: SpawnChannel | undefined;
     let relay: BrokerRelay | undefined;
     let cgroup: AgentCgroup | undefined;
     let ptsDir: string | undefined;
@@ -145,6 +151,13 @@ export class AgentSandbox {
       }
       if (owner) await Deno.chown(opts.agentDir, owner.uid, owner.gid);
       control = await ControlChannel.listen(controlPath, owner);
+      if (opts.spawn) {
+        spawn = await SpawnChannel.listen(
+          agentSocketPath(opts.socketDir, opts.slot, "spawn"),
+          opts.spawn.handler,
+          owner,
+        );
+      }
       if (opts.mode === "bwrap" && opts.net === "relay") {
         const brokerPath = agentSocketPath(opts.socketDir, opts.slot, "broker");
         relay = await BrokerRelay.listen(
@@ -173,9 +186,12 @@ export class AgentSandbox {
         mountDevpts(dir, opts.limits.ptys);
         ptsDir = dir;
       }
-      return new AgentSandbox(opts, control, relay, cgroup, etcFiles, ptsDir);
+      const made = new AgentSandbox(opts, control, relay, cgroup, etcFiles, ptsDir);
+      made.spawnChannel = spawn;
+      return made;
     } catch (err) {
       await control?.close();
+      await spawn?.close();
       await relay?.close();
       if (cgroup) await removeAgentCgroup(cgroup);
       if (ptsDir) releasePts(ptsDir);
@@ -186,6 +202,11 @@ export class AgentSandbox {
   /** The control socket on the host. */
   get controlSocket(): string {
     return this.control.path;
+  }
+
+  /** The spawn channel's socket on the host (an agent that may spawn). */
+  get spawnSocket(): string | undefined {
+    return this.spawnChannel?.path;
   }
 
   /** The relay socket on the host (relay mode). */
@@ -235,6 +256,7 @@ export class AgentSandbox {
     if (this.#closed) return;
     this.#closed = true;
     await this.control.close();
+    await this.spawnChannel?.close();
     await this.relay?.close();
     if (this.cgroup) await removeAgentCgroup(this.cgroup);
     if (this.ptsDir) releasePts(this.ptsDir);

@@ -24,6 +24,8 @@ export const LAUNCH_DIR_INSIDE = "/run/cotal/launch";
 export const BROKER_SOCKET_INSIDE = "/run/cotal/broker.sock";
 /** The control channel's socket inside. */
 export const CONTROL_SOCKET_INSIDE = "/run/cotal/control.sock";
+/** The spawn channel's socket inside (an agent that may spawn personas). */
+export const SPAWN_SOCKET_INSIDE = "/run/cotal/spawn.sock";
 /** The agent's private home inside. */
 export const HOME_INSIDE = "/home/agent";
 /** The PATH an agent gets: the system's, which is all that is mounted. */
@@ -81,6 +83,8 @@ export interface SandboxPlan {
   readonly controlSocket: string;
   /** The broker relay's socket on the host (`relay` mode). */
   readonly brokerSocket?: string;
+  /** The spawn channel's socket on the host (an agent that may spawn). */
+  readonly spawnSocket?: string;
   readonly net: NetMode;
   /** Bound read-write at the same path (the operator's workdir). */
   readonly workdir?: string;
@@ -152,6 +156,7 @@ export function bwrapArgs(plan: SandboxPlan): string[] {
       plan.controlSocket,
       plan.workdir,
       plan.brokerSocket,
+      plan.spawnSocket,
       ...plan.expose,
       ...plan.code,
       plan.denoCache,
@@ -221,6 +226,7 @@ export function bwrapArgs(plan: SandboxPlan): string[] {
   for (const p of plan.code) bind("--ro-bind", p);
   bind("--ro-bind", plan.launchDir, LAUNCH_DIR_INSIDE);
   bind("--bind", plan.controlSocket, CONTROL_SOCKET_INSIDE);
+  if (plan.spawnSocket) bind("--bind", plan.spawnSocket, SPAWN_SOCKET_INSIDE);
   if (plan.net === "relay") {
     if (!plan.brokerSocket) {
       throw new CotalError("sandbox_bad_path", "The relay network mode needs the broker socket.");

@@ -12,7 +12,7 @@ import type { AgentRow } from "../../manager/managed_agent.ts";
 import { registry } from "../../registry.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { HARNESS_INSTALL } from "../../manager/harness_connectors.ts";
-import { listPersonas, personaSpawnFields, readPersona } from "../persona.ts";
+import { listPersonas, type Persona, personaSpawnFields, readPersona } from "../persona.ts";
 import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
@@ -135,6 +135,41 @@ function harnessOnPath(agent: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The spawn requests of the personas `parent` may start (its `spawn:` list), as this shell
+ * resolves them: each persona's fields, its harness on this PATH and its variables from this
+ * shell, all checked now so the agent's own spawn never meets a missing piece.
+ */
+async function childRequests(
+  root: string,
+  parent: Persona,
+): Promise<Record<string, Record<string, unknown>>> {
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const name of parent.spawn) {
+    const child = await readPersona(root, name);
+    if (child.spawn.length) {
+      throw new CotalError(
+        "persona_invalid",
+        `${parent.file}: spawn: ${name} may spawn agents of its own (${child.file}); an agent's children may not.`,
+      );
+    }
+    const command = harnessOnPath(child.agent);
+    if (HARNESS_INSTALL[child.agent] && !command) {
+      const h = HARNESS_INSTALL[child.agent];
+      throw new CotalError(
+        "harness_missing",
+        `${parent.file}: spawn: ${name} needs ${h.bin} on this shell's PATH (install it with '${h.install}').`,
+      );
+    }
+    out[name] = {
+      ...personaSpawnFields(child),
+      ...(command ? { command, args: [] } : {}),
+      ...(child.env.length ? { env: envFrom(child.env) } : {}),
+    };
+  }
+  return out;
+}
+
 /** `cotal spawn`: start an agent under the space's supervisor. */
 export const spawnCommand = defineCommand({
   kind: "command",
@@ -204,11 +239,12 @@ export const spawnCommand = defineCommand({
   }],
   async run({ values, positionals }) {
     // A first word that is no absolute path names a persona: its fields, under the flags given.
-    const persona = positionals[0] !== undefined && !positionals[0].startsWith("/")
-      ? await readPersona(
-        await resolveMeshRoot(values.root, assertValidSpaceName(values.space)),
-        positionals[0],
-      )
+    const root = positionals[0] !== undefined && !positionals[0].startsWith("/")
+      ? await resolveMeshRoot(values.root, assertValidSpaceName(values.space))
+      : undefined;
+    const persona = root ? await readPersona(root, positionals[0]) : undefined;
+    const spawnable = root && persona?.spawn.length
+      ? await childRequests(root, persona)
       : undefined;
     const [given, ...args] = persona ? positionals.slice(1) : positionals;
     const agent = values.agent ?? persona?.agent ?? "task-runner";
@@ -245,6 +281,7 @@ export const spawnCommand = defineCommand({
       ...(values.env?.length || persona?.env.length
         ? { env: envFrom([...(persona?.env ?? []), ...(values.env ?? [])]) }
         : {}),
+      ...(spawnable ? { spawnable } : {}),
     };
     await using ctl = await client(values);
     const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 });
@@ -412,6 +449,7 @@ export const personaShowCommand = defineCommand({
         safeText(`channels: ${v.channels.join(", ") || "-"}`),
         safeText(`model: ${v.model ?? "-"}`),
         safeText(`env: ${v.env.join(", ") || "-"}`),
+        safeText(`may spawn: ${v.spawn.join(", ") || "-"}`),
         "",
         safeText(v.instructions || "(no instructions)", { lines: true }),
       ].join("\n"));

@@ -1,0 +1,102 @@
+/**
+ * An agent that spawns agents, end to end: the real supervisor spawns a claude-code agent (a
+ * stand-in harness in Claude Code's place, inside the real sandbox) whose request lists one
+ * persona it may start; the harness calls `cotal mcp`'s spawn tools as a model would. It gets
+ * the listed persona and nothing else, no more children than the space allows, may despawn
+ * only its own, and its children end with it.
+ */
+import assert from "node:assert/strict";
+import type { AgentRow } from "../../lib/manager/managed_agent.ts";
+import { removeTempDir, waitFor } from "../_harness/broker.ts";
+import { jsonFileReady } from "../_harness/files.ts";
+import { agentWorkdir } from "./_agent_fixture.ts";
+import { startManagerMesh } from "./_manager_mesh.ts";
+import { STAND_IN } from "./_stand_in_harness.ts";
+
+interface Call {
+  name: string;
+  result?: { isError?: boolean; content: { text: string }[]; structuredContent?: unknown };
+  error?: unknown;
+}
+
+Deno.test("manager - an agent spawns the persona it may through cotal mcp, and only that, only its own, within the space's bound", async () => {
+  await using mesh = await startManagerMesh("delegate");
+  const work = await agentWorkdir("cotal-delegate-");
+  const standIn = `${work}/claude`;
+  await Deno.writeTextFile(standIn, STAND_IN, { mode: 0o755 });
+  await Deno.chmod(standIn, 0o755);
+  const record = `${work}/record.json`;
+  const calls = [
+    { name: "spawn", arguments: { persona: "helper" } },
+    { name: "spawn", arguments: { persona: "helper" } },
+    { name: "spawn", arguments: { persona: "admin" } },
+    { name: "spawn", arguments: { persona: "helper", command: "/bin/sh" } },
+    { name: "despawn", arguments: { name: "other" } },
+    { name: "spawned" },
+    { name: "despawn", arguments: { name: "helpers_1" } },
+    { name: "spawned" },
+    { name: "spawn", arguments: { persona: "helper" } },
+  ];
+  await Deno.writeTextFile(`${record}.calls.json`, JSON.stringify(calls));
+  try {
+    const manager = await mesh.manager({ maxChildrenPerAgent: 1 });
+    const ctl = await mesh.control();
+    await ctl.request("spawn", { agent: "task-runner", name: "other", command: "/bin/cat" }, {
+      timeoutMs: 60_000,
+    });
+    const lead = await ctl.request<AgentRow>("spawn", {
+      agent: "claude-code",
+      name: "lead",
+      command: standIn,
+      args: [record],
+      workdir: work,
+      spawnable: { helper: { agent: "task-runner", command: "/bin/cat", role: "helpers" } },
+    }, { timeoutMs: 60_000 });
+    assert.equal(lead.present, true);
+    await waitFor(() => jsonFileReady(record), {
+      timeoutMs: 150_000,
+      what: "the stand-in's record of its tool calls",
+    });
+    const rec = JSON.parse(await Deno.readTextFile(record));
+    assert.equal(rec.error, undefined, rec.error);
+    for (const t of ["spawn", "despawn", "spawned"]) assert.ok(rec.tools.includes(t), rec.tools);
+    // The model is offered exactly the personas it may start.
+    assert.deepEqual(rec.schemas.spawn.properties.persona.enum, ["helper"]);
+    const got: Call[] = rec.calls;
+    const text = (i: number) => got[i].result?.content[0]?.text ?? JSON.stringify(got[i].error);
+    const json = (i: number) => JSON.parse(text(i));
+    assert.equal(got.length, calls.length);
+    // 1: the persona it may spawn starts, online, as its own.
+    assert.equal(got[0].result?.isError, undefined, text(0));
+    assert.equal(json(0).name, "helpers_1");
+    assert.equal(json(0).present, true);
+    // 2: no more than the space's bound at once.
+    assert.equal(got[1].result?.isError, true);
+    assert.match(text(1), /lead runs 1 agents of its own already; despawn one first\./);
+    // 3, 4: nothing else, and no field of its own.
+    assert.equal(got[2].result?.isError, true);
+    assert.match(text(2), /persona must be one of helper\./);
+    assert.equal(got[3].result?.isError, true);
+    assert.match(text(3), /"command" is not an argument/);
+    // 5: an agent it did not spawn is not its to stop.
+    assert.equal(got[4].result?.isError, true);
+    assert.match(
+      text(4),
+      /other is not an agent lead spawned; an agent may despawn only its own\./,
+    );
+    assert.deepEqual(json(5).children.map((c: { name: string }) => c.name), ["helpers_1"]);
+    assert.deepEqual(json(6), { name: "helpers_1" });
+    assert.deepEqual(json(7).children, []);
+    // Its name is free again: a new lifecycle under it.
+    assert.equal(json(8).name, "helpers_1");
+    assert.notEqual(json(8).id, undefined);
+
+    const names = () => manager.ps().map((r) => r.name).sort();
+    assert.deepEqual(names(), ["helpers_1", "lead", "other"]);
+    // The operator stops the parent: what it spawned goes with it, the sibling stays.
+    await ctl.request("despawn", { name: "lead" }, { timeoutMs: 60_000 });
+    assert.deepEqual(names(), ["other"]);
+  } finally {
+    await removeTempDir(work);
+  }
+});
