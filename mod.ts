@@ -78,6 +78,7 @@ export type {
 } from "./lib/signer/mod.ts";
 export {
   ensureDefaultDeliveryClass,
+  newLifecycleUid,
   provisionAgent,
   provisionAgentDurables,
   setupSpaceStreams,
@@ -204,8 +205,11 @@ export {
   createOnce,
   FsSecretStore,
   MemorySecretStore,
+  provisionSpaceStore,
+  secretStoreConformance,
   workspaceSecretStore,
 } from "./lib/workspace/mod.ts";
+export type { SecretStoreCase } from "./lib/workspace/mod.ts";
 // Provisioning a store by hand: the signer records and every per-space key a daemon reads
 export {
   BROKER_AUTH_KEY,

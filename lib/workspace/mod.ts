@@ -29,6 +29,9 @@ export type { SecretStoreComposition } from "./keys.ts";
 export { checkStoreKey } from "./store_key.ts";
 export { BROKER_AUTH_KEY, isSignerKey, SIGNER_BUNDLE_KEY, spaceAccountKey } from "./trust_keys.ts";
 export { getSpaceAuth } from "./space_auth.ts";
+export { provisionSpaceStore } from "./provision_store.ts";
+export { secretStoreConformance } from "./store_conformance.ts";
+export type { SecretStoreCase } from "./store_conformance.ts";
 export {
   assertReminted,
   credFingerprint,
