@@ -232,7 +232,7 @@ export {
   serializeBrokerAuth,
   serializeSpaceAccountAuth,
 } from "./lib/trust/mod.ts";
-export { authServicePaths } from "./lib/auth/service_files.ts";
+export { authServicePaths, findCotalRoot, userAuthStateDir } from "./lib/auth/service_files.ts";
 export type { AuthServicePaths } from "./lib/auth/service_files.ts";
 export { registry } from "./lib/registry.ts";
 export type {

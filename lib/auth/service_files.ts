@@ -32,6 +32,35 @@ export function authServicePaths(root: string, space: string): AuthServicePaths 
   };
 }
 
+/**
+ * Where `space`'s auth service reads its IdP pin and actor ledger under the `.cotal` root
+ * `root` (the specification's name; the same as `authServicePaths(root, space).stateDir`). A host
+ * running `runAuthService` provisions those there first.
+ *
+ * @example
+ * ```ts
+ * import { findCotalRoot, userAuthStateDir } from "@cotal/deno";
+ * const dir = userAuthStateDir(findCotalRoot(), "team");
+ * ```
+ */
+export function userAuthStateDir(root: string, space: string): string {
+  return authServicePaths(root, space).stateDir;
+}
+
+/**
+ * The `.cotal` root a process works in when none is named: `<cwd>/.cotal`, where `cotal up`
+ * (without `--root`) and the daemons it starts keep their state.
+ *
+ * @example
+ * ```ts
+ * import { findCotalRoot } from "@cotal/deno";
+ * console.log(findCotalRoot()); // e.g. /home/me/project/.cotal
+ * ```
+ */
+export function findCotalRoot(cwd: string = Deno.cwd()): string {
+  return `${cwd.replace(/\/+$/, "")}/.cotal`;
+}
+
 /** What a running auth service publishes to local clients. */
 export interface AuthServiceDiscovery {
   ver: 1;

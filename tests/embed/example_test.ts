@@ -36,3 +36,13 @@ Deno.test("embed - the example project runs the one-space bootstrap, delivery an
   assert.equal(out.code, 0, dec.decode(out.stderr));
   assert.equal(dec.decode(out.stdout).trim(), "embed example: ok");
 });
+
+Deno.test("embed - the specification's userAuthStateDir(findCotalRoot(), space) is where runAuthService reads its pin and ledger", async () => {
+  const { authServicePaths, findCotalRoot, userAuthStateDir } = await import("../../mod.ts");
+  assert.equal(findCotalRoot("/srv/app/"), "/srv/app/.cotal");
+  assert.equal(findCotalRoot(), `${Deno.cwd()}/.cotal`);
+  assert.equal(
+    userAuthStateDir(findCotalRoot("/srv/app"), "team"),
+    authServicePaths("/srv/app/.cotal", "team").stateDir,
+  );
+});
