@@ -22,9 +22,11 @@ export {
   MEMBERSHIP_RW_CREDS_KIND,
   membershipRwCredsKey,
   remintDaemonCreds,
+  SUPERVISOR_CRED,
 } from "./lib/workspace/mod.ts";
 export type {
   CredPreflight,
+  RemintableCred,
   RemintOptions,
   RemintResult,
   SecretStoreComposition,

@@ -8,7 +8,12 @@ import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../
 import { isCotalError } from "../lib/errors.ts";
 import { runSigner, signerAuditPath } from "../lib/signer/mod.ts";
 import { DAEMON_REMINT_INTERVAL_MS } from "../lib/manager/manager_types.ts";
-import { getSpaceAuth, remintDaemonCreds, workspaceSecretStore } from "../lib/workspace/mod.ts";
+import {
+  getSpaceAuth,
+  remintDaemonCreds,
+  SUPERVISOR_CRED,
+  workspaceSecretStore,
+} from "../lib/workspace/mod.ts";
 
 const command: CommandSpec = {
   name: "signer",
@@ -62,16 +67,20 @@ async function main(argv: string[]): Promise<number> {
       servers,
       auditPath: args.values.audit ? String(args.values.audit) : signerAuditPath(root, space),
     });
-    // The space's standing daemon creds (delivery, membership) are re-signed here, with the
-    // same keys, on the schedule the supervisor kept while it held the seeds.
+    // The space's standing daemon creds (delivery, membership) and the supervisor's own are
+    // re-signed here, with the same keys, now and on the schedule the supervisor kept while it
+    // held the seeds: a supervisor down longer than its cred's day starts again from it.
     const remint = async () => {
-      for (const r of await remintDaemonCreds(root, space)) {
+      for (
+        const r of await remintDaemonCreds(root, space, undefined, { also: [SUPERVISOR_CRED] })
+      ) {
         if (r.ok) console.error(`${new Date().toISOString()} re-signed ${r.file}`);
         else if (r.error) {
           console.error(`${new Date().toISOString()} ${r.file} not re-signed: ${r.error.message}`);
         }
       }
     };
+    await remint().catch(() => {});
     const timer = setInterval(() => void remint().catch(() => {}), DAEMON_REMINT_INTERVAL_MS);
     stopped.then(() => clearInterval(timer));
   } catch (err) {

@@ -251,8 +251,10 @@ export function permissionsFor(
       // narrows writes to that space's dir (`ReadWritePaths=`, lib/mesh/systemd.ts): it holds
       // the seeds that could mint any of those creds anyway.
       // Its audit dir is read too: rotating the trail is a rename, which Deno checks for both.
+      // The store is read whole: the store checks its root before any write (no link, its
+      // mode), and the signer records it reads already hold every space's seeds.
       const spaceDir = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
-      p.read = [d.signer, ...spaceDir, d.auditDir];
+      p.read = [d.signer, d.store, d.auditDir];
       p.write = [d.logDir, d.auditDir, ...spaceDir];
       p.env = ["COTAL_*"];
       p.v8 = ["--max-semi-space-size=1"];

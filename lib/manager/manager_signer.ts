@@ -118,11 +118,9 @@ export async function remoteSigning(
     principal,
     trust: { accountPub, issuers: [...new Set([accountPub, claims.iss])] },
     initialCreds: stored,
-    async mintSelf() {
-      const creds = await mintWith(signer, identity, "supervisor", { principal });
-      await store.put(key, creds);
-      return creds;
-    },
+    // In memory only: the stored cred is the signer's to keep fresh (it re-signs it with the
+    // daemon creds), so a supervisor needs no write on it and one down for days still starts.
+    mintSelf: () => mintWith(signer, identity, "supervisor", { principal }),
     attach(nc, creds) {
       remote?.close();
       remote = remoteSigner({ nc, space, principal, creds });

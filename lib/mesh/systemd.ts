@@ -338,10 +338,14 @@ export function renderTmpfiles(l: SystemdLayout): string {
       const dir = `${S}/secrets/space.${spaceKeyHex(space)}`;
       return [
         `d ${dir} 3770 root ${STORE_GROUP} -`,
-        // What the supervisor keeps there (its cred, its roster, its agents' creds) is its own.
-        ...["supervisor.creds", "manager.*.agents.json", "agent.*.creds"].map((f) =>
+        // What the supervisor keeps there (its roster, its agents' creds) is its own.
+        ...["manager.*.agents.json", "agent.*.creds"].map((f) =>
           `z ${dir}/${f} - ${UNIT_USERS.supervise} ${STORE_GROUP} -`
         ),
+        // Its own cred is the signer's to re-sign (it holds no seed to renew it after a long
+        // stop) and the supervisor's to read, as a member of the store's group.
+        `f ${dir}/supervisor.creds 0640 ${UNIT_USERS.signer} ${STORE_GROUP} -`,
+        `z ${dir}/supervisor.creds 0640 ${UNIT_USERS.signer} ${STORE_GROUP} -`,
         ...DAEMON_CRED_FILES.map((f) => `f ${dir}/${f} 0600 ${UNIT_USERS.signer} ${STORE_GROUP} -`),
         ...SYS_CRED_FILES.map((f) => `z ${dir}/${f} 0600 root root -`),
       ];

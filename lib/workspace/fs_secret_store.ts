@@ -18,6 +18,8 @@ import type { SecretStore } from "./types.ts";
 
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
+/** The group bits of a file shared read-only with the store's group (0640). */
+const SHARED_FILE_GROUP = 0o040;
 
 type Located = { readonly path: string; readonly dir: string; readonly exists: boolean };
 
@@ -176,6 +178,13 @@ export class FsSecretStore implements SecretStore {
       file = undefined;
       const final = await lstatOrNull(at.path);
       if (final?.isSymlink) throw symlinkError(key, key);
+      // A file the operator shared read-only with the store's group, in a directory shared on
+      // purpose, stays readable by that group when replaced (under systemd the signer re-signs
+      // the supervisor's cred, which the supervisor reads as a member).
+      if (final?.isFile && final.mode !== null && (final.mode & 0o077) === SHARED_FILE_GROUP) {
+        const dir = await Deno.lstat(at.dir);
+        if (dir.mode !== null && sharedOnPurpose(dir.mode)) await Deno.chmod(tmp, 0o640);
+      }
       const done = await commit(tmp);
       await syncDir(at.dir);
       return done;

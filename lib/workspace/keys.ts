@@ -117,7 +117,7 @@ export function connectionEvictorCredsKey(
 /**
  * Key of the supervisor's own cred for `space`, when it signs through the space's
  * `cotal-signer` (it holds no signing seed, so `cotal up` leaves it this cred to start with;
- * it renews it through the signer and writes it back).
+ * renews it through the signer in memory, and the signer re-signs this stored one).
  */
 export function supervisorCredsKey(space: string, composition: SecretStoreComposition): string {
   return spaceSecretKey(space, "supervisor.creds", composition);

@@ -37,6 +37,7 @@ export {
   credFingerprint,
   REMINTABLE_DAEMON_CREDS,
   remintDaemonCreds,
+  SUPERVISOR_CRED,
 } from "./renewal.ts";
 export type {
   CredPreflight,

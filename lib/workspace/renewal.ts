@@ -31,14 +31,18 @@ import {
   MEMBERSHIP_RW_CREDS_KIND,
   membershipRwCredsKey,
   type SecretStoreComposition,
+  supervisorCredsKey,
 } from "./keys.ts";
 import { getSpaceAuth } from "./space_auth.ts";
 import type { SecretStore } from "./types.ts";
 
 /** One re-signable daemon cred: its kind (what results report), key builder and profile. */
 export interface RemintableCred {
+  /** The file kind results report (`delivery.creds`). */
   readonly kind: string;
+  /** The profile it is minted with (a re-sign refuses a cred of another). */
   readonly profile: Profile;
+  /** Its store key for a space. */
   readonly key: (space: string, composition: SecretStoreComposition) => string;
 }
 
@@ -54,6 +58,17 @@ export const REMINTABLE_DAEMON_CREDS: readonly RemintableCred[] = Object.freeze(
     key: membershipRwCredsKey,
   }),
 ] as RemintableCred[]);
+
+/**
+ * The supervisor's own cred, which `cotal-signer` re-signs (same key) besides the daemon creds:
+ * a remote-signing supervisor holds no seed, so after a stop longer than its cred's life only
+ * the signer can give it one to start from.
+ */
+export const SUPERVISOR_CRED: RemintableCred = Object.freeze({
+  kind: "supervisor.creds",
+  profile: "supervisor",
+  key: supervisorCredsKey,
+});
 
 /** What a preflight is told about the candidate it gates. */
 export interface PreflightInfo {
@@ -76,6 +91,8 @@ export type CredPreflight = (candidate: string, info: PreflightInfo) => Promise<
 export interface RemintOptions {
   /** Gates every candidate; without it, only a re-sign under authority continuity is written. */
   preflight?: CredPreflight;
+  /** Further creds re-signed the same way (the signer adds {@linkcode SUPERVISOR_CRED}). */
+  also?: readonly RemintableCred[];
 }
 
 /** The outcome for one cred. `ok` is true only when a new cred was written. */
@@ -269,15 +286,16 @@ export async function remintDaemonCreds(
   opts: RemintOptions = {},
 ): Promise<RemintResult[]> {
   const results: RemintResult[] = [];
+  const creds = [...REMINTABLE_DAEMON_CREDS, ...(opts.also ?? [])];
   let keys: string[];
   let target: SecretStore;
   try {
     target = store ?? workspaceSecretStore(root);
     const composition: SecretStoreComposition = store ? { injected: true } : { root };
-    keys = REMINTABLE_DAEMON_CREDS.map((c) => c.key(space, composition));
+    keys = creds.map((c) => c.key(space, composition));
   } catch (err) {
     const error = failure(err, "bad_arguments");
-    return REMINTABLE_DAEMON_CREDS.map((c) => ({ file: c.kind, key: "", ok: false, error }));
+    return creds.map((c) => ({ file: c.kind, key: "", ok: false, error }));
   }
   let auth: SpaceAuth | undefined;
   let authError: { code: string; message: string } | undefined;
@@ -288,7 +306,7 @@ export async function remintDaemonCreds(
     if (isCotalError(err, "no_space_auth")) noAuth = true;
     else authError = failure(err, "signer_unreadable");
   }
-  for (const [i, cred] of REMINTABLE_DAEMON_CREDS.entries()) {
+  for (const [i, cred] of creds.entries()) {
     const key = keys[i];
     if (noAuth) results.push({ file: cred.kind, key, ok: false, skipped: "no-auth" });
     else if (!auth) results.push({ file: cred.kind, key, ok: false, error: authError });

@@ -175,7 +175,14 @@ Deno.test({
       denied(await as(sup, "ls", "audit"), "supervisor lists the audit dir");
       denied(await as(sup, "cat", "audit/signer.jsonl"), "supervisor reads the audit trail");
       // Red team 13's second run: nor may it remove, replace or pre-empt what is not its own.
-      for (const f of ["delivery.creds", "membership-rw.creds", "connection-evictor.creds"]) {
+      for (
+        const f of [
+          "delivery.creds",
+          "membership-rw.creds",
+          "connection-evictor.creds",
+          "supervisor.creds",
+        ]
+      ) {
         denied(await as(sup, "rm", `${space}/${f}`), `supervisor removes ${f}`);
         denied(await as(sup, "replace", `${space}/${f}`), `supervisor replaces ${f}`);
       }
@@ -205,7 +212,16 @@ Deno.test({
       const deliveryKey = `${space.slice("secrets/".length)}/delivery.creds`;
       assert.deepEqual(await as(sig, "get", deliveryKey), { ok: true, value: "DELIVERY-MARKER" });
       assert.equal((await as(sig, "put", deliveryKey, "RE-SIGNED")).ok, true);
-      denied(await as(sig, "cat", `${space}/supervisor.creds`), "signer reads the supervisor's");
+      // The supervisor's own cred: the signer re-signs it (a supervisor down past its day has
+      // no other way back), and it stays readable by the supervisor.
+      assert.deepEqual(await as(sig, "cat", `${space}/supervisor.creds`), {
+        ok: true,
+        value: "SUPERVISOR-MARKER",
+      });
+      const supKey = `${space.slice("secrets/".length)}/supervisor.creds`;
+      assert.equal((await as(sig, "put", supKey, "SUPERVISOR-RE-SIGNED")).ok, true);
+      assert.deepEqual(await as(sup, "get", supKey), { ok: true, value: "SUPERVISOR-RE-SIGNED" });
+      denied(await as(sup, "put", supKey, "FORGED"), "supervisor rewrites its cred");
       denied(await as(sig, "cat", `${space}/connection-evictor.creds`), "signer reads $SYS");
       assert.deepEqual(await as(sig, "cat", "audit/signer.jsonl"), { ok: true, value: "AUDIT\n" });
       denied(await as(sig, "get", agentKey), "signer reads an agent cred");
@@ -233,6 +249,9 @@ Deno.test({
       assert.equal(re.uid, users.get(sig));
       assert.equal((re.mode! & 0o777).toString(8), "600");
       assert.equal(await Deno.readTextFile(`${R}/${space}/delivery.creds`), "RE-SIGNED");
+      const supCred = await Deno.stat(`${R}/${space}/supervisor.creds`);
+      assert.equal(supCred.uid, users.get(sig));
+      assert.equal((supCred.mode! & 0o777).toString(8), "640");
       const agent = await Deno.stat(`${R}/${space}/agents/a1.creds`);
       assert.equal(agent.uid, users.get(sup));
       assert.equal((agent.mode! & 0o777).toString(8), "600");

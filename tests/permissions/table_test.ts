@@ -137,8 +137,10 @@ Deno.test("permissions - release binaries are built for systemd: the supervisor 
   // The supervisor's row has no way to the audit trail either (its unit hides it too).
   assert.ok(flagValues(sup, "--deny-write").includes("/var/lib/cotal/audit"));
   assert.ok(!sig.includes("--allow-run") && !sig.some((f) => f.startsWith("--allow-run=")));
-  // Development rows for one space keep the signer to that space's dir.
+  // Development rows for one space keep the signer's writes to that space's dir; it reads the
+  // store's root, which the store checks before a write (a row without it re-signed nothing).
   const dev = denoRunFlags("cotal-signer", { ...layout("/R"), spaceKey: "space.ab" });
+  assert.deepEqual(flagValues(dev, "--allow-read"), ["/R/secrets/auth", "/R/secrets", "/R/audit"]);
   assert.deepEqual(flagValues(dev, "--allow-write"), [
     "/R/logs",
     "/R/audit",

@@ -129,3 +129,34 @@ Deno.test("signer - a remote-signing manager without its cred refuses to start; 
     await signer.exited;
   }
 });
+
+Deno.test("signer - a remote-signing supervisor down longer than its cred's life starts again: the signer re-signs the stored cred at start, same key", async () => {
+  await using mesh = await startManagerMesh("remoteexpired");
+  await bootstrapCred(mesh);
+  const key = supervisorCredsKey(mesh.space, { injected: true });
+  const { parseCreds } = await import("../../lib/nats/mod.ts");
+  const { credHealth } = await import("../../lib/workspace/mod.ts");
+  const { resignedUntil } = await import("../_harness/short_creds.ts");
+  // What a stop of more than a day leaves: the cred `cotal up` (or the last re-sign) wrote, expired.
+  const before = await parseCreds((await mesh.store.get(key))!);
+  const now = Math.floor(Date.now() / 1000);
+  await mesh.store.put(key, await resignedUntil(mesh.auth, (await mesh.store.get(key))!, now - 60));
+  assert.equal((await credHealth((await mesh.store.get(key))!, now)).status, "expired");
+  const signer = startSigner(mesh);
+  try {
+    await signer.waitForLine(/cotal-signer up for space/);
+    await signer.waitForLine(/re-signed supervisor\.creds/);
+    const after = await parseCreds((await mesh.store.get(key))!);
+    assert.equal((await credHealth((await mesh.store.get(key))!, now)).status, "healthy");
+    // The same key (the supervisor's seed never left it), so the supervisor starts from it.
+    assert.equal(after.seed, before.seed);
+    const store = storeWithoutSigner(mesh);
+    const manager = await mesh.manager({ signer: "remote", secretStore: store });
+    assert.equal(manager.status().signing, "remote");
+    // Its renewals stay in memory: the stored cred is the signer's to write.
+    assert.deepEqual(store.signerReads, []);
+  } finally {
+    signer.kill();
+    await signer.exited;
+  }
+});
