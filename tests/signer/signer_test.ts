@@ -159,17 +159,17 @@ Deno.test("signer - what the policy does not allow is refused, audited, and the 
     await an.close();
 
     // A flood from one caller: its in-flight slots and then its rate answer, the signer stays
-    // up and serves after. Sent in waves, so the rate is met, not only the slots.
+    // up and serves after. Sent in waves, so the rate is met, not only the slots; the keys are
+    // made first and the waves go on until the rate answers (a loaded machine sends slower).
     const flood: PromiseSettledResult<string>[] = [];
-    for (let wave = 0; wave < 50; wave++) {
-      flood.push(
-        ...await Promise.allSettled(
-          Array.from({ length: 120 }, () => mintWith(sup.signer, newIdentity(), "provisioner")),
-        ),
-      );
-    }
     const refusedAs = (code: string) =>
       flood.filter((r) => r.status === "rejected" && isCotalError(r.reason, code)).length;
+    const keys = Array.from({ length: 120 }, () => newIdentity());
+    for (let wave = 0; wave < 200 && refusedAs("signer_rate_limited") === 0; wave++) {
+      flood.push(
+        ...await Promise.allSettled(keys.map((k) => mintWith(sup.signer, k, "provisioner"))),
+      );
+    }
     const limited = refusedAs("signer_rate_limited");
     const busy = refusedAs("signer_busy");
     const ok = flood.filter((r) => r.status === "fulfilled").length;
