@@ -30,13 +30,53 @@ export function maxChildren(opts: { readonly maxChildrenPerAgent?: number }): nu
   return Number.isInteger(n) ? Math.max(0, Math.min(MAX_CHILDREN_CAP, n)) : DEFAULT_MAX_CHILDREN;
 }
 
-/** What the policy needs of the supervisor. */
+/**
+ * Spawns one agent may ask for, as a token bucket: a burst, then one per refill interval. Kept by
+ * the supervisor per parent lifecycle, so a parent brought back (a restart, `down --keep-agents`
+ * and `up`) does not get a fresh burst.
+ */
+export class SpawnRate {
+  #tokens: number = CHILD_SPAWN_RATE.burst;
+  #refilled: number;
+  readonly #now: () => number;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+    this.#refilled = now();
+  }
+
+  /** Takes one spawn, or refuses naming when the next one is allowed. */
+  take(parent: string): void {
+    const t = this.#now();
+    const add = Math.floor((t - this.#refilled) / CHILD_SPAWN_RATE.refillMs);
+    if (add > 0) {
+      this.#tokens = Math.min(CHILD_SPAWN_RATE.burst, this.#tokens + add);
+      this.#refilled += add * CHILD_SPAWN_RATE.refillMs;
+    }
+    if (this.#tokens < 1) {
+      const wait = Math.ceil((this.#refilled + CHILD_SPAWN_RATE.refillMs - t) / 1000);
+      throw new CotalError(
+        "spawn_rate_limited",
+        `${parent} asked for spawns faster than one every ${
+          CHILD_SPAWN_RATE.refillMs / 1000
+        } s; try again in ${wait} s.`,
+      );
+    }
+    this.#tokens -= 1;
+  }
+}
+
+/** What the policy needs of the supervisor, for one parent. */
 export interface DelegationOps {
   /** Spawns one agent from a full spawn request (the operator's path, same checks). */
   spawn(args: JsonObject): Promise<AgentRow>;
   despawn(name: string): Promise<unknown>;
-  /** The live agents `parent` spawned. */
-  children(parent: string): AgentRow[];
+  /** The running agents the parent spawned. */
+  children(): AgentRow[];
+  /** How many agents the parent has: running, and kept to come back. */
+  count(): number;
+  /** The parent's spawn rate, kept across its restarts. */
+  rate: SpawnRate;
   log(line: string): void;
 }
 
@@ -54,66 +94,56 @@ function childView(r: AgentRow): Record<string, unknown> {
 
 /**
  * The handler of `parent`'s spawn channel: `templates` are the spawn requests of the personas
- * its own request lists (validated with it), `maxChildren` the space's bound.
+ * its own request lists (validated with it), `maxChildren` the space's bound, `parentUid` its
+ * lifecycle (what its children are marked with, so a later agent of the same name inherits
+ * none of them).
  */
 export function delegatedSpawnHandler(
-  parent: string,
+  parent: { readonly name: string; readonly lifecycleUid: string },
   templates: Readonly<Record<string, JsonObject>>,
   maxChildren: number,
   ops: DelegationOps,
-  now: () => number = Date.now,
 ): SpawnChannelHandler {
-  let tokens: number = CHILD_SPAWN_RATE.burst;
-  let refilled = now();
-  const take = () => {
-    const t = now();
-    const add = Math.floor((t - refilled) / CHILD_SPAWN_RATE.refillMs);
-    if (add > 0) {
-      tokens = Math.min(CHILD_SPAWN_RATE.burst, tokens + add);
-      refilled += add * CHILD_SPAWN_RATE.refillMs;
-    }
-    if (tokens < 1) {
-      const wait = Math.ceil((refilled + CHILD_SPAWN_RATE.refillMs - t) / 1000);
-      throw new CotalError(
-        "spawn_rate_limited",
-        `${parent} asked for spawns faster than one every ${
-          CHILD_SPAWN_RATE.refillMs / 1000
-        } s; try again in ${wait} s.`,
-      );
-    }
-    tokens -= 1;
-  };
+  const name = parent.name;
   return async (req: SpawnChannelRequest) => {
-    if (req.op === "list") return { children: ops.children(parent).map(childView) };
+    if (req.op === "list") return { children: ops.children().map(childView) };
     if (req.op === "despawn") {
-      if (!ops.children(parent).some((c) => c.name === req.name)) {
+      if (!ops.children().some((c) => c.name === req.name)) {
         throw new CotalError(
           "spawn_not_child",
-          `${req.name} is not an agent ${parent} spawned; an agent may despawn only its own.`,
+          `${req.name} is not an agent ${name} spawned; an agent may despawn only its own.`,
         );
       }
       await ops.despawn(req.name);
-      ops.log(`manager: ${parent} despawned its agent ${req.name}`);
+      ops.log(`manager: ${name} despawned its agent ${req.name}`);
       return { name: req.name };
     }
     const template = Object.hasOwn(templates, req.persona) ? templates[req.persona] : undefined;
     if (!template) {
       throw new CotalError(
         "spawn_not_granted",
-        `${parent} may not spawn ${JSON.stringify(req.persona)}; it may spawn ${
+        `${name} may not spawn ${JSON.stringify(req.persona)}; it may spawn ${
           Object.keys(templates).join(", ")
         }.`,
       );
     }
-    if (ops.children(parent).length >= maxChildren) {
+    if (ops.count() >= maxChildren) {
       throw new CotalError(
         "spawn_children_exhausted",
-        `${parent} runs ${maxChildren} agents of its own already; despawn one first.`,
+        `${name} runs ${maxChildren} agents of its own already; despawn one first.`,
       );
     }
-    take();
-    ops.log(`manager: ${parent} asked to spawn ${req.persona}`);
-    const row = await ops.spawn({ ...template, spawnedBy: parent });
+    ops.rate.take(name);
+    ops.log(`manager: ${name} asked to spawn ${req.persona}`);
+    const row = await ops.spawn({ ...template, spawnedBy: parent.lifecycleUid });
     return childView(row);
   };
+}
+
+/** The names of the agents in `rows` that the lifecycle `parentUid` spawned. */
+export function childrenOf(
+  rows: Iterable<{ name: string; request?: Readonly<Record<string, unknown>> }>,
+  parentUid: string,
+): string[] {
+  return [...rows].filter((r) => r.request?.spawnedBy === parentUid).map((r) => r.name);
 }

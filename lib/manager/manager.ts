@@ -55,7 +55,7 @@ import {
 import { scheduleAgentRenewal } from "./agent_renewal.ts";
 import { HolderLock } from "../workspace/holder_lock.ts";
 import { assertProgram, parseSpawnRequest, type SpawnRequest } from "./spawn_request.ts";
-import { delegatedSpawnHandler, maxChildren } from "./delegated_spawn.ts";
+import { childrenOf, delegatedSpawnHandler, maxChildren, SpawnRate } from "./delegated_spawn.ts";
 import { lifecycleTag } from "../wire/names.ts";
 import { startRunner } from "./start_runner.ts";
 import { serveControl } from "./control_serve.ts";
@@ -116,6 +116,10 @@ export class Manager {
   #keepAgents = false;
   /** Tags of lifecycles this manager ended: a stale presence row of theirs holds no name. */
   readonly #ended = new Set<string>();
+  /** Each spawning parent's rate, by lifecycle (kept across its restarts). */
+  readonly #spawnRates = new Map<string, SpawnRate>();
+  /** Spawns plan one at a time: a name is taken before the next one is chosen. */
+  #planning: Promise<unknown> = Promise.resolve();
 
   /** A manager for `opts.space`; nothing runs until `start()`. */
   constructor(opts: ManagerOptions) {
@@ -319,13 +323,15 @@ export class Manager {
     for (const row of [...this.#kept.values()]) {
       if (this.#state !== "running") return;
       try {
-        await this.spawn(row.request!, { lifecycleUid: row.lifecycleUid });
+        // Under its own name: a fresh one could be another kept agent's, not back yet.
+        await this.spawn({ ...row.request!, name: row.name }, { lifecycleUid: row.lifecycleUid });
         this.#log(`manager: brought ${row.name} back (same lifecycle)`);
       } catch (err) {
         if (this.#state !== "running") return;
         this.#log(`manager: could not bring ${row.name} back (${errorText(err)}); removed it`);
         this.#kept.delete(row.name);
         await teardownFootprint(this.#ctx, row);
+        await this.#endChildren(row.lifecycleUid);
         await this.#saveIndex().catch(() => {});
       }
     }
@@ -412,31 +418,40 @@ export class Manager {
   async spawn(rawArgs: JsonObject, resume?: { lifecycleUid: string }): Promise<AgentRow> {
     const req = parseSpawnRequest(rawArgs);
     if (req.command) await assertProgram(req.command);
-    if (this.#agents.size >= MAX_AGENTS) {
-      throw new CotalError(
-        "resource_exhausted",
-        `This manager runs ${MAX_AGENTS} agents already; despawn one first.`,
-      );
-    }
     const connector = findConnector(req.agent);
     // A kept lifecycle's own stale presence row does not hold its name.
     const taken = (n: string) =>
       this.#agents.has(n) || (!resume && this.#kept.has(n)) ||
       presenceHolds(this.#roster(), n, this.#ended, resume?.lifecycleUid);
-    const plan = await planSpawn({
-      req,
-      connector,
-      ctx: this.#ctx,
-      taken,
-      isolationMode: this.#opts.isolation ?? "bwrap",
-      isolate: (r) => Promise.resolve(this.#sandbox!.isolate(r)),
-      credsKey: (name, uid) => agentCredsKey(this.#ctx, name, uid),
-      spaceLimits: this.#opts.agentLimits,
-      ...(resume ? { lifecycleUid: resume.lifecycleUid } : {}),
+    // One plan at a time, its name held before the next is chosen (two spawns of one role at
+    // once took the same name, and one's cleanup removed the other's dir).
+    const planned = this.#planning.then(() => {
+      if (this.#agents.size >= MAX_AGENTS) {
+        throw new CotalError(
+          "resource_exhausted",
+          `This manager runs ${MAX_AGENTS} agents already; despawn one first.`,
+        );
+      }
+      return planSpawn({
+        req,
+        connector,
+        ctx: this.#ctx,
+        taken,
+        isolationMode: this.#opts.isolation ?? "bwrap",
+        isolate: (r) => Promise.resolve(this.#sandbox!.isolate(r)),
+        credsKey: (name, uid) => agentCredsKey(this.#ctx, name, uid),
+        spaceLimits: this.#opts.agentLimits,
+        ...(resume ? { lifecycleUid: resume.lifecycleUid } : {}),
+      }).then((plan) => {
+        const agent = new ManagedAgent(plan);
+        agent.request = rawArgs;
+        this.#agents.set(plan.name, agent);
+        return agent;
+      });
     });
-    const agent = new ManagedAgent(plan);
-    agent.request = rawArgs;
-    this.#agents.set(plan.name, agent);
+    this.#planning = planned.catch(() => {});
+    const agent = await planned;
+    const plan = agent.plan;
     // Taken before any await, so two spawns in flight never share a socket slot.
     agent.slot = this.#freeSlot(agent);
     const ttl = this.#opts.agentCredsTtlSeconds ?? DEFAULT_AGENT_CREDS_TTL_SECONDS;
@@ -450,7 +465,7 @@ export class Manager {
         subscribe: req.subscribe,
         ttlSeconds: ttl,
         description: req.description,
-        ...(req.spawnable ? { spawn: this.#spawnRights(plan.name, req.spawnable) } : {}),
+        ...(req.spawnable ? { spawn: this.#spawnRights(plan, req.spawnable) } : {}),
       });
       await this.#saveIndex();
       await this.#startRunner(agent);
@@ -473,27 +488,40 @@ export class Manager {
   }
 
   /** What `parent` may ask on its spawn channel: one of its personas, through `spawn()`. */
-  #spawnRights(parent: string, templates: NonNullable<SpawnRequest["spawnable"]>) {
+  #spawnRights(
+    parent: { name: string; lifecycleUid: string },
+    templates: NonNullable<SpawnRequest["spawnable"]>,
+  ) {
+    const uid = parent.lifecycleUid;
+    let rate = this.#spawnRates.get(uid);
+    if (!rate) this.#spawnRates.set(uid, rate = new SpawnRate());
     const handler = delegatedSpawnHandler(parent, templates, maxChildren(this.#opts), {
-      spawn: (a) => this.spawn(a),
+      spawn: (a) => this.#track(this.spawn(a)),
       despawn: (n) => this.despawn(n),
-      children: (p) =>
-        this.#childrenOf(p).flatMap((n) => {
+      children: () =>
+        this.#childrenOf(uid).flatMap((n) => {
           const a = this.#agents.get(n);
           return a ? [a.row(this.#present(a.id, a.plan.lifecycleUid))] : [];
         }),
+      count: () => this.#childrenOf(uid).length,
+      rate,
       log: this.#log,
     });
     return { personas: Object.keys(templates), handler };
   }
 
-  /** The agents (running or kept) `parent` spawned. */
-  #childrenOf(parent: string): string[] {
-    const rows: { name: string; request?: Readonly<Record<string, unknown>> }[] = [
+  /** The agents (running or kept) the lifecycle `parentUid` spawned. */
+  #childrenOf(parentUid: string): string[] {
+    return childrenOf([
       ...[...this.#agents.values()].map((a) => ({ name: a.plan.name, request: a.request })),
       ...this.#kept.values(),
-    ];
-    return rows.filter((r) => r.request?.spawnedBy === parent).map((r) => r.name);
+    ], parentUid);
+  }
+
+  /** Despawns what the lifecycle `parentUid` spawned: its children end with it. */
+  async #endChildren(parentUid: string): Promise<void> {
+    this.#spawnRates.delete(parentUid);
+    await Promise.allSettled(this.#childrenOf(parentUid).map((c) => this.despawn(c)));
   }
 
   /** The lowest socket slot no other live agent holds (MAX_AGENTS bounds the agents). */
@@ -536,7 +564,11 @@ export class Manager {
     onRunnerExit(agent, exit, {
       running: () => this.#state === "running",
       startRunner: (a) => this.#startRunner(a),
-      teardown: (a) => teardownFootprint(this.#ctx, a.plan),
+      teardown: async (a) => {
+        await teardownFootprint(this.#ctx, a.plan);
+        // A parent retired by its crash budget ends what it spawned.
+        await this.#endChildren(a.plan.lifecycleUid);
+      },
       saveIndex: () => this.#saveIndex(),
       track: (p) => this.#track(p),
       log: this.#log,
@@ -564,6 +596,7 @@ export class Manager {
       const r = await teardownFootprint(this.#ctx, kept);
       await this.#saveIndex().catch(() => {});
       this.#log(`manager: despawned ${name} (it was waiting to come back)`);
+      await this.#endChildren(kept.lifecycleUid);
       return { name, durablesRemoved: r.durablesRemoved };
     }
     const a = this.#get(name);
@@ -580,7 +613,7 @@ export class Manager {
     await this.#saveIndex().catch(() => {});
     this.#log(`manager: despawned ${name}`);
     // What it spawned ends with it.
-    for (const child of this.#childrenOf(name)) await this.despawn(child).catch(() => {});
+    await this.#endChildren(a.plan.lifecycleUid);
     return { name, durablesRemoved: r.durablesRemoved };
   }
 

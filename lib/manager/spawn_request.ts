@@ -10,6 +10,7 @@ import {
   assertConcreteChannel,
   assertValidChannel,
   assertValidRole,
+  isLifecycleUid,
   isPrincipalToken,
 } from "../wire/names.ts";
 import type { RestartPolicy } from "./managed_agent.ts";
@@ -104,7 +105,7 @@ export interface SpawnRequest {
   readonly env?: Readonly<Record<string, string>>;
   /** The personas this agent may spawn, each resolved into a spawn request (delegated_spawn.ts). */
   readonly spawnable?: Readonly<Record<string, { readonly [key: string]: JsonValue }>>;
-  /** The agent that spawned this one (it may despawn it; it ends with it). */
+  /** The lifecycle of the agent that spawned this one (it may despawn it; it ends with it). */
   readonly spawnedBy?: string;
 }
 
@@ -363,7 +364,9 @@ export function parseSpawnRequest(args: { [key: string]: unknown }): SpawnReques
   const env = parseEnv(args.env);
   const spawnable = parseSpawnable(args.spawnable);
   const spawnedBy = str(args.spawnedBy, "spawnedBy", 64);
-  if (spawnedBy !== undefined && !isPrincipalToken(spawnedBy)) bad("spawnedBy must name an agent.");
+  if (spawnedBy !== undefined && !isLifecycleUid(spawnedBy)) {
+    bad("spawnedBy must be the lifecycle uid of the agent that spawned this one.");
+  }
   return {
     ...(spawnable ? { spawnable } : {}),
     ...(spawnedBy ? { spawnedBy } : {}),

@@ -100,3 +100,82 @@ Deno.test("manager - an agent spawns the persona it may through cotal mcp, and o
     await removeTempDir(work);
   }
 });
+
+/** The host side of the one spawn socket a supervisor under `root` has open (its parent's). */
+async function parentSocket(root: string): Promise<string | undefined> {
+  const dir = `${root}/run/sockets`;
+  try {
+    for await (const e of Deno.readDir(dir)) {
+      if (e.name.endsWith(".spawn")) return `${dir}/${e.name}`;
+    }
+  } catch {
+    // Not made yet.
+  }
+  return undefined;
+}
+
+Deno.test("manager - red team 16: kept children count against the bound, come back under their own names, and end when their parent cannot come back; two spawns of one role at once get two names", async () => {
+  await using mesh = await startManagerMesh("delegkeep");
+  const work = await agentWorkdir("cotal-delegkeep-");
+  // The parent's program, a copy that can be taken away so its bring-back fails.
+  const program = `${work}/cat`;
+  await Deno.copyFile("/bin/cat", program);
+  await Deno.chmod(program, 0o755);
+  const { askSpawnChannel } = await import("../../lib/manager/sandbox/spawn_channel.ts");
+  const { isCotalError } = await import("../../lib/errors.ts");
+  try {
+    let manager = await mesh.manager({ maxChildrenPerAgent: 2 });
+    const ctl = await mesh.control();
+    await ctl.request("spawn", {
+      agent: "task-runner",
+      name: "lead",
+      command: program,
+      expose: [work],
+      spawnable: { helper: { agent: "task-runner", command: "/bin/cat", role: "helpers" } },
+    }, { timeoutMs: 60_000 });
+    const sock = (await parentSocket(mesh.root))!;
+    const ask = (persona: string) => askSpawnChannel(sock, { op: "spawn", persona }, 90_000);
+    assert.equal((await ask("helper")).name, "helpers_1");
+    assert.equal((await ask("helper")).name, "helpers_2");
+    const names = () => manager.ps().map((r) => r.name).sort();
+
+    // Stopped keeping agents, then started: the parent asks again the moment its socket is
+    // back, before its children are; they count, so the bound holds.
+    await manager.stop({ keepAgents: true });
+    manager = await mesh.manager({ maxChildrenPerAgent: 2 });
+    let early: unknown;
+    await waitFor(async () => {
+      const s = await parentSocket(mesh.root);
+      if (!s) return false;
+      early = await askSpawnChannel(s, { op: "spawn", persona: "helper" }, 90_000).catch((e) => e);
+      return true;
+    }, { timeoutMs: 60_000, what: "the parent's spawn socket back" });
+    assert.ok(isCotalError(early, "spawn_children_exhausted"), String(early));
+    await waitFor(() => names().length === 3, { timeoutMs: 90_000, what: "all three back" });
+    // Under their own names, not fresh ones.
+    assert.deepEqual(names(), ["helpers_1", "helpers_2", "lead"]);
+
+    // A parent that cannot come back takes what it spawned with it.
+    await manager.stop({ keepAgents: true });
+    await Deno.remove(program);
+    manager = await mesh.manager({ maxChildrenPerAgent: 2 });
+    await waitFor(() => manager.ps().length === 0 && !manager.status().agents, {
+      timeoutMs: 90_000,
+      what: "the parent and its children gone",
+    });
+
+    // Two spawns of one role at once (their plans wait on the file system: a workdir).
+    const both = await Promise.all([1, 2].map(() =>
+      ctl.request<AgentRow>("spawn", {
+        agent: "task-runner",
+        role: "workers",
+        command: "/bin/cat",
+        workdir: work,
+      }, { timeoutMs: 60_000 })
+    ));
+    assert.deepEqual(both.map((r) => r.name).sort(), ["workers_1", "workers_2"]);
+    assert.ok(both.every((r) => r.present));
+  } finally {
+    await removeTempDir(work);
+  }
+});

@@ -13,7 +13,11 @@ import {
   SpawnChannel,
   type SpawnChannelRequest,
 } from "../../lib/manager/sandbox/spawn_channel.ts";
-import { CHILD_SPAWN_RATE, delegatedSpawnHandler } from "../../lib/manager/delegated_spawn.ts";
+import {
+  CHILD_SPAWN_RATE,
+  delegatedSpawnHandler,
+  SpawnRate,
+} from "../../lib/manager/delegated_spawn.ts";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { parseSpawnRequest } from "../../lib/manager/spawn_request.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";
@@ -144,8 +148,12 @@ Deno.test("spawn policy - only listed personas, only its own children, within th
   const agents = new Map<string, { parent?: string }>();
   const spawned: Record<string, unknown>[] = [];
   let n = 0;
+  let kept = 0;
+  const PARENT = { name: "lead", lifecycleUid: "0123456789abcdef0123456789abcdef" };
+  const mine = () => [...agents].filter(([, a]) => a.parent === PARENT.lifecycleUid);
+  const rate = new SpawnRate(() => t);
   const handler = delegatedSpawnHandler(
-    "lead",
+    PARENT,
     { helper: { agent: "task-runner", command: "/bin/cat", role: "helpers" } },
     2,
     {
@@ -156,10 +164,11 @@ Deno.test("spawn policy - only listed personas, only its own children, within th
         return Promise.resolve(row(name));
       },
       despawn: (name) => Promise.resolve(agents.delete(name)),
-      children: (p) => [...agents].filter(([, a]) => a.parent === p).map(([k]) => row(k)),
+      children: () => mine().map(([k]) => row(k)),
+      count: () => mine().length + kept,
+      rate,
       log: () => {},
     },
-    () => t,
   );
   agents.set("other", {});
   const refused = (code: string) => (e: unknown) => isCotalError(e, code);
@@ -167,13 +176,20 @@ Deno.test("spawn policy - only listed personas, only its own children, within th
   await assert.rejects(handler({ op: "spawn", persona: "toString" }), refused("spawn_not_granted"));
   const a = await handler({ op: "spawn", persona: "helper" });
   assert.equal(a.name, "helpers_1");
-  // The request is the operator's template, marked as this agent's; nothing of the agent's.
+  // The request is the operator's template, marked with this agent's lifecycle; nothing else.
   assert.deepEqual(spawned[0], {
     agent: "task-runner",
     command: "/bin/cat",
     role: "helpers",
-    spawnedBy: "lead",
+    spawnedBy: PARENT.lifecycleUid,
   });
+  // Children kept to come back count too (red team 16: a parent asking before they were back).
+  kept = 1;
+  await assert.rejects(
+    handler({ op: "spawn", persona: "helper" }),
+    refused("spawn_children_exhausted"),
+  );
+  kept = 0;
   await handler({ op: "spawn", persona: "helper" });
   await assert.rejects(
     handler({ op: "spawn", persona: "helper" }),
@@ -195,6 +211,16 @@ Deno.test("spawn policy - only listed personas, only its own children, within th
     handler({ op: "spawn", persona: "helper" }),
     (e: unknown) => refused("spawn_rate_limited")(e) && /try again in \d+ s/.test(String(e)),
   );
+  // The rate is the parent's, not the handler's: one made again (a restart) has no new burst.
+  const again = delegatedSpawnHandler(PARENT, { helper: { agent: "x" } }, 2, {
+    spawn: () => Promise.reject(new Error("must not spawn")),
+    despawn: () => Promise.resolve(),
+    children: () => [],
+    count: () => 0,
+    rate,
+    log: () => {},
+  });
+  await assert.rejects(again({ op: "spawn", persona: "helper" }), refused("spawn_rate_limited"));
   t += CHILD_SPAWN_RATE.refillMs;
   await handler({ op: "spawn", persona: "helper" });
 });
@@ -227,8 +253,8 @@ Deno.test("spawn request - spawnable holds complete requests that run in the def
     );
   }
   assert.throws(
-    () => parseSpawnRequest({ ...child, spawnedBy: "a.b" }),
+    () => parseSpawnRequest({ ...child, spawnedBy: "lead" }),
     (e: unknown) =>
-      isCotalError(e, "spawn_bad_args") && /spawnedBy must name an agent/.test(String(e)),
+      isCotalError(e, "spawn_bad_args") && /spawnedBy must be the lifecycle uid/.test(String(e)),
   );
 });
