@@ -79,6 +79,7 @@ export {
   probeBwrap,
 } from "./sandbox/bwrap.ts";
 export {
+  agentDirOf,
   agentsRootOf,
   chooseIsolation,
   type HostIsolation,

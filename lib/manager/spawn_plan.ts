@@ -15,6 +15,7 @@ import { SYSTEM_PREFIXES } from "./start_runner.ts";
 import type { LifecycleContext } from "./lifecycle.ts";
 import type { AgentPlan } from "./managed_agent.ts";
 import {
+  agentDirOf,
   agentsRootOf,
   type Isolation,
   type IsolationMode,
@@ -113,7 +114,7 @@ export function allocateName(
 export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
   const { req, ctx } = input;
   const name = allocateName(req, input.taken);
-  const agentDir = `${agentsRootOf(ctx.layout)}/${name}`;
+  const agentDir = agentDirOf(ctx.layout, ctx.space, name);
   const launchFile = launchFilePath(agentDir);
   const launchCtx: ManagerLaunchContext = {
     space: ctx.space,

@@ -16,6 +16,7 @@ import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
 import { spaceKeyHex } from "../../lib/workspace/keys.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { processesMentioning, startManagerMesh } from "./_manager_mesh.ts";
+import { agentDirOf } from "../../lib/manager/sandbox/isolation.ts";
 
 /** Which of the named durables exist on `stream` (read with a provisioner cred). */
 async function existing(url: string, creds: string, stream: string, names: string[]) {
@@ -77,7 +78,7 @@ Deno.test("manager - spawn, presence, a task answered, despawn leaves nothing be
     "running",
     true,
   ]]);
-  const agentDir = `${mesh.root}/agents/upper`;
+  const agentDir = `${agentDirOf(mesh, mesh.space, "upper")}`;
   assert.ok(processesMentioning(agentDir).length > 0, "the runner runs");
   const prov = await mintCreds(mesh.auth, newIdentity(), "provisioner");
   const s = streamNames(mesh.space);
@@ -129,7 +130,7 @@ Deno.test("manager - a stop while an agent holds itself in starting ends the spa
   await using mesh = await startManagerMesh("stuck");
   const manager = await mesh.manager();
   const ctl = await mesh.control();
-  const agentDir = `${mesh.root}/agents/stuck`;
+  const agentDir = `${agentDirOf(mesh, mesh.space, "stuck")}`;
   // The program stops its own runner before the runner publishes presence: the spawn waits
   // out its readiness window (here 300 s, the most a request may ask) unless the stop ends it.
   const spawned = ctl.request("spawn", {

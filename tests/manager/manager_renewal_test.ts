@@ -10,6 +10,7 @@ import { isRelayedCreds, parseRelayedCreds } from "../../lib/nats/creds.ts";
 import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { startManagerMesh } from "./_manager_mesh.ts";
+import { agentDirOf } from "../../lib/manager/sandbox/isolation.ts";
 
 async function claimsOf(launchFile: string) {
   const m = await readLaunchMaterial(launchFile);
@@ -28,7 +29,7 @@ Deno.test("manager - an agent's cred is re-minted into its launch file and the a
     role: "echo",
     command: "/bin/cat",
   }, { timeoutMs: 40_000 });
-  const launchFile = `${mesh.root}/agents/echoer/launch.json`;
+  const launchFile = `${agentDirOf(mesh, mesh.space, "echoer")}/launch.json`;
   const first = await claimsOf(launchFile);
   assert.equal(first.exp! - first.iat, 30);
   // Past the first cred's expiry (and the broker's disconnect of a connection presenting it).

@@ -8,6 +8,7 @@ import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { spaceKeyHex } from "../../lib/workspace/keys.ts";
 import { tempDir, waitFor } from "../_harness/broker.ts";
 import { processesMentioning, startManagerMesh } from "./_manager_mesh.ts";
+import { agentDirOf } from "../../lib/manager/sandbox/isolation.ts";
 
 // Comes up (presence), then crashes with exit code 3.
 const CRASHER = `
@@ -46,7 +47,7 @@ Deno.test("manager - a crashing agent is restarted within its limit, then retire
   );
   assert.equal(last!.pid, undefined);
   // Retired means gone from the mesh: no runner, no creds, no dir.
-  const dir = `${mesh.root}/agents/crasher`;
+  const dir = `${agentDirOf(mesh, mesh.space, "crasher")}`;
   await waitFor(async () => !(await Deno.stat(dir).then(() => true, () => false)), {
     what: "the retired agent's dir removed",
   });
@@ -77,5 +78,5 @@ Deno.test("manager - an agent that exits before its presence appears fails its s
       ),
   );
   assert.deepEqual((await ctl.request<{ agents: AgentRow[] }>("ps")).agents, []);
-  await assert.rejects(Deno.stat(`${mesh.root}/agents/early`), Deno.errors.NotFound);
+  await assert.rejects(Deno.stat(`${agentDirOf(mesh, mesh.space, "early")}`), Deno.errors.NotFound);
 });

@@ -21,6 +21,7 @@ import { deliveryCredsKey, spaceKeyHex } from "../../lib/workspace/keys.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { testBwrap } from "./_agent_fixture.ts";
 import { type ManagerMesh, processesMentioning, startManagerMesh } from "./_manager_mesh.ts";
+import { agentDirOf } from "../../lib/manager/sandbox/isolation.ts";
 
 async function supervise(mesh: ManagerMesh): Promise<Deno.ChildProcess> {
   const bwrap = await testBwrap();
@@ -131,7 +132,7 @@ Deno.test("manager - cotal-supervise under its row: re-signs daemon creds, repor
       { timeoutMs: 30_000, what },
     );
   const credsKey = (uid: string) => `space.${spaceKeyHex(mesh.space)}/agent.worker.${uid}.creds`;
-  const dir = `${mesh.root}/agents/worker`;
+  const dir = `${agentDirOf(mesh, mesh.space, "worker")}`;
 
   // A clean stop of the service (SIGTERM) stops every agent but keeps its lifecycle on the
   // roster: runner gone, durables and creds kept for the next start.

@@ -9,6 +9,7 @@ import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { removeTempDir, waitFor } from "../_harness/broker.ts";
 import { agentWorkdir } from "./_agent_fixture.ts";
 import { startManagerMesh } from "./_manager_mesh.ts";
+import { agentDirOf } from "../../lib/manager/sandbox/isolation.ts";
 
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
 
@@ -48,7 +49,7 @@ Deno.test("manager - a spawn's env reaches its program in the sandbox, and neith
     assert.doesNotMatch(await Deno.readTextFile(`${work}/plain.env`), /PROVIDER_API_KEY/);
     // Not in any launch file, not in ps.
     for await (const e of Deno.readDir(`${mesh.root}/agents`)) {
-      const launch = await Deno.readTextFile(`${mesh.root}/agents/${e.name}/launch.json`)
+      const launch = await Deno.readTextFile(`${agentDirOf(mesh, mesh.space, e.name)}/launch.json`)
         .catch(() => "");
       assert.ok(!launch.includes(secret), `${e.name}'s launch file holds the value`);
     }

@@ -66,3 +66,40 @@ Deno.test("mesh - five agents come back after kill -9 of their supervisor, and d
     await removeTempDir(root);
   }
 });
+
+Deno.test("mesh - two spaces of one root each with an upper_1: despawning one leaves the other, and both come back after down --keep-agents", async () => {
+  const root = await tempDir("cotal-twospaces-");
+  const run = cotalIn(root);
+  const ps = async (space: string) =>
+    (JSON.parse((await run("ps", "--space", space, "--json")).stdout).agents as AgentRow[])
+      .map((r) => `${r.name}:${r.status}:${r.present}`);
+  try {
+    await run("up", "--detach", "--port", `${freePort()}`);
+    await run("space", "add", "demo");
+    await run("spawn", "--role", "upper", "--", "/bin/cat");
+    await run("spawn", "--space", "demo", "--role", "upper", "--", "/bin/cat");
+    await run("spawn", "--space", "demo", "--role", "other", "--", "/bin/cat");
+    // The newcomer's find: one agents/upper_1 dir served both, so this removed default's.
+    await run("despawn", "--space", "demo", "upper_1");
+    assert.deepEqual(await ps("default"), ["upper_1:running:true"]);
+    await run("down", "--keep-agents");
+    await run("up", "--detach");
+    await waitFor(
+      async () => (await ps("default").catch(() => [])).join() === "upper_1:running:true",
+      {
+        timeoutMs: 60_000,
+        what: "default's upper_1 back",
+      },
+    );
+    await waitFor(
+      async () => (await ps("demo").catch(() => [])).join() === "other_1:running:true",
+      {
+        timeoutMs: 60_000,
+        what: "demo's other_1 back",
+      },
+    );
+  } finally {
+    await cotalQuietly(root, "down");
+    await removeTempDir(root);
+  }
+});

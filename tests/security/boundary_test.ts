@@ -9,6 +9,7 @@ import { indexKey } from "../../lib/manager/lifecycle.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { type ManagerMesh, startManagerMesh } from "../manager/_manager_mesh.ts";
+import { agentDirOf } from "../../lib/manager/sandbox/isolation.ts";
 
 /** Live processes whose working dir is under `dir` (the agent's program runs in its home). */
 function processesIn(dir: string): number[] {
@@ -72,7 +73,10 @@ Deno.test("security - despawn of an agent that froze its runner and planted link
   // The control stop is never read (the runner is frozen): the grace, then SIGKILL, and done.
   assert.ok(Date.now() - t0 < 15_000, `despawn took ${Date.now() - t0} ms`);
   assert.equal(await signerDigest(mesh), before);
-  await assert.rejects(Deno.stat(`${mesh.root}/agents/trapper`), Deno.errors.NotFound);
+  await assert.rejects(
+    Deno.stat(`${agentDirOf(mesh, mesh.space, "trapper")}`),
+    Deno.errors.NotFound,
+  );
   // The operator's workdir is the agent's to keep: the supervisor never walks it.
   assert.ok((await Deno.lstat(`${work}/launch.json`)).isSymlink);
 });
@@ -93,7 +97,10 @@ Deno.test("security - a trusted deno-only agent's traps in its host dir: despawn
     }, { timeoutMs: 40_000 });
     await waitFor(
       () =>
-        Deno.stat(`${mesh.root}/agents/${name}/home/deeper/frozen`).then(() => true, () => false),
+        Deno.stat(`${agentDirOf(mesh, mesh.space, name)}/home/deeper/frozen`).then(
+          () => true,
+          () => false,
+        ),
       {
         what: "the traps and the frozen runner",
       },
@@ -102,16 +109,19 @@ Deno.test("security - a trusted deno-only agent's traps in its host dir: despawn
   const t0 = Date.now();
   await ctl.request("despawn", { name: "first" }, { timeoutMs: 30_000 });
   assert.ok(Date.now() - t0 < 15_000, `despawn took ${Date.now() - t0} ms`);
-  await assert.rejects(Deno.stat(`${mesh.root}/agents/first`), Deno.errors.NotFound);
+  await assert.rejects(Deno.stat(`${agentDirOf(mesh, mesh.space, "first")}`), Deno.errors.NotFound);
   // Its program and that program's children went with the runner (its process group).
-  await waitFor(() => processesIn(`${mesh.root}/agents/first/`).length === 0, {
+  await waitFor(() => processesIn(`${agentDirOf(mesh, mesh.space, "first")}/`).length === 0, {
     what: "the first agent's processes to end",
   });
   // A manager stop tears down the other one the same way.
   const t1 = Date.now();
   await manager.stop();
   assert.ok(Date.now() - t1 < 15_000, `stop took ${Date.now() - t1} ms`);
-  await assert.rejects(Deno.stat(`${mesh.root}/agents/second`), Deno.errors.NotFound);
+  await assert.rejects(
+    Deno.stat(`${agentDirOf(mesh, mesh.space, "second")}`),
+    Deno.errors.NotFound,
+  );
   assert.equal(await signerDigest(mesh), before);
   // What the links pointed at is all still there.
   assert.ok(Deno.statSync("/usr/bin").isDirectory);
@@ -128,7 +138,7 @@ Deno.test("security - the sweep of a crashed manager's leftovers ends on time th
     first.instanceId,
   );
   await first.stop();
-  const dir = `${mesh.root}/agents/ghost`;
+  const dir = `${agentDirOf(mesh, mesh.space, "ghost")}`;
   await Deno.mkdir(`${dir}/home/deeper`, { recursive: true });
   for (const d of [dir, `${dir}/home`, `${dir}/home/deeper`]) {
     await Deno.symlink(signer, `${d}/launch.json`);

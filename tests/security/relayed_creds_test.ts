@@ -83,9 +83,11 @@ export async function run(ctx) {
 `;
 
 async function launchOf(root: string, name: string): Promise<string> {
-  for await (const e of Deno.readDir(`${root}/agents`)) {
-    if (e.isDirectory && e.name.startsWith(`${name}`)) {
-      return `${root}/agents/${e.name}/launch.json`;
+  for await (const space of Deno.readDir(`${root}/agents`)) {
+    for await (const e of Deno.readDir(`${root}/agents/${space.name}`)) {
+      if (e.isDirectory && e.name.startsWith(`${name}`)) {
+        return `${root}/agents/${space.name}/${e.name}/launch.json`;
+      }
     }
   }
   throw new Error(`no launch file for ${name} under ${root}/agents`);

@@ -10,6 +10,7 @@
  */
 import { CotalError } from "../../errors.ts";
 import type { DeploymentLayout } from "../../permissions.ts";
+import { spaceKeyHex } from "../../workspace/keys.ts";
 import { BWRAP_MANUAL, ensureBwrap, findBwrap } from "./bwrap.ts";
 import { type CgroupHost, probeCgroups } from "./cgroup.ts";
 import { LIMIT_PROGRAMS } from "./limits.ts";
@@ -288,6 +289,19 @@ function cgroupHost(): CgroupHost | undefined {
 /** Where agents' directories live in a layout. */
 export function agentsRootOf(layout: DeploymentLayout): string {
   return `${layout.root}/agents`;
+}
+
+/**
+ * One agent's directory: under its space's own dir, since each space's supervisor names its
+ * agents alone (two spaces of one root each had an `upper_1`, which shared one dir: a despawn in
+ * one removed the other's, and neither came back after `down --keep-agents`).
+ */
+export function agentDirOf(
+  layout: Pick<DeploymentLayout, "root">,
+  space: string,
+  name: string,
+): string {
+  return `${layout.root}/agents/space.${spaceKeyHex(space)}/${name}`;
 }
 
 /**
