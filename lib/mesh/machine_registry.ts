@@ -30,36 +30,95 @@ export function machineHome(): string {
   return `${home}/.cotal`;
 }
 
-function entryPath(space: string): string {
+/**
+ * An entry's file: one per space and root, so two roots that each run a space of one name do not
+ * overwrite each other's entry (and stopping one does not lose the other).
+ */
+function entryPath(space: string, root: string): string {
+  const rootKey = spaceKeyHex(root).slice(0, 16);
+  return `${machineHome()}/meshes/space.${spaceKeyHex(space)}.${rootKey}.json`;
+}
+
+/** The entry file the first registry kept per space alone (read, and removed when it is ours). */
+function legacyPath(space: string): string {
   return `${machineHome()}/meshes/space.${spaceKeyHex(space)}.json`;
+}
+
+const ENTRY_FILE = /^space\.[0-9a-f]{32}(\.[0-9a-f]{16})?\.json$/;
+
+async function readEntry(path: string): Promise<MeshEntry | undefined> {
+  try {
+    const v = JSON.parse(await Deno.readTextFile(path));
+    if (typeof v.root === "string" && typeof v.url === "string" && typeof v.space === "string") {
+      return v;
+    }
+  } catch {
+    // Absent or unreadable: not registered.
+  }
+  return undefined;
 }
 
 /** Records where a space's mesh runs, atomically (0600 in a 0700 dir). */
 export async function registerMesh(entry: Omit<MeshEntry, "updatedAt">): Promise<void> {
   const dir = `${machineHome()}/meshes`;
   await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
-  const path = entryPath(entry.space);
   const full: MeshEntry = { ...entry, updatedAt: new Date().toISOString() };
-  await writeFileAtomic(path, JSON.stringify(full, null, 2) + "\n", {
+  await writeFileAtomic(entryPath(entry.space, entry.root), JSON.stringify(full, null, 2) + "\n", {
     what: "The machine's mesh registry entry",
   });
-}
-
-/** Removes a space's entry when it names this root (another root's entry is left alone). */
-export async function unregisterMesh(space: string, root: string): Promise<void> {
-  const e = await lookupMesh(space);
-  if (e?.root === root) await Deno.remove(entryPath(space)).catch(() => {});
-}
-
-/** Where a space's mesh runs, from any directory; undefined when unknown. */
-export async function lookupMesh(space: string): Promise<MeshEntry | undefined> {
-  try {
-    const v = JSON.parse(await Deno.readTextFile(entryPath(space)));
-    if (typeof v.root === "string" && typeof v.url === "string" && v.space === space) return v;
-  } catch {
-    // Absent or unreadable: not registered.
+  if ((await readEntry(legacyPath(entry.space)))?.root === entry.root) {
+    await Deno.remove(legacyPath(entry.space)).catch(() => {});
   }
-  return undefined;
+}
+
+/** Removes this root's entry for a space (another root's is left alone). */
+export async function unregisterMesh(space: string, root: string): Promise<void> {
+  await Deno.remove(entryPath(space, root)).catch(() => {});
+  if ((await readEntry(legacyPath(space)))?.root === root) {
+    await Deno.remove(legacyPath(space)).catch(() => {});
+  }
+}
+
+/**
+ * Where a space's mesh runs, from any directory; undefined when unknown. Refuses with
+ * `mesh_ambiguous` when several roots run a space of that name: the caller names one.
+ */
+export async function lookupMesh(space: string): Promise<MeshEntry | undefined> {
+  let found = (await listMeshes()).filter((e) => e.space === space);
+  if (found.length > 1) {
+    // Entries a crashed root left behind: only those whose broker answers count.
+    const live = (await Promise.all(found.map(async (e) => (await answers(e.url)) ? e : undefined)))
+      .filter((e): e is MeshEntry => e !== undefined);
+    found = live.length ? live : found.sort((a, b) => b.updatedAt.localeCompare(a.updatedAt));
+    if (!live.length) found = found.slice(0, 1);
+  }
+  const roots = [...new Set(found.map((e) => e.root))];
+  if (roots.length > 1) {
+    throw new CotalError(
+      "mesh_ambiguous",
+      `Space '${space}' runs under ${roots.length} roots (${
+        roots.join(", ")
+      }); pass --root <dir> to say which.`,
+    );
+  }
+  return found[0];
+}
+
+/** Whether a broker accepts a TCP connection at `url` within half a second. */
+async function answers(url: string): Promise<boolean> {
+  const m = /^(?:[a-z]+:\/\/)?\[?([^\]/]*?)\]?:(\d+)/.exec(url);
+  if (!m) return false;
+  const timer = AbortSignal.timeout(500);
+  try {
+    const conn = await Promise.race([
+      Deno.connect({ hostname: m[1] || "127.0.0.1", port: Number(m[2]) }),
+      new Promise<never>((_, reject) => timer.addEventListener("abort", () => reject(new Error()))),
+    ]);
+    conn.close();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Every registered mesh of this machine (entries that cannot be read are skipped). */
@@ -71,13 +130,9 @@ export async function listMeshes(): Promise<MeshEntry[]> {
   } catch {
     return out;
   }
-  for (const n of names.filter((n) => /^space\.[0-9a-f]{32}\.json$/.test(n)).sort()) {
-    try {
-      const v = JSON.parse(await Deno.readTextFile(`${machineHome()}/meshes/${n}`));
-      if (typeof v.root === "string" && typeof v.space === "string") out.push(v);
-    } catch {
-      // Unreadable: skipped.
-    }
+  for (const n of names.filter((n) => ENTRY_FILE.test(n)).sort()) {
+    const e = await readEntry(`${machineHome()}/meshes/${n}`);
+    if (e) out.push(e);
   }
   return out;
 }
