@@ -201,9 +201,15 @@ export async function reloadBroker(root: string): Promise<void> {
   Deno.kill(rec.pid, "SIGHUP");
   const line = await waitLogLine(logFile, from, /Reloaded server configuration|Failed to reload/);
   if (/Failed to reload/.test(line)) {
+    // Some settings are read only at start (server_name, listeners): say how to apply them.
+    const restart = /not supported/i.test(line)
+      ? `; a setting nats-server reads only at start changed (in ${root}/broker/operator.conf?): apply it with 'cotal down --root ${root} && cotal up --root ${root}'`
+      : "";
     throw new CotalError(
       "broker_reload_failed",
-      `nats-server refused the new configuration: ${line.replace(/^.*Failed/, "Failed")}`,
+      `nats-server refused the new configuration: ${
+        line.replace(/^.*Failed/, "Failed").replace(/\.?\s*$/, "")
+      }${restart}.`,
     );
   }
 }

@@ -95,8 +95,13 @@ Deno.test("broker settings - up --monitor serves /varz; operator.conf adds a lea
     // on a reload), so it is written while the mesh is down and read by the next up.
     assert.equal((await cotal(["down", "--root", root])).code, 0);
     await Deno.writeTextFile(`${root}/broker/operator.conf`, `leafnodes { port: ${leaf} }\n`);
-    const again = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
+    // No --port: the root's last port is kept (the monitor too).
+    const again = await cotal(["up", "--detach", "--root", root]);
     assert.equal(again.code, 0, again.stderr);
+    assert.equal((await varz(monitor)).port, port);
+    // And over the running stack, an up without --port is no move.
+    const over = await cotal(["up", "--detach", "--root", root]);
+    assert.equal(over.code, 0, over.stderr);
     assert.match(
       await Deno.readTextFile(`${root}/broker/nats.conf`),
       /^include "operator\.conf"$/m,
@@ -138,6 +143,15 @@ Deno.test("broker settings - up --monitor serves /varz; operator.conf adds a lea
       ),
       [],
     );
+    // A start-time setting: the reload refuses it, and the sentence says how to apply it.
+    await Deno.writeTextFile(
+      `${root}/broker/operator.conf`,
+      `leafnodes { port: ${leaf} }\nserver_name: renamed\n`,
+    );
+    const startOnly = await cotal(["space", "add", "fifth", "--root", root]);
+    assert.equal(startOnly.code, 1);
+    assert.match(startOnly.stderr, /apply it with 'cotal down --root .* && cotal up --root /);
+    await Deno.writeTextFile(`${root}/broker/operator.conf`, `leafnodes { port: ${leaf} }\n`);
     // The broker never saw either: it still serves.
     assert.equal((await varz(monitor)).port, port);
     assert.match((await cotal(["status", "--root", root])).stdout, /^nats-server +running/m);

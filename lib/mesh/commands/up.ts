@@ -65,8 +65,14 @@ export const upCommand = defineCommand({
     ...ROOT_FLAG,
     ...JSON_FLAG,
     space: { type: "string", default: "default", description: "the space to serve" },
-    host: { type: "string", default: "127.0.0.1", description: "the broker's listen address" },
-    port: { type: "string", default: "4222", description: "the broker's client port" },
+    host: {
+      type: "string",
+      description: "the broker's listen address (default: the root's last, else 127.0.0.1)",
+    },
+    port: {
+      type: "string",
+      description: "the broker's client port (default: the root's last, else 4222)",
+    },
     detach: { type: "boolean", description: "start in the background and return" },
     isolation: {
       type: "string",
@@ -103,7 +109,11 @@ export const upCommand = defineCommand({
     },
   },
   async run({ values }) {
-    const port = parsePort(values.port);
+    // A root keeps its broker's address: a later up (after down, or over a running stack) and the
+    // commands that print it again need not repeat --host and --port.
+    const last = await readMeshRecord(resolveRoot(values.root)).catch(() => undefined);
+    const port = parsePort(values.port ?? String(last?.port ?? 4222));
+    const host = values.host ?? last?.host ?? "127.0.0.1";
     const io = denoIo();
     const json = values.json === true;
     const stop = Promise.withResolvers<void>();
@@ -113,7 +123,7 @@ export const upCommand = defineCommand({
       const result = await up({
         root: resolveRoot(values.root),
         space: assertValidSpaceName(values.space),
-        host: values.host,
+        host,
         port,
         detach: values.detach === true,
         rotateSys: values["rotate-sys"] === true,
