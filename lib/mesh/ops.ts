@@ -15,12 +15,14 @@ import {
   isNotFound,
   listKeys,
   parsePrincipalId,
+  provisionAgent,
   publishMessage,
   streamNames,
   subjectRoot,
   svcDurableName,
 } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
+import { isReservedAgentName } from "../manager/spawn_request.ts";
 import { runningBroker } from "./space.ts";
 import { loadSpaceAccount } from "./trust_state.ts";
 
@@ -72,6 +74,67 @@ export async function mintForRoot(
       allowPublish: opts.allowPublish,
     },
   );
+}
+
+/**
+ * An agent cred for a member the operator runs by hand (`cotal mint --profile agent
+ * --provision`): its durables and ACL row made on the root's running broker, as `cotal spawn`
+ * makes them, then the cred, whose grants follow from the same role and channels.
+ */
+export async function provisionForRoot(
+  root: string,
+  space: string,
+  opts: {
+    actor: string;
+    lifecycleUid: string;
+    role?: string;
+    channels: string[];
+    expiresInSeconds?: number;
+  },
+): Promise<string> {
+  if (isReservedAgentName(opts.actor)) {
+    throw new CotalError(
+      "name_reserved",
+      `The name ${
+        JSON.stringify(opts.actor)
+      } is reserved for the mesh itself; pick another --actor.`,
+    );
+  }
+  const live = await runningBroker(root);
+  if (!live) {
+    throw new CotalError(
+      "broker_not_running",
+      `--provision makes the agent's durables on the running broker, and ${root} runs none; start it with 'cotal up --root ${root}'.`,
+    );
+  }
+  const account = await loadSpaceAccount(workspaceSecretStore(root), space);
+  if (!account) {
+    throw new CotalError(
+      "space_unknown",
+      `Space '${space}' has no account under ${root}; add it with 'cotal space add ${space}'.`,
+    );
+  }
+  const auth = { space, account: account.account };
+  const provisioner = await mintCreds(auth, newIdentity(), "provisioner");
+  const p = await provisionAgent({
+    servers: live.url,
+    creds: provisioner,
+    space,
+    auth,
+    identity: newIdentity(),
+    principal: operatorPrincipal(opts.actor),
+    lifecycleUid: opts.lifecycleUid,
+    ...(opts.channels.length
+      ? {
+        subscribe: opts.channels,
+        allowSubscribe: opts.channels,
+        allowPublish: opts.channels.filter((c) => !/[*>]/.test(c)),
+      }
+      : {}),
+    ...(opts.role ? { role: opts.role } : {}),
+    ...(opts.expiresInSeconds ? { expiresInSeconds: opts.expiresInSeconds } : {}),
+  });
+  return p.creds;
 }
 
 /** Connects to a root's running broker as a short-lived operator-side profile. */

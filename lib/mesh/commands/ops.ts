@@ -13,7 +13,7 @@ import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
 import { CREDENTIAL_LIFETIMES, PROFILES } from "../../trust/mod.ts";
 import { assertValidSpaceName } from "../names.ts";
-import { mintForRoot, sendText, tail } from "../ops.ts";
+import { mintForRoot, provisionForRoot, sendText, tail } from "../ops.ts";
 import { join } from "../join.ts";
 import { TextLineStream } from "../../cli/lines.ts";
 import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
@@ -92,6 +92,17 @@ export const mintCommand = defineCommand({
       description: "the agent profile's lifecycle uid (default: a new one, printed)",
     },
     ttl: { type: "string", value: "seconds", description: "lifetime; capped by the profile" },
+    provision: {
+      type: "boolean",
+      description: "with --profile agent: also make its durables and ACL row on the running " +
+        "broker, as cotal spawn does (what a member run by hand, e.g. cotal mcp --creds, needs)",
+    },
+    role: { type: "string", description: "with --provision: the role whose tasks it takes" },
+    channel: {
+      type: "string",
+      multiple: true,
+      description: "with --provision: a channel it joins, reads and posts to",
+    },
     out: {
       type: "string",
       value: "file",
@@ -145,12 +156,33 @@ export const mintCommand = defineCommand({
     const lifecycleUid = values.profile === "agent"
       ? values.lifecycle ?? newLifecycleUid()
       : values.lifecycle;
-    const creds = await mintForRoot(root, space, {
-      profile: values.profile,
-      actor: values.actor,
-      expiresInSeconds: parseTtl(values.ttl),
-      ...(lifecycleUid ? { lifecycleUid } : {}),
-    });
+    const provision = values.provision === true;
+    if (provision && values.profile !== "agent") {
+      throw new CotalError(
+        "usage",
+        "--provision makes an agent's durables; use it with --profile agent.",
+      );
+    }
+    if (!provision && (values.role !== undefined || values.channel?.length)) {
+      throw new CotalError(
+        "usage",
+        "--role and --channel shape a provisioned agent; add --provision (with --profile agent).",
+      );
+    }
+    const creds = provision
+      ? await provisionForRoot(root, space, {
+        actor: values.actor ?? "agent",
+        lifecycleUid: lifecycleUid!,
+        ...(values.role ? { role: values.role } : {}),
+        channels: values.channel ?? [],
+        ...(parseTtl(values.ttl) ? { expiresInSeconds: parseTtl(values.ttl) } : {}),
+      })
+      : await mintForRoot(root, space, {
+        profile: values.profile,
+        actor: values.actor,
+        expiresInSeconds: parseTtl(values.ttl),
+        ...(lifecycleUid ? { lifecycleUid } : {}),
+      });
     const { jwt } = await parseCreds(creds);
     const claims = decodeJwtUnverified(jwt);
     const report: MintReport = {
@@ -214,7 +246,11 @@ export const mintCommand = defineCommand({
       );
     }
     if (values.profile === "agent" && !values.lifecycle) {
-      console.error(`lifecycle uid ${lifecycleUid} (its durables are provisioned by cotal spawn)`);
+      console.error(
+        provision
+          ? `lifecycle uid ${lifecycleUid} (its durables are made; cotal mcp --creds needs it)`
+          : `lifecycle uid ${lifecycleUid} (add --provision to make its durables, as cotal spawn does)`,
+      );
     }
   },
 });

@@ -1,0 +1,105 @@
+/**
+ * A member the operator runs by hand, as the README shows: `cotal mint --profile agent
+ * --provision` makes its durables and ACL row on the running broker (what `cotal spawn` makes)
+ * and writes its cred; `cotal mcp --creds` then joins with it, and the MCP SDK's own client
+ * sees its channel and the DM the operator sends it. Misuse of the flags is refused.
+ */
+import assert from "node:assert/strict";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { down, up } from "../../lib/mesh/up.ts";
+import { lookupMesh } from "../../lib/mesh/machine_registry.ts";
+import { denoDir } from "../../lib/manager/start_runner.ts";
+import { MCP_V8_FLAGS } from "../../lib/manager/harness_connectors.ts";
+import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
+import { CONFIG, COTAL } from "./_mcp_agent.ts";
+
+async function cotal(args: string[], env: Record<string, string>) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", COTAL, ...args],
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+Deno.test("mcp - a member run by hand: mint --provision makes what cotal mcp --creds joins with", async () => {
+  const root = await tempDir("cotal-mintprov-");
+  const home = await tempDir("cotal-mintprov-home-");
+  const env = { COTAL_HOME: home };
+  const before = Deno.env.get("COTAL_HOME");
+  Deno.env.set("COTAL_HOME", home);
+  let client: Client | undefined;
+  try {
+    await up({
+      root,
+      space: "prov",
+      host: "127.0.0.1",
+      port: freePort(),
+      detach: true,
+      say: () => {},
+      untilStopped: Promise.resolve(),
+    });
+    const url = (await lookupMesh("prov"))!.url;
+    const creds = `${root}/bob.creds`;
+    const minted = await cotal([
+      ...["mint", "--root", root, "--space", "prov", "--profile", "agent", "--provision"],
+      ...["--actor", "bob", "--channel", "general", "--out", creds, "--json"],
+    ], env);
+    assert.equal(minted.code, 0, minted.stderr);
+    const { lifecycleUid } = JSON.parse(minted.stdout);
+
+    const transport = new StdioClientTransport({
+      command: Deno.execPath(),
+      args: [
+        ...["run", "-A", `--v8-flags=${MCP_V8_FLAGS.join(",")}`, `--config=${CONFIG}`, COTAL],
+        ...["mcp", "--creds", creds, "--space", "prov", "--lifecycle-uid", lifecycleUid],
+        ...["--server", url, "--channel", "general", "--inbox", `${root}/inbox`],
+      ],
+      env: { PATH: "/usr/bin:/bin", HOME: home, DENO_DIR: denoDir() },
+      stderr: "pipe",
+    });
+    let stderr = "";
+    transport.stderr?.on("data", (c: Uint8Array) => (stderr += new TextDecoder().decode(c)));
+    client = new Client({ name: "cotal-test", version: "1" });
+    await client.connect(transport).catch((err: Error) => {
+      throw new Error(`cotal mcp did not start: ${err.message}\n${stderr}`);
+    });
+    const call = async (name: string, args: Record<string, unknown> = {}) => {
+      const r = await client!.callTool({ name, arguments: args }, undefined, { timeout: 60_000 });
+      assert.equal(r.isError, undefined, JSON.stringify(r.content));
+      return JSON.parse((r.content as { text: string }[])[0].text);
+    };
+    assert.deepEqual((await call("channels", { action: "list" })).joined, ["general"]);
+    // Its DM queue exists: the operator's DM is kept for it and arrives.
+    const sent = await cotal(
+      ["send", "--root", root, "--space", "prov", "--to", "local.bob", "review this"],
+      env,
+    );
+    assert.equal(sent.code, 0, sent.stderr);
+    const got = await call("wait", { timeout_seconds: 30 });
+    assert.deepEqual(got.messages.map((m: { text: string }) => m.text), ["review this"]);
+
+    // Misuse: --provision is an agent's; --role and --channel need it; a reserved name.
+    for (
+      const [args, code, re] of [
+        [["--profile", "observer", "--provision"], 2, /use it with --profile agent/],
+        [["--profile", "agent", "--role", "r"], 2, /add --provision/],
+        [["--profile", "agent", "--provision", "--actor", "operator"], 1, /is reserved/],
+      ] as const
+    ) {
+      const r = await cotal(["mint", "--root", root, "--space", "prov", ...args], env);
+      assert.equal(r.code, code, args.join(" "));
+      assert.match(r.stderr, re, args.join(" "));
+    }
+  } finally {
+    await client?.close().catch(() => {});
+    await down(root).catch(() => {});
+    if (before === undefined) Deno.env.delete("COTAL_HOME");
+    else Deno.env.set("COTAL_HOME", before);
+    await removeTempDir(root);
+    await removeTempDir(home);
+  }
+});
