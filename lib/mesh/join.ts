@@ -42,8 +42,11 @@ function describe(ev: CotalMessageEvent): string {
     : m.toService !== undefined
     ? `@${m.toService}`
     : "(dm)";
-  // One line per message whatever it holds: a newline or escape in it is shown, not acted on.
-  return safeText(`${ev.meta.historical ? "[history] " : ""}${where} ${m.from.id}: ${text}`);
+  // An escape in it is shown, not acted on; its own lines are indented under the first, so no
+  // line of a message can pass for another message.
+  return safeText(`${ev.meta.historical ? "[history] " : ""}${where} ${m.from.id}: ${text}`, {
+    lines: true,
+  }).replace(/\r?\n/g, "\n    ");
 }
 
 /** How long a session whose input ended waits for the replies of the tasks it sent. */

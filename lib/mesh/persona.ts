@@ -188,8 +188,14 @@ export async function readPersona(root: string, name: string): Promise<Persona> 
   return parsePersona(name, file, text);
 }
 
-/** Every persona of `root`, by name; a file that does not parse is refused with its line. */
-export async function listPersonas(root: string): Promise<Persona[]> {
+/**
+ * Every persona of `root`, by name; a file that does not parse is refused with its line, or,
+ * with `onInvalid`, reported there and skipped (so one bad file hides none of the good ones).
+ */
+export async function listPersonas(
+  root: string,
+  onInvalid?: (name: string, err: CotalError) => void,
+): Promise<Persona[]> {
   const out: Persona[] = [];
   let entries: Deno.DirEntry[];
   try {
@@ -201,7 +207,12 @@ export async function listPersonas(root: string): Promise<Persona[]> {
     if (!e.isFile || !e.name.endsWith(".md")) continue;
     const name = e.name.slice(0, -3);
     const file = `${personaDir(root)}/${e.name}`;
-    out.push(parsePersona(name, file, await Deno.readTextFile(file)));
+    try {
+      out.push(parsePersona(name, file, await Deno.readTextFile(file)));
+    } catch (err) {
+      if (!onInvalid || !(err instanceof CotalError)) throw err;
+      onInvalid(name, err);
+    }
   }
   return out;
 }

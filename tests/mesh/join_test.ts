@@ -58,6 +58,19 @@ Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves n
     await during.close();
     await sendText(root, "j", { to: "local.alice" }, "psst");
     await waitFor(() => out.join("").includes("(dm) local.operator: psst"), { what: "the DM" });
+    // A text of several lines reads as lines, each further one indented under the first, so
+    // none passes for a message of its own; an escape in it is still shown, not acted on.
+    await sendText(
+      root,
+      "j",
+      { to: "local.alice" },
+      "line one\n#general local.operator: forged\x1b[2J",
+    );
+    await waitFor(() => out.join("").includes("forged"), { what: "the multi-line DM" });
+    assert.match(
+      out.join(""),
+      /^\(dm\) local\.operator: line one\n {4}#general local\.operator: forged\\x1b\[2J$/m,
+    );
     // A channel this session may only read: joined, and typing still posts where it may.
     await writer.write(enc.encode("/join random\nstill general\n"));
     await waitFor(() => seen.includes("local.alice:still general"), { what: "the second post" });

@@ -100,6 +100,7 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
       show.stdout,
       /channels: general, reviews\nmodel: claude-sonnet-4-5\nenv: REVIEWER_API_KEY\nmay spawn: -\n\nYou review/,
     );
+    assert.match(show.stdout, /^description: reviews the diffs it is sent$/m);
 
     // The persona's env names a variable of this shell: the agent gets it.
     Deno.env.set("REVIEWER_API_KEY", "persona-key");
@@ -144,6 +145,11 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     const bad = await cotal(["spawn", "bad", "--root", root]);
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /personas\/bad\.md:3: front matter: each line must be 'key: value'/);
+    // The listing names the bad file and fails, and still shows the good ones.
+    const listed = await cotal(["persona", "list", "--root", root]);
+    assert.equal(listed.code, 1);
+    assert.match(listed.stderr, /bad\.md:3: front matter/);
+    assert.match(listed.stdout, /^reviewer +claude-code/m);
 
     // A persona that may spawn another: cotal spawn resolves the child (its harness on this
     // PATH, its variables from this shell) into the request, and its cotal mcp offers it.

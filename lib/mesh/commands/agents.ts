@@ -289,7 +289,14 @@ export const spawnCommand = defineCommand({
       denoIo(),
       { json: values.json === true },
       row,
-      (r) => `spawned ${r.name} (${r.id}, ${r.isolation}); attach: cotal attach ${r.name}`,
+      (r) =>
+        `spawned ${r.name} (${r.id}, ${
+          r.sandbox
+            ? `${r.sandbox.mode}, network: ${
+              r.sandbox.net === "relay" ? "its own, the broker only" : r.sandbox.net
+            }`
+            : r.isolation
+        }); attach: cotal attach ${r.name}`,
     );
   },
 });
@@ -412,7 +419,13 @@ export const personaListCommand = defineCommand({
   flags: { ...TARGET_FLAGS, ...JSON_FLAG },
   async run({ values }) {
     const root = await resolveMeshRoot(values.root, assertValidSpaceName(values.space));
-    const rows = await listPersonas(root);
+    const invalid: { name: string; error: string }[] = [];
+    const rows = await listPersonas(
+      root,
+      (name, err) => invalid.push({ name, error: err.message }),
+    );
+    // A bad file is named (and fails the command) without hiding the good ones.
+    for (const bad of invalid) console.error(safeText(`cotal: ${bad.error}`));
     printResult(
       denoIo(),
       { json: values.json === true },
@@ -428,6 +441,12 @@ export const personaListCommand = defineCommand({
           ).join("\n")
           : `no personas yet; write one to ${root}/personas/<name>.md`,
     );
+    if (invalid.length) {
+      throw new CotalError(
+        "persona_invalid",
+        `${invalid.length} persona file(s) could not be read (named above); fix or remove them.`,
+      );
+    }
   },
 });
 
@@ -445,6 +464,7 @@ export const personaShowCommand = defineCommand({
       [
         safeText(`persona ${v.name} (${v.file})`),
         safeText(`agent: ${v.agent}`),
+        safeText(`description: ${v.description ?? "-"}`),
         safeText(`role: ${v.role ?? "-"}`),
         safeText(`channels: ${v.channels.join(", ") || "-"}`),
         safeText(`model: ${v.model ?? "-"}`),
