@@ -146,7 +146,12 @@ async function takeUnread(inbox: InboxJournal, max: number) {
 
 /** The tools of one agent, over its endpoint and inbox. */
 export function meshTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
-  const tools: MeshTool[] = [
+  return [...sendingTools(agent, inbox), ...readingTools(agent, inbox)];
+}
+
+/** `post`, `dm`, `task` and `reply`: what the agent sends. */
+function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
+  return [
     {
       name: "post",
       description: "Post a message to a channel you have joined (see `channels`).",
@@ -233,6 +238,12 @@ export function meshTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
         return { id: m.id };
       },
     },
+  ];
+}
+
+/** `inbox`, `wait`, `presence`, `channels` and `history`: what the agent reads. */
+function readingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
+  return [
     {
       name: "inbox",
       description:
@@ -322,7 +333,6 @@ export function meshTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
       },
     },
   ];
-  return tools;
 }
 
 /** The text of a tool error: the CotalError's sentence, or a generic one naming the tool. */
