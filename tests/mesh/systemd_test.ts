@@ -226,6 +226,31 @@ Deno.test("systemd - install writes units into <dest>/systemd/system, prints eve
         /systemctl enable --now cotal-nats\.service cotal-delivery-alpha\.service cotal-delivery-alpha\.path cotal-signer-alpha\.service cotal-supervise-alpha\.service\n/,
       ]
     ) assert.match(said, step);
+    // A state dir whose broker last ran on another port: the units point there, not at 4222.
+    await Deno.mkdir(`${dest}/state/run`, { recursive: true });
+    await Deno.writeTextFile(
+      `${dest}/state/run/mesh.json`,
+      JSON.stringify({ root: `${dest}/state`, host: "127.0.0.1", port: 16222 }),
+    );
+    const printed = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        COTAL,
+        "systemd",
+        "print",
+        "--space",
+        "alpha",
+        "--state-dir",
+        `${dest}/state`,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(printed.code, 0, new TextDecoder().decode(printed.stderr));
+    const units = new TextDecoder().decode(printed.stdout);
+    assert.match(units, /--server nats:\/\/127\.0\.0\.1:16222/);
+    assert.doesNotMatch(units, /:4222\b/);
     // No user auth here: no auth-service unit.
     assert.equal(
       [...Deno.readDirSync(`${dest}/systemd/system`)].some((e) => e.name.includes("auth")),

@@ -18,6 +18,7 @@ import {
   type SystemdLayout,
 } from "../systemd.ts";
 import { parsePort } from "./common.ts";
+import { readMeshRecord } from "../stack.ts";
 import { parseIdpUrl, readUserAuth } from "../user_auth.ts";
 
 const FLAGS = {
@@ -36,7 +37,10 @@ const FLAGS = {
     default: "/usr/sbin/nats-server",
     description: "the nats-server binary",
   },
-  port: { type: "string", default: "4222", description: "the broker's client port" },
+  port: {
+    type: "string",
+    description: "the broker's client port (default: the one --state-dir last ran on, else 4222)",
+  },
   space: {
     type: "string",
     multiple: true,
@@ -59,7 +63,7 @@ async function layoutFrom(values: {
   "state-dir": string;
   "bin-dir": string;
   "nats-server": string;
-  port: string;
+  port?: string;
   space?: string[];
   idp?: string;
   audience?: string;
@@ -115,7 +119,12 @@ async function layoutFrom(values: {
     stateDir: values["state-dir"],
     binDir: values["bin-dir"],
     natsServer: values["nats-server"],
-    port: parsePort(values.port),
+    // The port the state dir's broker last served on (a root brought up with --port), so the
+    // units do not quietly point every daemon at another one.
+    port: parsePort(
+      values.port ??
+        String((await readMeshRecord(values["state-dir"]).catch(() => undefined))?.port ?? 4222),
+    ),
     ...(userAuth ? { userAuth } : {}),
   };
 }
