@@ -134,7 +134,8 @@ export async function up(
     await rotateSys(opts.root, store, trust, all);
     opts.say(`re-issued the system account and the $SYS creds of ${all.length} space(s)`);
   }
-  const monitor = opts.monitor ?? previous?.monitor;
+  // Kept from the last up unless given; "" (`--monitor off`) turns it off.
+  const monitor = (opts.monitor ?? previous?.monitor) || undefined;
   const { accounts } = await renderBrokerConfig(opts.root, { ...opts, monitor });
   // Supervisors read their isolation when they start: a running stack keeps its own.
   let isolation = opts.isolation ?? previous?.isolation ?? "bwrap";

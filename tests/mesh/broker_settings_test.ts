@@ -155,6 +155,15 @@ Deno.test("broker settings - up --monitor serves /varz; operator.conf adds a lea
     // The broker never saw either: it still serves.
     assert.equal((await varz(monitor)).port, port);
     assert.match((await cotal(["status", "--root", root])).stdout, /^nats-server +running/m);
+
+    // --monitor off turns the kept monitor off, and it stays off.
+    assert.equal((await cotal(["down", "--root", root])).code, 0);
+    const off = await cotal(["up", "--detach", "--root", root, "--monitor", "off"]);
+    assert.equal(off.code, 0, off.stderr);
+    await assert.rejects(varz(monitor));
+    assert.equal((await cotal(["down", "--root", root])).code, 0);
+    assert.equal((await cotal(["up", "--detach", "--root", root])).code, 0);
+    await assert.rejects(varz(monitor));
   } finally {
     await cotal(["down", "--root", root]);
     await removeTempDir(root);

@@ -101,7 +101,7 @@ export const upCommand = defineCommand({
       type: "string",
       value: "[host:]port",
       description:
-        "serve the broker's HTTP monitoring (/varz, /connz, /jsz) here; loopback unless a host is given",
+        "serve the broker's HTTP monitoring (/varz, /connz, /jsz) here; loopback unless a host is given; off stops a kept one",
     },
     "rotate-sys": {
       type: "boolean",
@@ -155,11 +155,13 @@ export const upCommand = defineCommand({
 
 /** `--monitor 8222` is loopback's port 8222; `--monitor host:port` is taken as given. */
 function monitorAddress(text: string): string {
+  // "off" turns a kept monitor off (the mesh record keeps "" for it).
+  if (text === "off") return "";
   const m = /^(?:(.+):)?(\d+)$/.exec(text);
   if (!m) {
     throw new CotalError(
       "usage",
-      `--monitor must be a port or host:port (e.g. 8222 or 127.0.0.1:8222), not '${text}'.`,
+      `--monitor must be a port or host:port (e.g. 8222 or 127.0.0.1:8222), or off, not '${text}'.`,
     );
   }
   return `${m[1] ?? "127.0.0.1"}:${parsePort(m[2], "--monitor's port")}`;
