@@ -43,6 +43,13 @@ export interface Persona {
    * root into the parent's request; a persona listed here may not list any in turn.
    */
   readonly spawn: readonly string[];
+  /**
+   * The program it runs (absolute): a task runner's command or a harness's binary; `cotal
+   * spawn <persona> -- <program> [args]` gives another.
+   */
+  readonly command?: string;
+  /** The program's arguments. */
+  readonly args: readonly string[];
   /** The instructions: the file's body. */
   readonly instructions: string;
 }
@@ -56,6 +63,8 @@ export const PERSONA_KEYS = [
   "description",
   "env",
   "spawn",
+  "command",
+  "args",
 ] as const;
 
 /** Where a root's personas live. */
@@ -148,6 +157,19 @@ export function parsePersona(name: string, file: string, text: string): Persona 
       "must be a list of at most 8 persona names, like [tester]",
     );
   }
+  const command = str("command");
+  if (command !== undefined && (!command.startsWith("/") || command.split("/").includes(".."))) {
+    refuse(
+      file,
+      lineOf("command"),
+      "command",
+      "must be an absolute path without '..', like /bin/sh",
+    );
+  }
+  const args = fields.args ?? [];
+  if (!Array.isArray(args)) {
+    refuse(file, lineOf("args"), "args", "must be a list, like [-c, 'tr a-z A-Z']");
+  }
   const instructions = lines.slice(end + 1).join("\n").trim();
   const role = str("role");
   const model = str("model");
@@ -162,6 +184,8 @@ export function parsePersona(name: string, file: string, text: string): Persona 
     ...(description !== undefined ? { description } : {}),
     env,
     spawn,
+    ...(command !== undefined ? { command } : {}),
+    args,
     instructions,
   };
 }
@@ -232,5 +256,6 @@ export function personaSpawnFields(p: Persona): Record<string, unknown> {
     ...(p.model ? { model: p.model } : {}),
     ...(p.description ? { description: p.description } : {}),
     ...(p.instructions ? { prompt: p.instructions } : {}),
+    ...(p.command ? { command: p.command, args: [...p.args] } : {}),
   };
 }

@@ -69,6 +69,8 @@ Deno.test("persona - the front matter is parsed strictly, every refusal naming f
       ['---\nagent: "x\n---\n', /f\.md:2: agent: a quoted value must end with its quote/],
       ["---\nagent: x\nenv: [lower]\n---\n", /f\.md:3: env: must be a list of variable names/],
       ["---\nagent: x\nenv: KEY\n---\n", /f\.md:3: env: must be a list of variable names/],
+      ["---\nagent: x\ncommand: sh\n---\n", /f\.md:3: command: must be an absolute path/],
+      ["---\nagent: x\nargs: -c\n---\n", /f\.md:3: args: must be a list/],
     ] as const
   ) {
     assert.throws(
@@ -98,7 +100,7 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     const show = await cotal(["persona", "show", "reviewer", "--root", root]);
     assert.match(
       show.stdout,
-      /channels: general, reviews\nmodel: claude-sonnet-4-5\nenv: REVIEWER_API_KEY\nmay spawn: -\n\nYou review/,
+      /channels: general, reviews\nmodel: claude-sonnet-4-5\nenv: REVIEWER_API_KEY\nmay spawn: -\ncommand: -\n\nYou review/,
     );
     assert.match(show.stdout, /^description: reviews the diffs it is sent$/m);
 
@@ -145,6 +147,19 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     const bad = await cotal(["spawn", "bad", "--root", root]);
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /personas\/bad\.md:3: front matter: each line must be 'key: value'/);
+    // A task runner's persona names its program: spawned by name alone.
+    await Deno.writeTextFile(
+      `${root}/personas/shouter.md`,
+      "---\nagent: task-runner\nrole: shout\ncommand: /bin/sh\nargs: [-c, 'tr a-z A-Z']\n---\n",
+    );
+    const shouter = await cotal(["spawn", "shouter", "--root", root, "--json"]);
+    assert.equal(shouter.code, 0, shouter.stderr);
+    assert.equal(JSON.parse(shouter.stdout).agent, "task-runner");
+    assert.match(
+      (await cotal(["persona", "show", "shouter", "--root", root])).stdout,
+      /^command: \/bin\/sh -c tr a-z A-Z$/m,
+    );
+    await Deno.remove(`${root}/personas/shouter.md`);
     // The listing names the bad file and fails, and still shows the good ones.
     const listed = await cotal(["persona", "list", "--root", root]);
     assert.equal(listed.code, 1);

@@ -153,7 +153,7 @@ async function childRequests(
         `${parent.file}: spawn: ${name} may spawn agents of its own (${child.file}); an agent's children may not.`,
       );
     }
-    const command = harnessOnPath(child.agent);
+    const command = child.command ?? harnessOnPath(child.agent);
     if (HARNESS_INSTALL[child.agent] && !command) {
       const h = HARNESS_INSTALL[child.agent];
       throw new CotalError(
@@ -163,7 +163,7 @@ async function childRequests(
     }
     out[name] = {
       ...personaSpawnFields(child),
-      ...(command ? { command, args: [] } : {}),
+      ...(command ? { command, args: [...child.args] } : {}),
       ...(child.env.length ? { env: envFrom(child.env) } : {}),
     };
   }
@@ -246,10 +246,11 @@ export const spawnCommand = defineCommand({
     const spawnable = root && persona?.spawn.length
       ? await childRequests(root, persona)
       : undefined;
-    const [given, ...args] = persona ? positionals.slice(1) : positionals;
+    const [given, ...givenArgs] = persona ? positionals.slice(1) : positionals;
     const agent = values.agent ?? persona?.agent ?? "task-runner";
-    // A harness connector's binary is found on this shell's PATH when none is given.
-    const command = given ?? harnessOnPath(agent);
+    // The program after -- wins; then the persona's; a harness's is found on this shell's PATH.
+    const command = given ?? persona?.command ?? harnessOnPath(agent);
+    const args = given !== undefined ? givenArgs : persona?.command ? [...persona.args] : [];
     const readiness = int(values.timeout, "--timeout", 1, 300) ?? 30;
     const window = int(values.window, "--window", 1, 3600);
     const req: Record<string, unknown> = {
@@ -470,6 +471,7 @@ export const personaShowCommand = defineCommand({
         safeText(`model: ${v.model ?? "-"}`),
         safeText(`env: ${v.env.join(", ") || "-"}`),
         safeText(`may spawn: ${v.spawn.join(", ") || "-"}`),
+        safeText(`command: ${v.command ? [v.command, ...v.args].join(" ") : "-"}`),
         "",
         safeText(v.instructions || "(no instructions)", { lines: true }),
       ].join("\n"));
