@@ -36,13 +36,25 @@ if (!binDir || !binDir.startsWith("/")) {
   Deno.exit(2);
 }
 const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+// Under npx, Deno lives in npx's cache, which npm may clean at any time: the wrapper gets a copy
+// in this checkout's own cache instead, so the command keeps working.
+let deno = Deno.execPath();
+if (deno.includes("/_npx/")) {
+  const kept = `${checkout}/.cache/deno/deno`;
+  await Deno.mkdir(`${checkout}/.cache/deno`, { recursive: true, mode: 0o755 });
+  await Deno.copyFile(deno, `${kept}.tmp`);
+  await Deno.chmod(`${kept}.tmp`, 0o755);
+  await Deno.rename(`${kept}.tmp`, kept);
+  console.log(`copied Deno out of npx's cache to ${kept} (npx may clean its cache)`);
+  deno = kept;
+}
 const wrapper = `#!/bin/sh
-exec ${quote(Deno.execPath())} run --allow-all --config ${quote(`${checkout}/deno.json`)} ${
+exec ${quote(deno)} run --allow-all --config ${quote(`${checkout}/deno.json`)} ${
   quote(`${checkout}/cmd/cotal.ts`)
 } "$@"
 `;
 await Deno.mkdir(binDir, { recursive: true, mode: 0o755 });
 await writeFileAtomic(`${binDir}/cotal`, wrapper, { mode: 0o755, what: "The cotal command" });
-console.log(`wrote ${binDir}/cotal (runs ${checkout}/cmd/cotal.ts with ${Deno.execPath()})`);
+console.log(`wrote ${binDir}/cotal (runs ${checkout}/cmd/cotal.ts with ${deno})`);
 const onPath = (Deno.env.get("PATH") ?? "").split(":").includes(binDir);
 if (!onPath) console.log(`${binDir} is not on PATH; add it: export PATH="${binDir}:$PATH"`);

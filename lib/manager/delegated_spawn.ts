@@ -32,8 +32,9 @@ export function maxChildren(opts: { readonly maxChildrenPerAgent?: number }): nu
 
 /**
  * Spawns one agent may ask for, as a token bucket: a burst, then one per refill interval. Kept by
- * the supervisor per parent lifecycle, so a parent brought back (a restart, `down --keep-agents`
- * and `up`) does not get a fresh burst.
+ * the supervisor per parent lifecycle while it runs, so a parent whose runner restarts or that a
+ * stop keeping agents brings back does not get a fresh burst; a new supervisor process starts
+ * fresh ones (the bound on children still holds).
  */
 export class SpawnRate {
   #tokens: number = CHILD_SPAWN_RATE.burst;
@@ -75,6 +76,8 @@ export interface DelegationOps {
   children(): AgentRow[];
   /** How many agents the parent has: running, and kept to come back. */
   count(): number;
+  /** Whether the parent is online (its own spawn complete): before that it may not spawn. */
+  ready(): boolean;
   /** The parent's spawn rate, kept across its restarts. */
   rate: SpawnRate;
   log(line: string): void;
@@ -117,6 +120,12 @@ export function delegatedSpawnHandler(
       await ops.despawn(req.name);
       ops.log(`manager: ${name} despawned its agent ${req.name}`);
       return { name: req.name };
+    }
+    if (!ops.ready()) {
+      throw new CotalError(
+        "spawn_not_ready",
+        `${name} is still starting; it may spawn once it is online.`,
+      );
     }
     const template = Object.hasOwn(templates, req.persona) ? templates[req.persona] : undefined;
     if (!template) {

@@ -79,6 +79,8 @@ export class Fleet {
   readonly #spawnRates = new Map<string, SpawnRate>();
   /** Spawns plan one at a time: a name is taken before the next is chosen. */
   #planning: Promise<unknown> = Promise.resolve();
+  /** Lifecycles whose spawn completed (online): only they may ask for agents of their own. */
+  readonly #online = new Set<string>();
 
   constructor(host: FleetHost) {
     this.#host = host;
@@ -142,6 +144,8 @@ export class Fleet {
   async bringBack(): Promise<void> {
     for (const row of [...this.#kept.values()]) {
       if (!this.#host.running()) return;
+      // Despawned meanwhile (by the operator, or with a parent that could not come back).
+      if (!this.#kept.has(row.name)) continue;
       try {
         // Under its own name: a fresh one could be another kept agent's, not back yet.
         await this.spawn({ ...row.request!, name: row.name }, { lifecycleUid: row.lifecycleUid });
@@ -155,6 +159,13 @@ export class Fleet {
         await this.saveIndex().catch(() => {});
       }
     }
+    this.#host.log("manager: bring-back done");
+  }
+
+  /** Whether the lifecycle `uid` runs or waits to come back. */
+  #alive(uid: string): boolean {
+    return [...this.#agents.values()].some((a) => a.plan.lifecycleUid === uid) ||
+      [...this.#kept.values()].some((r) => r.lifecycleUid === uid);
   }
 
   /**
@@ -206,6 +217,13 @@ export class Fleet {
         spaceLimits: this.#host.opts.agentLimits,
         ...(resume ? { lifecycleUid: resume.lifecycleUid } : {}),
       }).then((plan) => {
+        // A child whose parent ended while its spawn waited would outlive it.
+        if (req.spawnedBy && !this.#alive(req.spawnedBy)) {
+          throw new CotalError(
+            "spawn_parent_gone",
+            `The agent that asked for ${plan.name} has ended; nothing was spawned.`,
+          );
+        }
         const agent = new ManagedAgent(plan);
         agent.request = rawArgs;
         this.#agents.set(plan.name, agent);
@@ -243,6 +261,7 @@ export class Fleet {
       );
       this.#scheduleAgentRenewal(agent, ttl);
       this.#kept.delete(plan.name);
+      this.#online.add(plan.lifecycleUid);
       this.#host.log(`manager: spawned ${plan.name} (${plan.connector}, pid ${agent.handle?.pid})`);
       return agent.row(true);
     } catch (err) {
@@ -251,6 +270,8 @@ export class Fleet {
       if (resume && this.#host.keepAgents) await removeAgentDir(plan.agentDir);
       else await teardownFootprint(this.#host.ctx, plan);
       this.#agents.delete(plan.name);
+      // What it asked for before it failed ends with it (a kept lifecycle keeps its own).
+      if (!(resume && this.#host.keepAgents)) await this.#endChildren(plan.lifecycleUid);
       await this.saveIndex().catch(() => {});
       throw err;
     }
@@ -273,6 +294,7 @@ export class Fleet {
           return a ? [a.row(this.#present(a.id, a.plan.lifecycleUid))] : [];
         }),
       count: () => this.#childrenOf(uid).length,
+      ready: () => this.#online.has(uid),
       rate,
       log: this.#host.log,
     });
@@ -290,6 +312,7 @@ export class Fleet {
   /** Despawns what the lifecycle `parentUid` spawned: its children end with it. */
   async #endChildren(parentUid: string): Promise<void> {
     this.#spawnRates.delete(parentUid);
+    this.#online.delete(parentUid);
     await Promise.allSettled(this.#childrenOf(parentUid).map((c) => this.despawn(c)));
   }
 

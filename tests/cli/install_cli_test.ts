@@ -40,6 +40,28 @@ Deno.test("cli - deno task cotal runs the CLI, and install-cli puts a cotal on P
     assert.equal(help.code, 0, help.stderr);
     assert.match(help.stdout, /space add/);
 
+    // Deno run from npx's cache (the README's npx form): the wrapper gets a copy in the
+    // checkout's cache, since npm may clean its own.
+    const npxDeno = `${elsewhere}/_npx/0123/node_modules/deno/deno`;
+    await Deno.mkdir(npxDeno.replace(/\/deno$/, ""), { recursive: true });
+    await Deno.copyFile(Deno.execPath(), npxDeno);
+    await Deno.chmod(npxDeno, 0o755);
+    const viaNpx = await run(
+      npxDeno,
+      ["task", "-q", "install-cli", "--bin-dir", bin],
+      CHECKOUT,
+    );
+    assert.equal(viaNpx.code, 0, viaNpx.stderr);
+    assert.match(viaNpx.stdout, /copied Deno out of npx's cache/);
+    const wrapper = await Deno.readTextFile(`${bin}/cotal`);
+    assert.ok(wrapper.includes(`${CHECKOUT}.cache/deno/deno`), wrapper);
+    assert.ok(!wrapper.includes("_npx"), wrapper);
+    await Deno.remove(`${elsewhere}/_npx`, { recursive: true });
+    assert.equal(
+      (await run(`${bin}/cotal`, ["--version"], elsewhere)).stdout,
+      `cotal ${VERSION}\n`,
+    );
+
     // Bad input: one sentence, exit 2, nothing written.
     const bad = await run(
       Deno.execPath(),

@@ -114,7 +114,7 @@ async function parentSocket(root: string): Promise<string | undefined> {
   return undefined;
 }
 
-Deno.test("manager - red team 16: kept children count against the bound, come back under their own names, and end when their parent cannot come back; two spawns of one role at once get two names", async () => {
+Deno.test("manager - red teams 16 and 17: kept children count against the bound and come back under their own names; a parent despawned during the bring-back, or unable to come back, ends its children; two spawns of one role at once get two names", async () => {
   await using mesh = await startManagerMesh("delegkeep");
   const work = await agentWorkdir("cotal-delegkeep-");
   // The parent's program, a copy that can be taken away so its bring-back fails.
@@ -139,8 +139,8 @@ Deno.test("manager - red team 16: kept children count against the bound, come ba
     assert.equal((await ask("helper")).name, "helpers_2");
     const names = () => manager.ps().map((r) => r.name).sort();
 
-    // Stopped keeping agents, then started: the parent asks again the moment its socket is
-    // back, before its children are; they count, so the bound holds.
+    // Stopped keeping agents, then started: the parent asks again the moment it may, whether or
+    // not its children are back; kept ones count, so the bound holds.
     await manager.stop({ keepAgents: true });
     manager = await mesh.manager({ maxChildrenPerAgent: 2 });
     let early: unknown;
@@ -148,20 +148,54 @@ Deno.test("manager - red team 16: kept children count against the bound, come ba
       const s = await parentSocket(mesh.root);
       if (!s) return false;
       early = await askSpawnChannel(s, { op: "spawn", persona: "helper" }, 90_000).catch((e) => e);
-      return true;
+      // Refused while it is not yet online; the first answer after is the one that counts.
+      return !isCotalError(early, "spawn_not_ready");
     }, { timeoutMs: 60_000, what: "the parent's spawn socket back" });
     assert.ok(isCotalError(early, "spawn_children_exhausted"), String(early));
     await waitFor(() => names().length === 3, { timeoutMs: 90_000, what: "all three back" });
     // Under their own names, not fresh ones.
     assert.deepEqual(names(), ["helpers_1", "helpers_2", "lead"]);
 
-    // A parent that cannot come back takes what it spawned with it.
+    // The operator despawns the parent while the roster comes back: it, and what it spawned,
+    // stay gone (red team 17: the bring-back walked its old list and started them again).
+    await manager.stop({ keepAgents: true });
+    let lines: string[] = [];
+    manager = await mesh.manager({ maxChildrenPerAgent: 2, log: (l) => lines.push(l) });
+    await ctl.request("despawn", { name: "lead" }, { timeoutMs: 60_000 });
+    await waitFor(() => lines.includes("manager: bring-back done"), {
+      timeoutMs: 90_000,
+      what: "the bring-back finished",
+    });
+    assert.deepEqual(names(), [], lines.join("\n"));
+    await manager.stop();
+
+    // A parent that cannot come back takes what it spawned with it, whatever the order the
+    // roster comes back in.
+    manager = await mesh.manager({ maxChildrenPerAgent: 2 });
+    await ctl.request("spawn", {
+      agent: "task-runner",
+      name: "lead",
+      command: program,
+      expose: [work],
+      spawnable: { helper: { agent: "task-runner", command: "/bin/cat", role: "helpers" } },
+    }, { timeoutMs: 60_000 });
+    const sock2 = (await parentSocket(mesh.root))!;
+    for (const n of [1, 2]) {
+      const r = await askSpawnChannel(sock2, { op: "spawn", persona: "helper" }, 90_000);
+      assert.equal(r.name, `helpers_${n}`);
+    }
     await manager.stop({ keepAgents: true });
     await Deno.remove(program);
-    manager = await mesh.manager({ maxChildrenPerAgent: 2 });
-    await waitFor(() => manager.ps().length === 0 && !manager.status().agents, {
+    lines = [];
+    manager = await mesh.manager({ maxChildrenPerAgent: 2, log: (l) => lines.push(l) });
+    await waitFor(() => lines.includes("manager: bring-back done"), {
       timeoutMs: 90_000,
-      what: "the parent and its children gone",
+      what: "the bring-back finished",
+    });
+    assert.ok(lines.some((l) => /could not bring lead back/.test(l)), lines.join("\n"));
+    await waitFor(() => manager.ps().length === 0, {
+      timeoutMs: 60_000,
+      what: "the parent's children gone",
     });
 
     // Two spawns of one role at once (their plans wait on the file system: a workdir).

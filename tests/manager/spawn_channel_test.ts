@@ -152,6 +152,7 @@ Deno.test("spawn policy - only listed personas, only its own children, within th
   const PARENT = { name: "lead", lifecycleUid: "0123456789abcdef0123456789abcdef" };
   const mine = () => [...agents].filter(([, a]) => a.parent === PARENT.lifecycleUid);
   const rate = new SpawnRate(() => t);
+  let online = false;
   const handler = delegatedSpawnHandler(
     PARENT,
     { helper: { agent: "task-runner", command: "/bin/cat", role: "helpers" } },
@@ -166,12 +167,18 @@ Deno.test("spawn policy - only listed personas, only its own children, within th
       despawn: (name) => Promise.resolve(agents.delete(name)),
       children: () => mine().map(([k]) => row(k)),
       count: () => mine().length + kept,
+      ready: () => online,
       rate,
       log: () => {},
     },
   );
   agents.set("other", {});
   const refused = (code: string) => (e: unknown) => isCotalError(e, code);
+  // Before its own spawn is complete it may not ask (red team 17: a parent that asked, then
+  // killed its runner before it was online, left the children it asked for behind).
+  await assert.rejects(handler({ op: "spawn", persona: "helper" }), refused("spawn_not_ready"));
+  assert.deepEqual(spawned, []);
+  online = true;
   await assert.rejects(handler({ op: "spawn", persona: "admin" }), refused("spawn_not_granted"));
   await assert.rejects(handler({ op: "spawn", persona: "toString" }), refused("spawn_not_granted"));
   const a = await handler({ op: "spawn", persona: "helper" });
@@ -217,6 +224,7 @@ Deno.test("spawn policy - only listed personas, only its own children, within th
     despawn: () => Promise.resolve(),
     children: () => [],
     count: () => 0,
+    ready: () => true,
     rate,
     log: () => {},
   });
