@@ -18,7 +18,7 @@ export { checkCommandSpec } from "./spec.ts";
 export { helpRequested, parseCommandArgs, usageError } from "./parse.ts";
 export type { ParseOptions } from "./parse.ts";
 export { helpText, usageLine } from "./help.ts";
-export { bufferIo, denoIo, JSON_FLAG, printError, printResult } from "./output.ts";
+export { bufferIo, denoIo, JSON_FLAG, printError, printList, printResult } from "./output.ts";
 export type { BufferIo, CliIo } from "./output.ts";
 export { createProgress, liveLine } from "./progress.ts";
 export type { LiveLine, Progress, ProgressOptions } from "./progress.ts";

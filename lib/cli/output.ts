@@ -91,6 +91,19 @@ export function printResult<T>(
 }
 
 /**
+ * Print a list: the rows as JSON, or one line per row (`line`), or `empty` when there are none.
+ */
+export function printList<T>(
+  io: CliIo,
+  mode: { readonly json: boolean },
+  rows: readonly T[],
+  line: (row: T) => string,
+  empty: string,
+): void {
+  printResult(io, mode, rows, (r) => r.length ? r.map(line).join("\n") : empty);
+}
+
+/**
  * Print a refusal: `{"error":{code,message}}` on stdout in JSON mode (so scripts parse one
  * document either way), else `<program>: <sentence>` on stderr.
  */

@@ -8,6 +8,8 @@
  * @module
  */
 
+import { closeAll } from "./close_all.ts";
+
 /** Connections one control socket accepts (the runner's, and room for a reconnect). */
 export const MAX_CONTROL_CONNECTIONS = 2;
 const STOP = new TextEncoder().encode("stop\n");
@@ -89,13 +91,7 @@ export class ControlChannel {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    for (const c of [this.#listener, ...this.#conns]) {
-      try {
-        c.close();
-      } catch {
-        // Already closed.
-      }
-    }
+    closeAll([this.#listener, ...this.#conns]);
     await Deno.remove(this.path).catch(() => {});
   }
 }

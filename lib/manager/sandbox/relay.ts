@@ -15,6 +15,7 @@ import {
   ByteBudget,
 } from "./byte_budget.ts";
 import { concatAll, GUARD_MAX_LINE, type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
+import { closeAll } from "./close_all.ts";
 
 /** The loopback port the runner forwards inside the agent's namespace. */
 export const RELAY_PORT = 4222;
@@ -288,13 +289,7 @@ export class BrokerRelay {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    for (const c of [this.#listener, ...this.#conns]) {
-      try {
-        c.close();
-      } catch {
-        // Already closed.
-      }
-    }
+    closeAll([this.#listener, ...this.#conns]);
     await Promise.allSettled([...this.#open]);
     await Deno.remove(this.path).catch(() => {});
   }

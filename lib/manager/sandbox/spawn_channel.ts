@@ -22,6 +22,7 @@
  * @module
  */
 import { CotalError, isCotalError } from "../../errors.ts";
+import { closeAll } from "./close_all.ts";
 
 /** The protocol version this build speaks. */
 export const SPAWN_CHANNEL_VERSION = 1;
@@ -201,24 +202,14 @@ export class SpawnChannel {
   }
 
   #end(conn: Deno.Conn): void {
-    try {
-      conn.close();
-    } catch {
-      // Already closed.
-    }
+    closeAll([conn]);
   }
 
   /** Closes the socket and every connection. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    for (const c of [this.#listener, ...this.#conns]) {
-      try {
-        c.close();
-      } catch {
-        // Already closed.
-      }
-    }
+    closeAll([this.#listener, ...this.#conns]);
     await Deno.remove(this.path).catch(() => {});
   }
 }
@@ -244,13 +235,7 @@ export async function askSpawnChannel(
   } catch {
     throw unreachable("cannot be dialled");
   }
-  const timer = setTimeout(() => {
-    try {
-      conn.close();
-    } catch {
-      // Already closed.
-    }
-  }, timeoutMs);
+  const timer = setTimeout(() => closeAll([conn]), timeoutMs);
   try {
     await conn.write(new TextEncoder().encode(JSON.stringify({ v: 1, ...req }) + "\n"));
     let text = "";
@@ -273,10 +258,6 @@ export async function askSpawnChannel(
     throw unreachable(`failed (${(err as Error).message})`);
   } finally {
     clearTimeout(timer);
-    try {
-      conn.close();
-    } catch {
-      // Already closed.
-    }
+    closeAll([conn]);
   }
 }

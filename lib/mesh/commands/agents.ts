@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { defineCommand, denoIo, JSON_FLAG, printList, printResult } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
 import type { AgentRow } from "../../manager/managed_agent.ts";
@@ -427,20 +427,17 @@ export const personaListCommand = defineCommand({
     );
     // A bad file is named (and fails the command) without hiding the good ones.
     for (const bad of invalid) console.error(safeText(`cotal: ${bad.error}`));
-    printResult(
+    printList(
       denoIo(),
       { json: values.json === true },
       rows,
-      (r) =>
-        r.length
-          ? r.map((p) =>
-            safeText(
-              `${p.name.padEnd(20)} ${p.agent.padEnd(12)} ${(p.role ?? "-").padEnd(12)} ${
-                p.description ?? ""
-              }`,
-            )
-          ).join("\n")
-          : `no personas yet; write one to ${root}/personas/<name>.md`,
+      (p) =>
+        safeText(
+          `${p.name.padEnd(20)} ${p.agent.padEnd(12)} ${(p.role ?? "-").padEnd(12)} ${
+            p.description ?? ""
+          }`,
+        ),
+      `no personas yet; write one to ${root}/personas/<name>.md`,
     );
     if (invalid.length) {
       throw new CotalError(

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { defineCommand, denoIo, JSON_FLAG, printList } from "../../cli/mod.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
@@ -40,29 +40,24 @@ export const signerAuditCommand = defineCommand({
       }
       rows = rows.slice(-n);
     }
-    printResult(
+    printList(
       denoIo(),
       { json: values.json === true },
       rows,
-      (r) =>
-        r.length
-          ? r.map((e) =>
-            safeText(
-              [
-                String(e.at),
-                e.decision.padEnd(7),
-                `${e.caller}${e.unproven ? " (unproven)" : ""}`,
-                e.notWritten
-                  ? `${e.notWritten} more ${e.code} not written`
-                  : `${e.profile ?? "?"} ${e.subject ?? ""}${
-                    e.principal ? ` for ${e.principal}` : ""
-                  }${e.ttlSeconds !== undefined ? ` ttl ${e.ttlSeconds}s` : ""}${
-                    e.code ? ` (${e.code})` : ""
-                  }`,
-              ].join(" "),
-            )
-          ).join("\n")
-          : `no signer decisions recorded for space '${space}' yet`,
+      (e) =>
+        safeText(
+          [
+            String(e.at),
+            e.decision.padEnd(7),
+            `${e.caller}${e.unproven ? " (unproven)" : ""}`,
+            e.notWritten
+              ? `${e.notWritten} more ${e.code} not written`
+              : `${e.profile ?? "?"} ${e.subject ?? ""}${e.principal ? ` for ${e.principal}` : ""}${
+                e.ttlSeconds !== undefined ? ` ttl ${e.ttlSeconds}s` : ""
+              }${e.code ? ` (${e.code})` : ""}`,
+          ].join(" "),
+        ),
+      `no signer decisions recorded for space '${space}' yet`,
     );
   },
 });

@@ -3,7 +3,14 @@
  *
  * @module
  */
-import { defineCommand, denoIo, JSON_FLAG, liveLine, printResult } from "../../cli/mod.ts";
+import {
+  defineCommand,
+  denoIo,
+  JSON_FLAG,
+  liveLine,
+  printList,
+  printResult,
+} from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { CotalError } from "../../errors.ts";
 import { assertValidSpaceName } from "../names.ts";
@@ -87,18 +94,15 @@ export const spaceListCommand = defineCommand({
   flags: { ...ROOT_FLAG, ...JSON_FLAG },
   async run({ values }) {
     const rows = await spaceList(await resolveExistingRoot(values.root));
-    printResult(
+    printList(
       denoIo(),
       { json: values.json === true },
       rows,
-      (r) =>
-        r.length
-          ? r.map((s) =>
-            `${s.space.padEnd(24)} ${s.account}  ${
-              s.daemons.map((d) => `${d.id.split(".")[0]}:${d.state}`).join(" ")
-            }`
-          ).join("\n")
-          : "no spaces yet; 'cotal up' creates the default one",
+      (s) =>
+        `${s.space.padEnd(24)} ${s.account}  ${
+          s.daemons.map((d) => `${d.id.split(".")[0]}:${d.state}`).join(" ")
+        }`,
+      "no spaces yet; 'cotal up' creates the default one",
     );
   },
 });
