@@ -56,14 +56,16 @@ export interface PrepareOptions {
 }
 
 /**
- * Where a supervisor's agent sockets live: `<runDir>/sockets`, or, under a root too long for a
- * unix socket path, `/tmp/cotal-<uid>-<instance>`. Pure, so the supervisor's permission row
- * can name the same paths.
+ * Where a supervisor's agent sockets live: `<runDir>/sockets/<instance>` (each space's
+ * supervisor of a root its own dir: it empties it at start and numbers its sockets from 0, so a
+ * shared one had two spaces' supervisors remove each other's), or, under a root too long for a
+ * unix socket path, `/tmp/cotal-<uid>-<instance>`. Pure, so the supervisor's permission row can
+ * name the same paths.
  */
 export function agentSocketDir(layout: DeploymentLayout, instanceId: string): string {
   const runDir = layout.runDir ?? `${layout.root}/run`;
   const longest = (dir: string) => agentSocketPath(dir, MAX_AGENTS - 1, "control").length;
-  const mine = `${runDir}/sockets`;
+  const mine = `${runDir}/sockets/${instanceId.slice(0, 12)}`;
   if (longest(mine) <= MAX_SOCKET_PATH) return mine;
   const tmp = `/tmp/cotal-${Deno.uid() ?? 0}-${instanceId}`;
   if (longest(tmp) <= MAX_SOCKET_PATH) return tmp;

@@ -105,8 +105,11 @@ Deno.test("manager - an agent spawns the persona it may through cotal mcp, and o
 async function parentSocket(root: string): Promise<string | undefined> {
   const dir = `${root}/run/sockets`;
   try {
-    for await (const e of Deno.readDir(dir)) {
-      if (e.name.endsWith(".spawn")) return `${dir}/${e.name}`;
+    // One dir per supervisor (this root runs one).
+    for await (const sup of Deno.readDir(dir)) {
+      for await (const e of Deno.readDir(`${dir}/${sup.name}`)) {
+        if (e.name.endsWith(".spawn")) return `${dir}/${sup.name}/${e.name}`;
+      }
     }
   } catch {
     // Not made yet.

@@ -75,7 +75,19 @@ Deno.test("mesh - two spaces of one root each with an upper_1: despawning one le
       .map((r) => `${r.name}:${r.status}:${r.present}`);
   try {
     await run("up", "--detach", "--port", `${freePort()}`);
+    await run("spawn", "--role", "early", "--", "/bin/cat");
+    // A second space's supervisor starts: it used to empty the one socket dir both shared, so
+    // the first space's agent could not be restarted (bwrap found no socket to bind).
     await run("space", "add", "demo");
+    const rows = async () =>
+      JSON.parse((await run("ps", "--space", "default", "--json")).stdout).agents as AgentRow[];
+    const early = (await rows()).find((r) => r.name === "early_1")!;
+    Deno.kill(early.pid!, "SIGKILL");
+    await waitFor(async () => {
+      const r = (await rows()).find((x) => x.name === "early_1");
+      return r?.status === "running" && r.restarts === 1 && r.present;
+    }, { timeoutMs: 60_000, what: "early_1 restarted after its runner was killed" });
+    await run("despawn", "early_1");
     await run("spawn", "--role", "upper", "--", "/bin/cat");
     await run("spawn", "--space", "demo", "--role", "upper", "--", "/bin/cat");
     await run("spawn", "--space", "demo", "--role", "other", "--", "/bin/cat");
