@@ -9,7 +9,12 @@
 import { CotalError } from "../errors.ts";
 import { isRelayedCreds, parseCreds, parseRelayedCreds } from "../nats/creds.ts";
 import type { JsonValue } from "../wire/envelope.ts";
-import { assertValidLifecycleUid, assertValidPrincipal, type Principal } from "../wire/names.ts";
+import {
+  assertValidChannel,
+  assertValidLifecycleUid,
+  assertValidPrincipal,
+  type Principal,
+} from "../wire/names.ts";
 
 /** The env var carrying the launch file's path. */
 export const LAUNCH_ENV = "COTAL_LAUNCH";
@@ -95,6 +100,8 @@ export interface LaunchMaterial {
   readonly card: AgentCard;
   /** This incarnation's id: a respawn gets a new one, so stale state is told apart. */
   readonly lifecycleUid: string;
+  /** The channels the agent joins at start (its spawn's subscribe list). */
+  readonly channels?: readonly string[];
   /** The secret part: creds text or a bearer source. */
   readonly auth: AgentAuth;
   /** What the runner runs. */
@@ -259,6 +266,13 @@ function parseSpawnPlace(v: unknown): { socket: string; personas: string[] } {
   return { socket: absPath(v, "socket", "sandbox.spawn.socket"), personas: [...personas] };
 }
 
+function parseChannels(v: unknown): string[] {
+  if (!Array.isArray(v) || v.length > 256 || v.some((c) => typeof c !== "string")) {
+    throw bad("channels", "a list of at most 256 channel names");
+  }
+  return v.map((c) => wrap("channels", () => (assertValidChannel(c), c as string)));
+}
+
 function parseAuth(v: unknown): AgentAuth {
   if (!isRecord(v)) throw bad("auth", "an object { kind, ... }");
   if (v.kind === "creds") {
@@ -287,7 +301,18 @@ export function parseLaunchMaterial(v: unknown): LaunchMaterial {
   if (!isRecord(v)) throw bad("top level", "a JSON object");
   only(
     v,
-    ["format", "servers", "space", "principal", "card", "lifecycleUid", "auth", "agent", "sandbox"],
+    [
+      "format",
+      "servers",
+      "space",
+      "principal",
+      "card",
+      "lifecycleUid",
+      "channels",
+      "auth",
+      "agent",
+      "sandbox",
+    ],
     "top-level",
   );
   if (v.format !== LAUNCH_FORMAT) throw bad("format", `"${LAUNCH_FORMAT}"`);
@@ -319,6 +344,7 @@ export function parseLaunchMaterial(v: unknown): LaunchMaterial {
     card,
     lifecycleUid: lifecycleUid as string,
     auth: parseAuth(v.auth),
+    ...(v.channels !== undefined ? { channels: parseChannels(v.channels) } : {}),
     agent: parseAgent(v.agent),
     ...(v.sandbox !== undefined ? { sandbox: parseSandbox(v.sandbox) } : {}),
   };

@@ -128,6 +128,8 @@ export async function writeAgentLaunch(
       ...(description ? { description } : {}),
     },
     lifecycleUid: plan.lifecycleUid,
+    // What `cotal mcp` (its harness's MCP server) joins at start, as the agent's own endpoint.
+    ...(plan.channels.subscribe.length ? { channels: [...plan.channels.subscribe] } : {}),
     auth: { kind: "creds", creds },
     agent: plan.spec,
     sandbox: place.sandbox,

@@ -52,6 +52,8 @@ export interface AgentPlan {
   readonly isolation: Isolation;
   readonly restart: RestartPolicy;
   readonly channels: {
+    /** The channels it joins at start (its durable memberships). */
+    readonly subscribe: readonly string[];
     readonly allowSubscribe: readonly string[];
     readonly allowPublish: readonly string[];
   };

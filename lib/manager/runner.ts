@@ -180,7 +180,7 @@ function signalNumber(sig: Deno.Signal): number | undefined {
 export function agentEndpoint(
   launchPath: string,
   launch: LaunchMaterial,
-  opts: { consume?: boolean } = {},
+  opts: { consume?: boolean; channels?: readonly string[] } = {},
 ): CotalEndpoint {
   if (launch.auth.kind !== "creds") {
     throw new CotalError(
@@ -201,6 +201,7 @@ export function agentEndpoint(
     },
     lifecycleUid: launch.lifecycleUid,
     ...(opts.consume === false ? { consume: false } : {}),
+    ...(opts.channels?.length ? { channels: [...opts.channels] } : {}),
     creds: async () => {
       const now = await readLaunchMaterial(launchPath);
       if (now.auth.kind !== "creds") {

@@ -177,6 +177,7 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
     isolation,
     restart: req.restart,
     channels: {
+      subscribe: req.subscribe ?? [],
       // Least privilege: no channels unless the request names them.
       allowSubscribe: req.allowSubscribe ?? req.subscribe ?? [],
       allowPublish: req.allowPublish,

@@ -113,7 +113,8 @@ export const mcpCommand = defineCommand({
       }
       const launch = await readLaunchMaterial(path);
       joined = {
-        endpoint: agentEndpoint(path, launch),
+        // The channels the agent was spawned into: joined, so their posts reach the harness.
+        endpoint: agentEndpoint(path, launch, { channels: launch.channels ?? [] }),
         id: `${launch.principal.owner}.${launch.principal.actor}`,
         ...(launch.sandbox?.spawn ? { spawn: launch.sandbox.spawn } : {}),
       };
