@@ -310,10 +310,12 @@ export class Fleet {
   }
 
   /** Despawns what the lifecycle `parentUid` spawned: its children end with it. */
-  async #endChildren(parentUid: string): Promise<void> {
+  async #endChildren(parentUid: string): Promise<string[]> {
     this.#spawnRates.delete(parentUid);
     this.#online.delete(parentUid);
-    await Promise.allSettled(this.#childrenOf(parentUid).map((c) => this.despawn(c)));
+    const children = this.#childrenOf(parentUid);
+    await Promise.allSettled(children.map((c) => this.despawn(c)));
+    return children;
   }
 
   /** The lowest socket slot no other live agent holds (MAX_AGENTS bounds the agents). */
@@ -379,8 +381,11 @@ export class Fleet {
     this.#host.log(`manager: stopped ${a.plan.name} (kept on the roster)`);
   }
 
-  /** Stops one agent and removes its footprint (durables, ACL row, creds, dir). */
-  async despawn(name: string): Promise<{ name: string; durablesRemoved: readonly string[] }> {
+  /**
+   * Stops one agent and removes its footprint (durables, ACL row, creds, dir), and the agents it
+   * spawned (named in `childrenEnded`).
+   */
+  async despawn(name: string): Promise<DespawnResult> {
     const kept = this.#kept.get(name);
     this.#kept.delete(name);
     if (kept && !this.#agents.has(name)) {
@@ -388,8 +393,8 @@ export class Fleet {
       const r = await teardownFootprint(this.#host.ctx, kept);
       await this.saveIndex().catch(() => {});
       this.#host.log(`manager: despawned ${name} (it was waiting to come back)`);
-      await this.#endChildren(kept.lifecycleUid);
-      return { name, durablesRemoved: r.durablesRemoved };
+      const ended = await this.#endChildren(kept.lifecycleUid);
+      return { name, durablesRemoved: r.durablesRemoved, ...childrenEnded(ended) };
     }
     const a = this.get(name);
     const wasRetired = a.status === "retired";
@@ -405,7 +410,21 @@ export class Fleet {
     await this.saveIndex().catch(() => {});
     this.#host.log(`manager: despawned ${name}`);
     // What it spawned ends with it.
-    await this.#endChildren(a.plan.lifecycleUid);
-    return { name, durablesRemoved: r.durablesRemoved };
+    const ended = await this.#endChildren(a.plan.lifecycleUid);
+    return { name, durablesRemoved: r.durablesRemoved, ...childrenEnded(ended) };
   }
+}
+
+/** What a despawn did. */
+export interface DespawnResult {
+  /** The agent despawned. */
+  readonly name: string;
+  /** Its durables that were removed. */
+  readonly durablesRemoved: readonly string[];
+  /** The agents it had spawned, despawned with it. */
+  readonly childrenEnded?: readonly string[];
+}
+
+function childrenEnded(names: string[]): { childrenEnded?: string[] } {
+  return names.length ? { childrenEnded: names } : {};
 }

@@ -32,7 +32,7 @@ import "./harness_connectors.ts";
 import { MANAGER_LEASE_TTL_MS, ManagerLease } from "./lease.ts";
 import type { LifecycleContext } from "./lifecycle.ts";
 import type { AgentRow } from "./managed_agent.ts";
-import { Fleet } from "./fleet.ts";
+import { type DespawnResult, Fleet } from "./fleet.ts";
 import { createRuntime } from "./pty_runtime.ts";
 import { agentsRootOf } from "./sandbox/isolation.ts";
 import { HostSandbox } from "./host_sandbox.ts";
@@ -377,7 +377,7 @@ export class Manager {
   }
 
   /** Stops one agent and removes its footprint (durables, ACL row, creds, dir). */
-  despawn(name: string): Promise<{ name: string; durablesRemoved: readonly string[] }> {
+  despawn(name: string): Promise<DespawnResult> {
     return this.#fleet.despawn(name);
   }
 

@@ -9,6 +9,7 @@ import { CotalError } from "../errors.ts";
 import { mintCreds, newIdentity, newLifecycleUid } from "../trust/mod.ts";
 import { deprovisionAgent, provisionAgent } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
+import { assertRecipient } from "./ops.ts";
 import { runningBroker } from "./space.ts";
 import { loadSpaceAccount } from "./trust_state.ts";
 
@@ -147,9 +148,12 @@ export async function join(opts: JoinOptions): Promise<number> {
           }
         } else if (cmd === "/leave" && arg) await ep.leaveChannel(arg);
         else if (cmd === "/dm" && arg && rest.length) {
+          // As cotal send: a DM nobody will read is refused, not queued into nothing.
+          await assertRecipient(opts.root, opts.space, { to: arg });
           await ep.unicast(arg, rest.join(" "));
           posted++;
         } else if (cmd === "/task" && arg && rest.length) {
+          await assertRecipient(opts.root, opts.space, { role: arg });
           awaiting.add((await ep.anycast(arg, rest.join(" "))).id);
           posted++;
         } else opts.print(`? unknown or incomplete command '${line}'; /help lists them`);

@@ -162,13 +162,16 @@ export interface SendTarget {
   role?: string;
 }
 
-/** Sends one text message as the local operator; returns its id and stream sequence. */
 /**
  * Refuses a DM to a principal with no live lifecycle, or a task to a role no agent was ever
  * given: DM and TASK keep only what a durable waits for, so the broker would acknowledge it and
  * keep nothing (docs/SPEC.md §4). Asked with a provisioner cred of the root.
  */
-async function assertRecipient(root: string, space: string, target: SendTarget): Promise<void> {
+export async function assertRecipient(
+  root: string,
+  space: string,
+  target: SendTarget,
+): Promise<void> {
   const nc = await connectAs(root, space, "provisioner");
   try {
     const jsm = await nc.jetstreamManager();
@@ -199,6 +202,7 @@ async function assertRecipient(root: string, space: string, target: SendTarget):
   }
 }
 
+/** Sends one text message as the local operator; returns its id and stream sequence. */
 export async function sendText(
   root: string,
   space: string,

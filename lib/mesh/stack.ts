@@ -203,7 +203,7 @@ export async function reloadBroker(root: string): Promise<void> {
   if (/Failed to reload/.test(line)) {
     // Some settings are read only at start (server_name, listeners): say how to apply them.
     const restart = /not supported/i.test(line)
-      ? `; a setting nats-server reads only at start changed (in ${root}/broker/operator.conf?): apply it with 'cotal down --root ${root} && cotal up --root ${root}'`
+      ? `; a setting nats-server reads only at start changed (up's --monitor, or a listener or name in ${root}/broker/operator.conf): it takes effect after 'cotal down --root ${root} && cotal up --root ${root}'`
       : "";
     throw new CotalError(
       "broker_reload_failed",

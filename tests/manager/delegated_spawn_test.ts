@@ -93,8 +93,12 @@ Deno.test("manager - an agent spawns the persona it may through cotal mcp, and o
 
     const names = () => manager.ps().map((r) => r.name).sort();
     assert.deepEqual(names(), ["helpers_1", "lead", "other"]);
-    // The operator stops the parent: what it spawned goes with it, the sibling stays.
-    await ctl.request("despawn", { name: "lead" }, { timeoutMs: 60_000 });
+    // The operator stops the parent: what it spawned goes with it (and the answer says so),
+    // the sibling stays.
+    const gone = await ctl.request<{ childrenEnded?: string[] }>("despawn", { name: "lead" }, {
+      timeoutMs: 60_000,
+    });
+    assert.deepEqual(gone.childrenEnded, ["helpers_1"]);
     assert.deepEqual(names(), ["other"]);
   } finally {
     await removeTempDir(work);

@@ -150,7 +150,7 @@ Deno.test("broker settings - up --monitor serves /varz; operator.conf adds a lea
     );
     const startOnly = await cotal(["space", "add", "fifth", "--root", root]);
     assert.equal(startOnly.code, 1);
-    assert.match(startOnly.stderr, /apply it with 'cotal down --root .* && cotal up --root /);
+    assert.match(startOnly.stderr, /takes effect after 'cotal down --root .* && cotal up --root /);
     await Deno.writeTextFile(`${root}/broker/operator.conf`, `leafnodes { port: ${leaf} }\n`);
     // The broker never saw either: it still serves.
     assert.equal((await varz(monitor)).port, port);

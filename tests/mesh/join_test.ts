@@ -76,6 +76,15 @@ Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves n
     await waitFor(() => seen.includes("local.alice:still general"), { what: "the second post" });
     assert.match(out.join(""), /reading #random; your lines still go to #general/);
     assert.doesNotMatch(out.join(""), /Permissions Violation|^! /m);
+    // As cotal send does: a DM or a task nobody would read is refused with a sentence.
+    await writer.write(enc.encode("/dm local.ghost hi\n/task nobody x\n"));
+    await waitFor(
+      () => /No agent in space 'j' was ever given the role 'nobody'/.test(out.join("")),
+      {
+        what: "the refusals",
+      },
+    );
+    assert.match(out.join(""), /! local\.ghost has no live agent in space 'j'/);
     await writer.write(enc.encode("/nonsense\n/quit\n"));
     await writer.close();
     assert.equal((await child.status).code, 0);

@@ -337,10 +337,20 @@ export const despawnCommand = defineCommand({
   positionals: [{ name: "name", description: "the agent", required: true }],
   async run({ values, positionals }) {
     await using ctl = await client(values);
-    const r = await ctl.request<{ name: string }>("despawn", { name: positionals[0] }, {
-      timeoutMs: 30_000,
-    });
-    printResult(denoIo(), { json: values.json === true }, r, (v) => `despawned ${v.name}`);
+    const r = await ctl.request<{ name: string; childrenEnded?: string[] }>("despawn", {
+      name: positionals[0],
+    }, { timeoutMs: 30_000 });
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      r,
+      (v) =>
+        `despawned ${v.name}${
+          v.childrenEnded?.length
+            ? `, and the agents it spawned: ${v.childrenEnded.join(", ")}`
+            : ""
+        }`,
+    );
   },
 });
 
@@ -437,7 +447,9 @@ export const personaListCommand = defineCommand({
             p.description ?? ""
           }`,
         ),
-      `no personas yet; write one to ${root}/personas/<name>.md`,
+      invalid.length
+        ? "no persona could be read"
+        : `no personas yet; write one to ${root}/personas/<name>.md`,
     );
     if (invalid.length) {
       throw new CotalError(
