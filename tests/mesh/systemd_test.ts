@@ -251,6 +251,20 @@ Deno.test("systemd - install writes units into <dest>/systemd/system, prints eve
     const units = new TextDecoder().decode(printed.stdout);
     assert.match(units, /--server nats:\/\/127\.0\.0\.1:16222/);
     assert.doesNotMatch(units, /:4222\b/);
+    // A nats-server from a checkout under /tmp or /home: the units could not see it; said.
+    const hidden = await new Deno.Command(Deno.execPath(), {
+      args: [
+        ...["run", "-A", COTAL, "systemd", "install", "--space", "alpha", "--dest", `${dest}/h`],
+        ...["--nats-server", "/home/me/cotal/.cache/nats-server/bin/nats-server"],
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(hidden.code, 0);
+    assert.match(
+      new TextDecoder().decode(hidden.stderr),
+      /warning: --nats-server \/home\/me\/.* is under a directory the units cannot see/,
+    );
     // No user auth here: no auth-service unit.
     assert.equal(
       [...Deno.readDirSync(`${dest}/systemd/system`)].some((e) => e.name.includes("auth")),

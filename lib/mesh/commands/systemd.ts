@@ -190,8 +190,22 @@ export const systemdInstallCommand = defineCommand({
       .map((f) => f.slice("systemd/system/".length))
       // The restart oneshot runs only when its path unit fires.
       .filter((u) => !u.startsWith("cotal-delivery-restart-"));
+    for (const w of hiddenPaths(values)) console.error(w);
     console.log(nextSteps(values.dest, units).join("\n"));
   },
 });
+
+/**
+ * Programs the units run from where the units cannot see them: ProtectHome= and PrivateTmp=
+ * hide /home, /root, /run/user and /tmp from every Cotal unit (a project cache is often there).
+ */
+export function hiddenPaths(values: { "nats-server": string; "bin-dir": string }): string[] {
+  const hidden = /^\/(home|root|run\/user|tmp|var\/tmp)(\/|$)/;
+  return [["--nats-server", values["nats-server"]], ["--bin-dir", values["bin-dir"]]]
+    .filter(([, path]) => hidden.test(path))
+    .map(([flag, path]) =>
+      `warning: ${flag} ${path} is under a directory the units cannot see (ProtectHome=, PrivateTmp=); copy it to /usr/local (e.g. /usr/local/sbin/nats-server) and pass that.`
+    );
+}
 
 registry.register([systemdPrintCommand, systemdInstallCommand]);
