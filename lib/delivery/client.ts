@@ -9,6 +9,7 @@
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { ctlSubject, liveSubject, type Principal } from "../wire/mod.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 const ENC = new TextEncoder();
 const DEC = new TextDecoder();
@@ -35,7 +36,9 @@ async function bound(
     nc.publish(subject, payload, { reply });
     for await (const m of sub) {
       // A status reply (503): nobody serves the rail right now.
-      if (m.headers?.hasError) {
+      const h = headersOf(m);
+      if (h === UNDECODABLE) continue;
+      if (h?.hasError) {
         throw new CotalError(
           "delivery_unreachable",
           `Nobody serves ${subject} right now; is the space's delivery daemon running?`,

@@ -16,6 +16,7 @@
 
 import { headers as newHeaders, type MsgHdrs, type NatsConnection, type Subscription } from "nats";
 import { CotalError } from "../errors.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 /** Acked publishes kept in flight at most. */
 export const MAX_PUBLISHES_IN_FLIGHT = 256;
@@ -70,9 +71,11 @@ export class PublishGate {
         const p = this.#pending.get(token);
         if (!p) return;
         this.#pending.delete(token);
-        if (m.headers?.hasError) {
+        const h = headersOf(m);
+        if (h === UNDECODABLE) return;
+        if (h?.hasError) {
           // A status reply (503: no stream listens on the subject).
-          p.reject(this.#refused(p.subject, `${m.headers.code} ${m.headers.description}`));
+          p.reject(this.#refused(p.subject, `${h.code} ${h.description}`));
           return;
         }
         let v: {

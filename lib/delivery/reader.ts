@@ -16,6 +16,7 @@ import { copyId, decodeEntry, frameHeaders } from "./frames.ts";
 import { durableEligible } from "./members.ts";
 import { isBacklogFull, isTooLarge } from "./setaside.ts";
 import { type PullLoop, startPullLoop } from "./pull_loop.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 function deferOrTerm(ctx: DeliveryContext, m: JsMsg, token: number, why: string): void {
   if (!ctx.fence.mayAct(token)) return;
@@ -32,7 +33,8 @@ function deferOrTerm(ctx: DeliveryContext, m: JsMsg, token: number, why: string)
 /** Judge and transfer one INBOX entry under fence token `token`. */
 export async function readOne(ctx: DeliveryContext, m: JsMsg, token: number): Promise<void> {
   const parsed = parseSubject(m.subject, { space: ctx.space });
-  const entry = decodeEntry(m.headers);
+  const h = headersOf(m);
+  const entry = h === UNDECODABLE ? undefined : decodeEntry(h);
   if (!parsed.ok || parsed.kind !== "dinbox" || !entry) {
     ctx.counters.droppedMalformed++;
     if (ctx.fence.mayAct(token)) m.term("not a Plane-3 entry");

@@ -19,6 +19,7 @@ import type { DeliveryContext } from "./context.ts";
 import { HISTORY_READS_IN_FLIGHT, RAIL_IN_FLIGHT } from "./constants.ts";
 import { readHistory } from "./history.ts";
 import { durableJoin, durableLeave, listMemberships } from "./membership_ops.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 /** Admin operations the composition root supplies (absent hooks refuse loudly). */
 export interface AdminHooks {
@@ -148,7 +149,8 @@ function serve(
     queue,
     callback: (err, m) => {
       // A broker answer a member aimed at the rail is not a request: dropped without a word.
-      if (err || isBrokerAnswer(m.headers)) return;
+      const h = headersOf(m);
+      if (err || h === UNDECODABLE || isBrokerAnswer(h)) return;
       const token = ctx.fence.token;
       if (!boundReply(m.subject, m.reply)) {
         ctx.log.warn(

@@ -39,6 +39,7 @@ import {
   type TrimStep,
   yieldingGroups,
 } from "./warden_plan.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 export { PROTECTED_BACKLOG, PROTECTED_SENDER_BYTES };
 
@@ -97,9 +98,10 @@ function pairOf(subject: string): Pair | undefined {
 /** A stored message's size as the file store counts it: subject, headers, payload. */
 function storedSize(m: JsMsg): number {
   let size = m.subject.length + m.data.length + 30;
-  if (m.headers) {
-    for (const k of m.headers.keys()) {
-      size += k.length + m.headers.get(k).length + 4;
+  const h = headersOf(m);
+  if (h && h !== UNDECODABLE) {
+    for (const k of h.keys()) {
+      size += k.length + h.get(k).length + 4;
     }
   }
   return size;

@@ -14,6 +14,7 @@
 import { type MsgHdrs, MsgHdrsImpl, type NatsConnection, type Subscription } from "nats";
 import { isBrokerAnswer } from "../wire/broker_answer.ts";
 import { kvStreamName } from "../wire/resources.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 /** One row as the watch reports it. */
 export interface WatchedEntry {
@@ -57,11 +58,12 @@ export async function watchBucket(
       if (err || !m.subject.startsWith(prefix)) return;
       // A JetStream delivery (one some consumer was pointed here) is not a write, nor is any
       // other broker answer a member aimed at the bucket's subjects.
-      if (m.reply?.startsWith("$JS.ACK.") || isBrokerAnswer(m.headers)) return;
+      const h = headersOf(m);
+      if (m.reply?.startsWith("$JS.ACK.") || h === UNDECODABLE || isBrokerAnswer(h)) return;
       const e: WatchedEntry = {
         key: m.subject.slice(prefix.length),
         value: m.data,
-        operation: operationOf(m.headers),
+        operation: operationOf(h),
         created: new Date(),
       };
       if (initialized) onEntry(e, true);
@@ -87,11 +89,12 @@ export async function watchBucket(
         );
       }
       // A row that is itself a broker answer someone aimed at the bucket is not a row.
-      if (!isBrokerAnswer(got.headers)) {
+      const gh = headersOf(got);
+      if (gh !== UNDECODABLE && !isBrokerAnswer(gh)) {
         onEntry({
           key: got.subject.slice(prefix.length),
           value: got.data,
-          operation: operationOf(got.headers),
+          operation: operationOf(gh),
           created: got.time,
         }, false);
       }

@@ -34,6 +34,7 @@ import {
 } from "../wire/channels.ts";
 import type { ChannelConfig } from "../wire/channels.ts";
 import type { JoinResult } from "./types.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 /** How many retained messages a join backfills at most (the newest ones). */
 export const BACKFILL_LIMIT = 200;
@@ -179,9 +180,7 @@ export class ChannelSet {
         );
         return [] as RawHistoryItem[];
       });
-      for (const it of items) {
-        this.#host.surface(it.subject, it.data, "backfill", it.seq, it.headers);
-      }
+      for (const it of items) this.#surfaceRead(it, "backfill");
       backfilled = items.length;
     }
     if (eff.deliveryClass !== "durable" || hasWildcard(channel)) {
@@ -228,12 +227,18 @@ export class ChannelSet {
     return { left: true };
   }
 
+  /** Surfaces a message read from the stream; one whose headers cannot be read is left out. */
+  #surfaceRead(it: RawHistoryItem, source: "backfill" | "gap"): void {
+    const h = headersOf(it);
+    if (h !== UNDECODABLE) this.#host.surface(it.subject, it.data, source, it.seq, h);
+  }
+
   /** Messages missed while the transport was down: read from just before the drop. */
   async gapFill(since: number): Promise<void> {
     for (const channel of this.#joined.keys()) {
       try {
         const items = await this.#read(channel, { startTime: new Date(since - GAP_SLACK_MS) });
-        for (const it of items) this.#host.surface(it.subject, it.data, "gap", it.seq, it.headers);
+        for (const it of items) this.#surfaceRead(it, "gap");
       } catch (err) {
         this.#host.warn(
           new CotalError(
@@ -254,10 +259,9 @@ export class ChannelSet {
     const items = await this.#read(channel, { limit, signal });
     const out: CotalMessage[] = [];
     for (const it of items) {
-      const d = decodeMessage(it.subject, it.data, {
-        space: this.#host.space,
-        headers: it.headers,
-      });
+      const headers = headersOf(it);
+      if (headers === UNDECODABLE) continue;
+      const d = decodeMessage(it.subject, it.data, { space: this.#host.space, headers });
       if (d.ok) out.push(d.message);
     }
     return out;
@@ -306,7 +310,10 @@ export class ChannelSet {
         // A JetStream delivery (a consumer someone aimed at this subject: the broker does not
         // check deliver subjects) or anything outside the filter is not a live post.
         if (m.reply?.startsWith("$JS.ACK.") || !subjectMatches(filter, m.subject)) return;
-        this.#host.surface(m.subject, m.data, "live", undefined, m.headers);
+        // Headers no one can read: not a post (a throw here would end the read loop).
+        const h = headersOf(m);
+        if (h === UNDECODABLE) return;
+        this.#host.surface(m.subject, m.data, "live", undefined, h);
       },
     });
     // The broker answers a refused SUB with -ERR before the PONG of this flush.

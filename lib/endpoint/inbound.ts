@@ -19,6 +19,7 @@ import { decodeMessage, type DeliveryKind } from "../wire/receive.ts";
 import type { SeenIds } from "./dedupe.ts";
 import { CotalMessageEvent, type Delivery, GapEvent, type MessageSource } from "./events.ts";
 import { GAP_MARKER_HEADER, parseGapMarker } from "../wire/gap_marker.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 /** The header a trusted Plane-3 reader stamps on every delivery frame. */
 export const DELIVERY_FRAME_HEADER = "Cotal-Delivery-Frame";
@@ -99,7 +100,13 @@ export function surfaceConsumed(host: InboundHost, m: JsMsg, source: "dm" | "any
  * frame header, written by the trusted reader after re-authorizing the copy.
  */
 export function surfaceDurable(host: InboundHost, m: JsMsg): void {
-  if (m.headers?.get(GAP_MARKER_HEADER) === "1") {
+  const h = headersOf(m);
+  if (h === UNDECODABLE) {
+    m.term("malformed-frame");
+    host.error(dropped("malformed-frame", "headers that cannot be read", "durable"));
+    return;
+  }
+  if (h?.get(GAP_MARKER_HEADER) === "1") {
     // Written by the delivery daemon only (agents cannot publish on DLV): the count and
     // range of copies refused while this member's backlog was full.
     const marker = parseGapMarker(m.data);
@@ -108,7 +115,7 @@ export function surfaceDurable(host: InboundHost, m: JsMsg): void {
     m.ack();
     return;
   }
-  const frame = m.headers?.get(DELIVERY_FRAME_HEADER) === "1" ? parseFrame(m.data) : undefined;
+  const frame = h?.get(DELIVERY_FRAME_HEADER) === "1" ? parseFrame(m.data) : undefined;
   if (!frame) {
     m.term("malformed-frame");
     host.error(dropped("malformed-frame", "not a version-1 delivery frame", "durable"));

@@ -18,6 +18,7 @@ import {
   sessionSubject,
 } from "./control_rail.ts";
 import type { ManagedAgent, OutputSink } from "./managed_agent.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 /** Live attach sessions a manager holds at most (reference: 64). */
 export const MAX_SESSIONS = 64;
@@ -96,7 +97,8 @@ export class AttachSessions {
     const sub = nc.subscribe(sessionSubject(this.#space, session, this.#epoch, "in"), {
       callback: (_err, m) => {
         // Only the caller's frames; never a broker answer someone aimed at the session.
-        const f = m && !isBrokerAnswer(m.headers) && decodeFrame(m.data);
+        const hdrs = m ? headersOf(m) : undefined;
+        const f = m && hdrs !== UNDECODABLE && !isBrokerAnswer(hdrs) && decodeFrame(m.data);
         if (!f) return;
         const h = agent.handle;
         switch (f.k) {

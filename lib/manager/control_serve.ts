@@ -9,6 +9,13 @@ import { CotalError } from "../errors.ts";
 import type { ControlVerifier } from "./control_auth.ts";
 import { serveFilters } from "./control_rail.ts";
 import { type ControlOps, dispatchControl, handleControlMessage } from "./control_server.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+
+/** Headers that can be read, else none (the request then carries no proof). */
+function knownHeaders(m: Msg) {
+  const h = headersOf(m);
+  return h === UNDECODABLE ? undefined : h;
+}
 
 /** What serving the rail needs from its manager. */
 export interface ControlServeContext {
@@ -35,7 +42,7 @@ export async function serveControl(
       instanceId: ctx.instanceId,
       epoch: ctx.epoch,
       verify: (m, caller, nonce, once) =>
-        ctx.verifier.verify(m.subject, m.data, m.headers, caller, nonce, once),
+        ctx.verifier.verify(m.subject, m.data, knownHeaders(m), caller, nonce, once),
       publish: (to, data) => nc.publish(to, data),
       log: ctx.log,
       dispatch: (command, args, caller) => {

@@ -20,6 +20,7 @@ import {
   replySubject,
 } from "./control_rail.ts";
 import type { AgentRow, ManagedAgent } from "./managed_agent.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 /** What handling one request needs from its manager. */
 export interface ControlServerContext {
@@ -45,7 +46,8 @@ export const READ_ONLY_COMMANDS: ReadonlySet<string> = new Set(["status", "ps"])
  */
 export async function handleControlMessage(m: Msg, ctx: ControlServerContext): Promise<void> {
   const parsed = parseRequestSubject(ctx.space, m.subject);
-  if (!parsed || isBrokerAnswer(m.headers)) return;
+  const h = headersOf(m);
+  if (!parsed || h === UNDECODABLE || isBrokerAnswer(h)) return;
   let reply: ControlReply;
   try {
     await ctx.verify(m, parsed.caller, parsed.nonce, !READ_ONLY_COMMANDS.has(parsed.command));

@@ -22,6 +22,7 @@ import { spaceNames } from "../trust/grant_names.ts";
 import type { MintAuth, MintOpts, Principal, Profile } from "../trust/types.ts";
 import type { AuditLog } from "./audit.ts";
 import { CallerRate, SIGNER_CALLERS, SIGNER_POLICY, SIGNER_RESERVED_ACTORS } from "./policy.ts";
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 /** The string every signer request's proof covers. */
 export const SIGN_CONTEXT = "cotal-sign-request-v1";
@@ -168,7 +169,10 @@ export function serveSigner(opts: SignerServeOptions): {
     let principal: string | undefined;
     // A message with no proof at all (a broker answer a member aimed here) is refused before it
     // takes one of the caller's in-flight slots: only a signed request may hold one.
-    const proofless = !m.headers?.get(PROOF_HEADER);
+    // Headers that cannot be read (any caller may send such bytes) count as no proof at all.
+    const h = headersOf(m);
+    const headers = h === UNDECODABLE ? undefined : h;
+    const proofless = !headers?.get(PROOF_HEADER);
     inFlight++;
     const mine = (inFlightBy.get(caller) ?? 0) + (proofless ? 0 : 1);
     if (!proofless) inFlightBy.set(caller, mine);
@@ -186,7 +190,7 @@ export function serveSigner(opts: SignerServeOptions): {
       const claims = await verifier.verify(
         m.subject,
         m.data,
-        m.headers,
+        headers,
         { owner, actor },
         nonce,
         false,
@@ -286,7 +290,8 @@ export function serveSigner(opts: SignerServeOptions): {
 
   const sub: Subscription = nc.subscribe(signRail.request(root, "*", "*", "*"), {
     queue: "signer",
-    callback: (_err, m) => void handle(m),
+    // A handler never throws (a throw would end this subscription's read loop).
+    callback: (_err, m) => void handle(m).catch(() => {}),
   });
   return {
     stats,
