@@ -7,6 +7,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import { PERSONA_NAME } from "./sandbox/spawn_channel.ts";
 import { isRelayedCreds, parseCreds, parseRelayedCreds } from "../nats/creds.ts";
 import type { JsonValue } from "../wire/envelope.ts";
 import {
@@ -259,7 +260,7 @@ function parseSpawnPlace(v: unknown): { socket: string; personas: string[] } {
   const personas = v.personas;
   if (
     !Array.isArray(personas) || personas.length === 0 || personas.length > 8 ||
-    personas.some((p) => typeof p !== "string" || !/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(p))
+    personas.some((p) => typeof p !== "string" || !PERSONA_NAME.test(p))
   ) {
     throw bad("sandbox.spawn.personas", want);
   }

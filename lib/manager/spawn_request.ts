@@ -15,6 +15,7 @@ import {
 } from "../wire/names.ts";
 import type { RestartPolicy } from "./managed_agent.ts";
 import { type AgentLimits, parseLimits } from "./sandbox/limits.ts";
+import { PERSONA_NAME } from "./sandbox/spawn_channel.ts";
 import type { NetMode } from "./sandbox/plan.ts";
 
 /** Default restart budget: 3 crashes in a rolling 120 s (the reference's session limit). */
@@ -193,7 +194,6 @@ const KEYS = [
 
 /** The most personas one agent may be allowed to spawn. */
 export const MAX_SPAWNABLE = 8;
-const PERSONA_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
 /**
  * The spawn requests an agent may ask its supervisor for, by persona name (lib/manager/
@@ -211,7 +211,7 @@ function parseSpawnable(v: unknown): Record<string, { [key: string]: JsonValue }
   }
   const out: Record<string, { [key: string]: JsonValue }> = {};
   for (const [persona, t] of entries) {
-    if (!PERSONA_RE.test(persona)) {
+    if (!PERSONA_NAME.test(persona)) {
       bad(`spawnable's ${JSON.stringify(persona.slice(0, 64))} is not a persona name.`);
     }
     if (typeof t !== "object" || t === null || Array.isArray(t)) {

@@ -7,7 +7,7 @@
  * @module
  */
 import { askSpawnChannel, type SpawnChannelRequest } from "../manager/sandbox/spawn_channel.ts";
-import type { MeshTool } from "./tools.ts";
+import { type MeshTool, schema } from "./tools.ts";
 
 /** How long a `spawn` call waits for the supervisor (its readiness window is 30 s by default). */
 export const SPAWN_TOOL_TIMEOUT_MS = 120_000;
@@ -23,12 +23,6 @@ export function spawnTools(
   place: { readonly socket: string; readonly personas: readonly string[] },
   ask: SpawnAsk = (req, ms) => askSpawnChannel(place.socket, req, ms),
 ): MeshTool[] {
-  const schema = <P extends MeshTool["inputSchema"]["properties"]>(p: P, required: string[]) => ({
-    type: "object" as const,
-    properties: p,
-    required,
-    additionalProperties: false as const,
-  });
   return [
     {
       name: "spawn",

@@ -57,7 +57,11 @@ const count = (d: string, max: number): Prop => ({
   maximum: max,
 });
 
-function schema(properties: Record<string, Prop>, required: string[]): MeshTool["inputSchema"] {
+/** A strict object schema: these properties, these required, nothing else. */
+export function schema(
+  properties: Record<string, Prop>,
+  required: string[],
+): MeshTool["inputSchema"] {
   return { type: "object", properties, required, additionalProperties: false };
 }
 

@@ -42,6 +42,18 @@ export interface RootMintOptions {
   allowPublish?: string[];
 }
 
+/** The signer of one of a root's spaces, or `space_unknown` naming how to add it. */
+async function rootSigner(root: string, space: string) {
+  const account = await loadSpaceAccount(workspaceSecretStore(root), space);
+  if (!account) {
+    throw new CotalError(
+      "space_unknown",
+      `Space '${space}' has no account under ${root}; add it with 'cotal space add ${space}'.`,
+    );
+  }
+  return { space, account: account.account };
+}
+
 /** Mints a cred for one of a root's spaces from the root's own signer. */
 export async function mintForRoot(
   root: string,
@@ -54,15 +66,8 @@ export async function mintForRoot(
       `'${opts.profile}' is not a Cotal profile; see 'cotal mint --help' for the list.`,
     );
   }
-  const account = await loadSpaceAccount(workspaceSecretStore(root), space);
-  if (!account) {
-    throw new CotalError(
-      "space_unknown",
-      `Space '${space}' has no account under ${root}; add it with 'cotal space add ${space}'.`,
-    );
-  }
   return await mintCreds(
-    { space, account: account.account },
+    await rootSigner(root, space),
     await newIdentity(),
     opts.profile as Profile,
     {
@@ -107,14 +112,7 @@ export async function provisionForRoot(
       `--provision makes the agent's durables on the running broker, and ${root} runs none; start it with 'cotal up --root ${root}'.`,
     );
   }
-  const account = await loadSpaceAccount(workspaceSecretStore(root), space);
-  if (!account) {
-    throw new CotalError(
-      "space_unknown",
-      `Space '${space}' has no account under ${root}; add it with 'cotal space add ${space}'.`,
-    );
-  }
-  const auth = { space, account: account.account };
+  const auth = await rootSigner(root, space);
   const provisioner = await mintCreds(auth, newIdentity(), "provisioner");
   const p = await provisionAgent({
     servers: live.url,

@@ -24,6 +24,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import { PERSONA_NAME } from "../manager/sandbox/spawn_channel.ts";
 
 /** An agent described by a persona file. */
 export interface Persona {
@@ -72,7 +73,7 @@ export function personaDir(root: string): string {
   return `${root}/personas`;
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+const NAME = PERSONA_NAME;
 
 function refuse(file: string, line: number, field: string, why: string): never {
   throw new CotalError("persona_invalid", `${file}:${line}: ${field}: ${why}.`);

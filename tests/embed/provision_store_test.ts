@@ -23,7 +23,6 @@ import {
   newIdentity,
   remintDaemonCreds,
   runDelivery,
-  type SecretStore,
   serializeBrokerAuth,
   serializeSpaceAccountAuth,
   serverConfig,
@@ -31,25 +30,7 @@ import {
   spaceAccountKey,
 } from "../../mod.ts";
 import { startTestBroker, uniqueSpace, waitFor } from "../_harness/broker.ts";
-
-/** The specification's store: get, put and delete over a Map, nothing else. */
-class MapStore implements SecretStore {
-  readonly #m = new Map<string, string>();
-  get(key: string): Promise<string | undefined> {
-    return Promise.resolve(this.#m.get(key));
-  }
-  put(key: string, value: string): Promise<void> {
-    this.#m.set(key, value);
-    return Promise.resolve();
-  }
-  delete(key: string): Promise<void> {
-    this.#m.delete(key);
-    return Promise.resolve();
-  }
-  keys(): string[] {
-    return [...this.#m.keys()].sort();
-  }
-}
+import { MapStore } from "../_harness/map_store.ts";
 
 Deno.test("embed - a store provisioned by hand from mod.ts alone serves the delivery daemon whole, membership feed included", async () => {
   const space = uniqueSpace("embed");

@@ -133,13 +133,16 @@ Deno.test("manager - red teams 16 and 17: kept children count against the bound 
   try {
     let manager = await mesh.manager({ maxChildrenPerAgent: 2 });
     const ctl = await mesh.control();
-    await ctl.request("spawn", {
-      agent: "task-runner",
-      name: "lead",
-      command: program,
-      expose: [work],
-      spawnable: { helper: { agent: "task-runner", command: "/bin/cat", role: "helpers" } },
-    }, { timeoutMs: 60_000 });
+    // The parent: a task runner that may spawn helpers.
+    const spawnLead = () =>
+      ctl.request("spawn", {
+        agent: "task-runner",
+        name: "lead",
+        command: program,
+        expose: [work],
+        spawnable: { helper: { agent: "task-runner", command: "/bin/cat", role: "helpers" } },
+      }, { timeoutMs: 60_000 });
+    await spawnLead();
     const sock = (await parentSocket(mesh.root))!;
     const ask = (persona: string) => askSpawnChannel(sock, { op: "spawn", persona }, 90_000);
     assert.equal((await ask("helper")).name, "helpers_1");
@@ -179,13 +182,7 @@ Deno.test("manager - red teams 16 and 17: kept children count against the bound 
     // A parent that cannot come back takes what it spawned with it, whatever the order the
     // roster comes back in.
     manager = await mesh.manager({ maxChildrenPerAgent: 2 });
-    await ctl.request("spawn", {
-      agent: "task-runner",
-      name: "lead",
-      command: program,
-      expose: [work],
-      spawnable: { helper: { agent: "task-runner", command: "/bin/cat", role: "helpers" } },
-    }, { timeoutMs: 60_000 });
+    await spawnLead();
     const sock2 = (await parentSocket(mesh.root))!;
     for (const n of [1, 2]) {
       const r = await askSpawnChannel(sock2, { op: "spawn", persona: "helper" }, 90_000);

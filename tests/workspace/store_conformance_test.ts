@@ -12,22 +12,7 @@ import {
   secretStoreConformance,
 } from "../../lib/workspace/mod.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";
-
-/** The specification's store: get, put and delete over a Map. */
-class MapStore implements SecretStore {
-  readonly m = new Map<string, string>();
-  get(key: string) {
-    return Promise.resolve(this.m.get(key));
-  }
-  put(key: string, value: string) {
-    this.m.set(key, value);
-    return Promise.resolve();
-  }
-  delete(key: string) {
-    this.m.delete(key);
-    return Promise.resolve();
-  }
-}
+import { MapStore } from "../_harness/map_store.ts";
 
 for (const c of secretStoreConformance()) {
   Deno.test(`store conformance - FsSecretStore: ${c.name}`, async () => {

@@ -49,7 +49,11 @@ export type SpawnChannelReply =
 /** What the supervisor does with a request from this agent. */
 export type SpawnChannelHandler = (req: SpawnChannelRequest) => Promise<Record<string, unknown>>;
 
-const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+/**
+ * A persona's (and a spawn channel's agent) name: letters and digits, then `_` and `-` too, at
+ * most 64. Personas are files named so, and spawn requests and launch files carry such names.
+ */
+export const PERSONA_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
 function refuse(message: string): never {
   throw new CotalError("spawn_request_invalid", message);
@@ -82,7 +86,7 @@ export function parseSpawnChannelRequest(line: string): SpawnChannelRequest {
   }
   const name = (field: string): string => {
     const s = o[field];
-    if (typeof s !== "string" || !NAME_RE.test(s)) {
+    if (typeof s !== "string" || !PERSONA_NAME.test(s)) {
       refuse(`${op} needs ${field}: a name of letters, digits, _ and - (at most 64).`);
     }
     return s;
