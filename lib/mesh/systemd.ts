@@ -8,10 +8,13 @@
  *
  * Secrets cross users without loosening their 0600 modes: systemd's `LoadCredential=` reads
  * the delivery cred as root and hands the daemon a private copy; a `.path` unit restarts
- * delivery when the signer re-signs that cred. The supervisor and the signer share the space's
- * store dir through the `cotal-store` group (root's, setgid and sticky, 3770): each reads,
- * replaces and removes only the files it owns.
+ * delivery when the signer re-signs that cred. Each space's supervisor runs as a user of its own
+ * ({@linkcode superviseUser}), and so do the agents it starts; it shares its space's store dir with
+ * the signer through the space's own group ({@linkcode spaceStoreGroup}; the dir is root's,
+ * setgid and sticky, 3770): each reads, replaces and removes only the files it owns, and no
+ * supervisor reaches another space's dir, agents or sockets.
  */
+import { managerInstanceId } from "../manager/manager_types.ts";
 import {
   CONNECTION_EVICTOR_CREDS_KIND,
   DELIVERY_CREDS_KIND,
@@ -51,20 +54,44 @@ export interface SystemdLayout {
   userAuth?: { idp: string; audience?: string; host: string; port: number };
 }
 
-/** The users units run as; one per daemon, sharing nothing but the `cotal` group. */
+/**
+ * The users units run as, one per daemon, sharing nothing but the `cotal` group; each space's
+ * supervisor has its own ({@linkcode superviseUser}).
+ */
 export const UNIT_USERS = Object.freeze({
   broker: "cotal-nats",
   delivery: "cotal-delivery",
-  supervise: "cotal-supervise",
   auth: "cotal-auth",
   signer: "cotal-signer",
 });
 
 /**
- * The group of the store's dirs, whose members are the supervisor and the signer only: both
- * write a space's dir (agent creds; the re-signed daemon creds), neither reads the other's files.
+ * The group that may pass through the store's root: every space's supervisor and the signer. A
+ * space's dir is its own group's ({@linkcode spaceStoreGroup}).
  */
 export const STORE_GROUP = "cotal-store";
+
+/** A space's short id in the names of its user and group (a user name has at most 31 bytes). */
+function spaceId(space: string): string {
+  return spaceKeyHex(space).slice(0, 12);
+}
+
+/**
+ * The user a space's supervisor runs as: its own, and the agents it starts run as its uid too.
+ * With one user for every space's supervisor, a compromised one (or an agent out of its sandbox)
+ * could read and replace another space's supervisor cred, agent creds and agents' dirs.
+ */
+export function superviseUser(space: string): string {
+  return `cotal-sv-${spaceId(space)}`;
+}
+
+/**
+ * The group of a space's store dir, whose members are that space's supervisor and the signer:
+ * both write the dir (agent creds; the re-signed daemon creds), neither reads the other's files.
+ */
+export function spaceStoreGroup(space: string): string {
+  return `cotal-st-${spaceId(space)}`;
+}
 
 /** A oneshot that only asks systemd to act: root (to reach systemd's socket) and nothing more. */
 const ONESHOT_LOCKDOWN: readonly string[] = Object.freeze([
@@ -249,7 +276,7 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
       Service: [
         `User=${UNIT_USERS.signer}`,
         "Group=cotal",
-        `SupplementaryGroups=${STORE_GROUP}`,
+        `SupplementaryGroups=${STORE_GROUP} ${spaceStoreGroup(space)}`,
         `ExecStart=${l.binDir}/cotal-signer --root ${S} --space ${space} --server ${url}`,
         // Writes: its audit trail and the daemon creds it re-signs in its own space's dir.
         `ReadWritePaths=${S}/audit ${spaceStore}`,
@@ -268,9 +295,9 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
         `After=cotal-signer-${space}.service`,
       ],
       Service: [
-        `User=${UNIT_USERS.supervise}`,
+        `User=${superviseUser(space)}`,
         "Group=cotal",
-        `SupplementaryGroups=${STORE_GROUP}`,
+        `SupplementaryGroups=${STORE_GROUP} ${spaceStoreGroup(space)}`,
         `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url} --signer remote`,
         `ReadWritePaths=${S}`,
         // No seed in its mount namespace at all, and no audit trail to rewrite.
@@ -307,14 +334,23 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
   return units;
 }
 
-/** sysusers.d entries creating the users and the shared group. */
-export function renderSysusers(): string {
+/**
+ * sysusers.d entries creating the users and groups: the shared daemons', then each space's
+ * supervisor and its store group.
+ */
+export function renderSysusers(spaces: readonly string[]): string {
   return [
     "g cotal -",
     `g ${STORE_GROUP} -`,
     ...Object.values(UNIT_USERS).map((u) => `u ${u} -:cotal "Cotal ${u.slice(6)}" -`),
-    `m ${UNIT_USERS.supervise} ${STORE_GROUP}`,
     `m ${UNIT_USERS.signer} ${STORE_GROUP}`,
+    ...spaces.flatMap((space) => [
+      `g ${spaceStoreGroup(space)} -`,
+      `u ${superviseUser(space)} -:cotal "Cotal supervisor of space ${space}" -`,
+      `m ${superviseUser(space)} ${STORE_GROUP}`,
+      `m ${superviseUser(space)} ${spaceStoreGroup(space)}`,
+      `m ${UNIT_USERS.signer} ${spaceStoreGroup(space)}`,
+    ]),
     "",
   ].join("\n");
 }
@@ -334,27 +370,42 @@ export function renderTmpfiles(l: SystemdLayout): string {
     `d ${S}/secrets 2710 root ${STORE_GROUP} -`,
     `d ${S}/secrets/auth 0700 ${UNIT_USERS.signer} ${STORE_GROUP} -`,
     `Z ${S}/secrets/auth - ${UNIT_USERS.signer} ${STORE_GROUP} -`,
-    ...l.spaces.flatMap((space) => {
-      const dir = `${S}/secrets/space.${spaceKeyHex(space)}`;
-      return [
-        `d ${dir} 3770 root ${STORE_GROUP} -`,
-        // What the supervisor keeps there (its roster, its agents' creds) is its own.
-        ...["manager.*.agents.json", "agent.*.creds"].map((f) =>
-          `z ${dir}/${f} - ${UNIT_USERS.supervise} ${STORE_GROUP} -`
-        ),
-        // Its own cred is the signer's to re-sign (it holds no seed to renew it after a long
-        // stop) and the supervisor's to read, as a member of the store's group.
-        `f ${dir}/supervisor.creds 0640 ${UNIT_USERS.signer} ${STORE_GROUP} -`,
-        `z ${dir}/supervisor.creds 0640 ${UNIT_USERS.signer} ${STORE_GROUP} -`,
-        ...DAEMON_CRED_FILES.map((f) => `f ${dir}/${f} 0600 ${UNIT_USERS.signer} ${STORE_GROUP} -`),
-        ...SYS_CRED_FILES.map((f) => `z ${dir}/${f} 0600 root root -`),
-      ];
-    }),
+    // Shared dirs are sticky: a daemon removes or replaces only what it made (a supervisor
+    // cannot take another's holder lock, nor a daemon another's log).
+    `d ${S}/run 1770 root cotal -`,
+    `d ${S}/run/delivery 0700 ${UNIT_USERS.delivery} cotal -`,
+    `d ${S}/run/sockets 0710 root cotal -`,
+    `d ${S}/agents 0710 root cotal -`,
+    ...l.spaces.flatMap((space) => spaceTmpfiles(S, space)),
     `d ${S}/audit 0700 ${UNIT_USERS.signer} ${STORE_GROUP} -`,
     `d ${S}/auth-service 0700 ${UNIT_USERS.auth} cotal -`,
-    `d ${S}/run 0770 root cotal -`,
-    `d ${S}/run/delivery 0700 ${UNIT_USERS.delivery} cotal -`,
-    `d ${S}/logs 0770 root cotal -`,
+    `d ${S}/logs 1770 root cotal -`,
     "",
   ].join("\n");
+}
+
+/**
+ * One space's part of the layout: its store dir (its group's), and the agents' and sockets' dirs
+ * its supervisor would make, made beforehand as that supervisor's alone.
+ */
+function spaceTmpfiles(S: string, space: string): string[] {
+  const dir = `${S}/secrets/space.${spaceKeyHex(space)}`;
+  const group = spaceStoreGroup(space);
+  const sup = superviseUser(space);
+  // What `agentDirOf` and `agentSocketDir` name for this root and space.
+  const sockets = `${S}/run/sockets/${managerInstanceId(S, space).slice(0, 12)}`;
+  return [
+    `d ${dir} 3770 root ${group} -`,
+    // What the supervisor keeps there (its roster, its agents' creds) is its own.
+    ...["manager.*.agents.json", "agent.*.creds"].map((f) => `z ${dir}/${f} - ${sup} ${group} -`),
+    `Z ${dir}/agents - ${sup} ${group} -`,
+    // Its own cred is the signer's to re-sign (it holds no seed to renew it after a long stop)
+    // and the supervisor's to read, as a member of the space's group.
+    `f ${dir}/supervisor.creds 0640 ${UNIT_USERS.signer} ${group} -`,
+    `z ${dir}/supervisor.creds 0640 ${UNIT_USERS.signer} ${group} -`,
+    ...DAEMON_CRED_FILES.map((f) => `f ${dir}/${f} 0600 ${UNIT_USERS.signer} ${group} -`),
+    ...SYS_CRED_FILES.map((f) => `z ${dir}/${f} 0600 root root -`),
+    `d ${S}/agents/space.${spaceKeyHex(space)} 0700 ${sup} cotal -`,
+    `d ${sockets} 0700 ${sup} cotal -`,
+  ];
 }

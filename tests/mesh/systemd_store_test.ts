@@ -2,17 +2,19 @@
  * The store's OS boundary on a systemd host, made for real: systemd-sysusers and
  * systemd-tmpfiles (offline, `--root`) create the users and lay out a store an install as root
  * provisioned; then each daemon's user, through setpriv, tries what a compromised one would.
- * The signer records belong to the signer alone; the supervisor and the signer share their
- * space's dir and nothing else; the other units' users cannot even pass the store's root.
+ * The signer records belong to the signer alone; a space's supervisor and the signer share that
+ * space's dir and nothing else; one space's supervisor reaches nothing of another's (store dir,
+ * agents' dir, sockets, holder lock); the other units' users cannot even pass the store's root.
  */
 import assert from "node:assert/strict";
 import {
   defaultSystemdLayout,
   renderSysusers,
   renderTmpfiles,
-  STORE_GROUP,
+  superviseUser,
   UNIT_USERS,
 } from "../../lib/mesh/systemd.ts";
+import { managerInstanceId } from "../../lib/manager/manager_types.ts";
 import { spaceKeyHex } from "../../lib/workspace/mod.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";
 
@@ -45,6 +47,7 @@ try {
     Deno.renameSync(key + ".x", key);
     console.log(JSON.stringify({ ok: true }));
   } else if (op === "link") { Deno.symlinkSync(value, key); console.log(JSON.stringify({ ok: true })); }
+  else if (op === "write") { Deno.writeTextFileSync(key, "LOCK", { mode: 0o600 }); console.log(JSON.stringify({ ok: true })); }
   else if (op === "chmod") { Deno.chmodSync(key, 0o700); console.log(JSON.stringify({ ok: true })); }
   else if (op === "ls") console.log(JSON.stringify({ ok: true, value: [...Deno.readDirSync(key)].length }));
   else {
@@ -56,6 +59,12 @@ try {
   console.log(JSON.stringify({ ok: false, error: String(err?.code ?? err?.name ?? err) }));
 }
 `;
+
+// The supplementary groups systemd gives a unit's user (initgroups): those listing it.
+function memberships(text: string, user: string): number[] {
+  return text.split("\n").filter(Boolean).map((l) => l.split(":"))
+    .filter((f) => (f[3] ?? "").split(",").includes(user)).map((f) => Number(f[2]));
+}
 
 function ids(text: string): Map<string, number> {
   return new Map(
@@ -75,7 +84,7 @@ async function run(cmd: string, args: string[]): Promise<string> {
 
 Deno.test({
   name:
-    `systemd - on a laid-out store, only the signer's user reads the signer records; the supervisor and the signer share their space's dir and nothing else${why}`,
+    `systemd - on a laid-out store, only the signer's user reads the signer records; a space's supervisor and the signer share its dir, and no space's supervisor reaches another's${why}`,
   ignore: why !== "",
   async fn() {
     const fake = await tempDir("cotal-sysroot-");
@@ -84,29 +93,34 @@ Deno.test({
       const S = "/var/lib/cotal";
       const R = `${fake}${S}`;
       const space = `secrets/space.${spaceKeyHex("alpha")}`;
+      const other = `secrets/space.${spaceKeyHex("beta")}`;
       // What an install as root leaves: every file root's, 0600.
       await Deno.mkdir(`${fake}/etc`, { recursive: true });
       await Deno.writeTextFile(`${fake}/etc/passwd`, "");
       await Deno.writeTextFile(`${fake}/etc/group`, "");
-      for (const d of ["secrets/auth", space]) await Deno.mkdir(`${R}/${d}`, { recursive: true });
+      for (const d of ["secrets/auth", space, other]) {
+        await Deno.mkdir(`${R}/${d}`, { recursive: true });
+      }
       const provisioned: Record<string, string> = {
         "secrets/auth/broker.json": "SIGNER-SEED-MARKER",
         [`${space}/delivery.creds`]: "DELIVERY-MARKER",
         [`${space}/supervisor.creds`]: "SUPERVISOR-MARKER",
         [`${space}/connection-evictor.creds`]: "SYS-MARKER",
+        [`${other}/supervisor.creds`]: "BETA-SUPERVISOR-MARKER",
       };
       for (const [f, v] of Object.entries(provisioned)) {
         await Deno.writeTextFile(`${R}/${f}`, v, { mode: 0o600 });
       }
-      await Deno.writeTextFile(`${fake}/sysusers.conf`, renderSysusers());
+      await Deno.writeTextFile(`${fake}/sysusers.conf`, renderSysusers(["alpha", "beta"]));
       await Deno.writeTextFile(
         `${fake}/tmpfiles.conf`,
-        renderTmpfiles(defaultSystemdLayout(["alpha"])),
+        renderTmpfiles(defaultSystemdLayout(["alpha", "beta"])),
       );
       await run("systemd-sysusers", [`--root=${fake}`, `${fake}/sysusers.conf`]);
       await run("systemd-tmpfiles", [`--root=${fake}`, "--create", `${fake}/tmpfiles.conf`]);
       const users = ids(await Deno.readTextFile(`${fake}/etc/passwd`));
-      const groups = ids(await Deno.readTextFile(`${fake}/etc/group`));
+      const groupText = await Deno.readTextFile(`${fake}/etc/group`);
+      const groups = ids(groupText);
       // The signer's trail, as it writes it (0600, its own).
       await Deno.writeTextFile(`${R}/audit/signer.jsonl`, "AUDIT\n", { mode: 0o600 });
       await Deno.chown(`${R}/audit/signer.jsonl`, users.get(UNIT_USERS.signer)!, null);
@@ -130,14 +144,13 @@ Deno.test({
         const home = `${fake}/home-${user}`;
         await Deno.mkdir(home, { recursive: true });
         await Deno.chown(home, uid, groups.get("cotal")!);
-        const supp = user === UNIT_USERS.supervise || user === UNIT_USERS.signer
-          ? `--groups=${groups.get(STORE_GROUP)}`
-          : "--clear-groups";
+        const supp = memberships(groupText, user);
+        const suppFlag = supp.length ? `--groups=${supp.join(",")}` : "--clear-groups";
         const out = await new Deno.Command("setpriv", {
           args: [
             `--reuid=${uid}`,
             `--regid=${groups.get("cotal")}`,
-            supp,
+            suppFlag,
             `${tools}/deno`,
             "run",
             "-A",
@@ -145,7 +158,9 @@ Deno.test({
             `${tools}/op.ts`,
             op,
             `${R}/secrets`,
-            ["cat", "ls", "rm", "replace", "link", "chmod"].includes(op) ? `${R}/${key}` : key,
+            ["cat", "ls", "rm", "replace", "link", "chmod", "write"].includes(op)
+              ? `${R}/${key}`
+              : key,
             value,
           ],
           env: { DENO_DIR: `${home}/deno`, HOME: home, NO_COLOR: "1" },
@@ -163,7 +178,7 @@ Deno.test({
       };
 
       // The supervisor: its own cred and agent creds, never the signer records.
-      const sup = UNIT_USERS.supervise;
+      const sup = superviseUser("alpha");
       denied(await as(sup, "cat", "secrets/auth/broker.json"), "supervisor reads the signer");
       denied(await as(sup, "ls", "secrets/auth"), "supervisor lists the signer dir");
       denied(await as(sup, "get", "auth/broker.json"), "supervisor gets the signer record");
@@ -203,6 +218,40 @@ Deno.test({
       const agentKey = `${space.slice("secrets/".length)}/agents/a1.creds`;
       assert.equal((await as(sup, "put", agentKey, "AGENT")).ok, true);
 
+      // Another space's supervisor (and the agents it runs, as its uid) reaches nothing of alpha's.
+      const beta = superviseUser("beta");
+      const sockets = (sp: string) =>
+        `run/sockets/${managerInstanceId("/var/lib/cotal", sp).slice(0, 12)}`;
+      assert.deepEqual(await as(beta, "cat", `${other}/supervisor.creds`), {
+        ok: true,
+        value: "BETA-SUPERVISOR-MARKER",
+      });
+      const betaAgent = `${other.slice("secrets/".length)}/agents/b1.creds`;
+      assert.equal((await as(beta, "put", betaAgent, "BETA-AGENT")).ok, true);
+      assert.equal((await as(beta, "ls", `agents/space.${spaceKeyHex("beta")}`)).ok, true);
+      assert.equal((await as(beta, "ls", sockets("beta"))).ok, true);
+      denied(await as(beta, "cat", `${space}/supervisor.creds`), "beta reads alpha's cred");
+      denied(await as(beta, "ls", space), "beta lists alpha's store dir");
+      denied(await as(beta, "get", agentKey), "beta reads alpha's agent cred");
+      denied(await as(beta, "put", agentKey, "FORGED"), "beta replaces alpha's agent cred");
+      denied(
+        await as(beta, "put", `${space.slice("secrets/".length)}/agents/x.creds`, "PLANT"),
+        "beta plants a cred in alpha's dir",
+      );
+      denied(
+        await as(beta, "ls", `agents/space.${spaceKeyHex("alpha")}`),
+        "beta lists alpha's agents",
+      );
+      denied(await as(beta, "ls", sockets("alpha")), "beta lists alpha's sockets");
+      denied(await as(beta, "ls", "agents"), "beta lists every space's agents");
+      denied(await as(sup, "cat", `${other}/supervisor.creds`), "alpha reads beta's cred");
+      denied(await as(sup, "get", betaAgent), "alpha reads beta's agent cred");
+      // The run dir is shared and sticky: beta cannot take alpha's holder lock.
+      const lock = `run/manager.${managerInstanceId("/var/lib/cotal", "alpha")}.lock`;
+      assert.equal((await as(sup, "write", lock)).ok, true);
+      denied(await as(beta, "rm", lock), "beta removes alpha's holder lock");
+      denied(await as(beta, "replace", lock), "beta replaces alpha's holder lock");
+
       // The signer: its records and the daemon creds it re-signs, nothing the supervisor owns.
       const sig = UNIT_USERS.signer;
       assert.deepEqual(await as(sig, "get", "auth/broker.json"), {
@@ -237,6 +286,7 @@ Deno.test({
       assert.equal((await mode("secrets")).toString(8), "2710");
       assert.equal((await Deno.stat(`${R}/secrets`)).uid, 0);
       assert.equal((await mode(space)).toString(8), "3770");
+      assert.equal((await mode("run")).toString(8), "1770");
       assert.equal((await Deno.stat(`${R}/${space}`)).uid, 0);
       // A daemon cred the install did not leave is there anyway, the signer's and empty.
       const rw = await Deno.lstat(`${R}/${space}/membership-rw.creds`);

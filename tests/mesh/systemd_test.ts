@@ -4,6 +4,8 @@ import {
   renderSysusers,
   renderTmpfiles,
   renderUnits,
+  spaceStoreGroup,
+  superviseUser,
   UNIT_USERS,
 } from "../../lib/mesh/systemd.ts";
 import { spaceKeyHex } from "../../lib/workspace/mod.ts";
@@ -67,21 +69,48 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
     assert.deepEqual(signer.get("Before"), [`cotal-supervise-${sp}.service`]);
     const sup = directives(units[`cotal-supervise-${sp}.service`]);
     assert.deepEqual(sup.get("Wants"), [`cotal-signer-${sp}.service`]);
-    for (const d of [signer, sup]) assert.deepEqual(d.get("SupplementaryGroups"), ["cotal-store"]);
+    // Each space's supervisor is a user of its own, in its space's store group alone.
+    assert.deepEqual(sup.get("User"), [superviseUser(sp)]);
+    for (const d of [signer, sup]) {
+      assert.deepEqual(d.get("SupplementaryGroups"), [`cotal-store ${spaceStoreGroup(sp)}`]);
+    }
   }
-  assert.deepEqual([...users].sort(), Object.values(UNIT_USERS).sort());
+  assert.notEqual(superviseUser("alpha"), superviseUser("beta"));
+  assert.notEqual(spaceStoreGroup("alpha"), spaceStoreGroup("beta"));
+  assert.deepEqual(
+    [...users].sort(),
+    [...Object.values(UNIT_USERS), superviseUser("alpha"), superviseUser("beta")].sort(),
+  );
   const delivery = directives(units["cotal-delivery-alpha.service"]);
   assert.deepEqual(delivery.get("LoadCredential"), [
     `delivery.creds:/var/lib/cotal/secrets/space.${spaceKeyHex("alpha")}/delivery.creds`,
   ]);
   assert.match(delivery.get("ExecStart")![0], /^\/usr\/local\/bin\/cotal-delivery /);
   assert.match(units["cotal-delivery-alpha.path"], /PathChanged=.*delivery\.creds/);
-  assert.match(renderSysusers(), /^u cotal-delivery -:cotal /m);
+  const sysusers = renderSysusers(["alpha", "beta"]);
+  assert.match(sysusers, /^u cotal-delivery -:cotal /m);
+  for (const sp of ["alpha", "beta"]) {
+    assert.ok(
+      sysusers.includes(`\nu ${superviseUser(sp)} -:cotal "Cotal supervisor of space ${sp}" -\n`),
+    );
+    assert.ok(sysusers.includes(`\nm ${superviseUser(sp)} ${spaceStoreGroup(sp)}\n`));
+    assert.ok(sysusers.includes(`\nm cotal-signer ${spaceStoreGroup(sp)}\n`));
+  }
+  // A user name fits in 31 bytes.
+  for (const line of sysusers.split("\n").filter((l) => /^[ug] /.test(l))) {
+    assert.ok(line.split(" ")[1].length <= 31, line);
+  }
   const tmpfiles = renderTmpfiles(l);
   assert.match(tmpfiles, /^d \/var\/lib\/cotal\/secrets 2710 root cotal-store -$/m);
-  assert.match(tmpfiles, /^d \/var\/lib\/cotal\/secrets\/space\.\w+ 3770 root cotal-store -$/m);
+  assert.ok(
+    tmpfiles.includes(
+      `\nd /var/lib/cotal/secrets/space.${spaceKeyHex("alpha")} 3770 root ${
+        spaceStoreGroup("alpha")
+      } -\n`,
+    ),
+  );
   assert.match(tmpfiles, /^d \/var\/lib\/cotal\/secrets\/auth 0700 cotal-signer cotal-store -$/m);
-  assert.match(renderSysusers(), /^m cotal-signer cotal-store$/m);
+  assert.match(sysusers, /^m cotal-signer cotal-store$/m);
   // Each space's auth service on its own fixed port, with the IdP it exchanges tokens of.
   const auth = (sp: string) => directives(units[`cotal-auth-service-${sp}.service`]);
   assert.match(

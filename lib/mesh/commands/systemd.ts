@@ -134,7 +134,7 @@ function allFiles(l: SystemdLayout): Record<string, string> {
   for (const [name, text] of Object.entries(renderUnits(l))) {
     out[`systemd/system/${name}`] = text;
   }
-  out["sysusers.d/cotal.conf"] = renderSysusers();
+  out["sysusers.d/cotal.conf"] = renderSysusers(l.spaces);
   out["tmpfiles.d/cotal.conf"] = renderTmpfiles(l);
   return out;
 }
