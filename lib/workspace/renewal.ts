@@ -23,6 +23,7 @@ import {
   principalFromTags,
   type Profile,
   type SpaceAuth,
+  STANDING_RENEWABLE_TTL_SEC,
 } from "../trust/mod.ts";
 import { workspaceSecretStore } from "./fs_secret_store.ts";
 import {
@@ -44,6 +45,12 @@ export interface RemintableCred {
   readonly profile: Profile;
   /** Its store key for a space. */
   readonly key: (space: string, composition: SecretStoreComposition) => string;
+  /**
+   * The longest span a re-sign gives it, when tighter than its profile's longest: a re-sign
+   * keeps the stored cred's span, so whoever could write a long-lived one would have it renewed
+   * for as long.
+   */
+  readonly maxTtlSeconds?: number;
 }
 
 /**
@@ -68,6 +75,9 @@ export const SUPERVISOR_CRED: RemintableCred = Object.freeze({
   kind: "supervisor.creds",
   profile: "supervisor",
   key: supervisorCredsKey,
+  // What the signer's request path grants a supervisor's own cred (a day), not the profile's
+  // seven: a stored cred minted longer is re-signed for a day.
+  maxTtlSeconds: STANDING_RENEWABLE_TTL_SEC,
 });
 
 /** What a preflight is told about the candidate it gates. */
@@ -189,7 +199,11 @@ async function remintOne(
   const connId = connIdOf(claims);
   // The same lifetime span as the cred it replaces, within the profile's bounds (a cred an
   // embedder's issuer signed shorter than policy mints is renewed at the minimum).
-  const { maxTtlSeconds: max, minTtlSeconds: min } = CREDENTIAL_LIFETIMES[cred.profile];
+  const { minTtlSeconds: min } = CREDENTIAL_LIFETIMES[cred.profile];
+  const max = Math.min(
+    CREDENTIAL_LIFETIMES[cred.profile].maxTtlSeconds,
+    cred.maxTtlSeconds ?? Infinity,
+  );
   const span = claims.exp !== undefined && claims.iat !== undefined && claims.exp > claims.iat
     ? Math.max(min, Math.min(claims.exp - claims.iat, max))
     : CREDENTIAL_LIFETIMES[cred.profile].defaultTtlSeconds;

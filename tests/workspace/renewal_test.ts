@@ -186,3 +186,26 @@ Deno.test("workspace - remintDaemonCreds never throws, even on a refusing store 
   assert.equal(d[0].error?.code, "current_cred_unreadable");
   assert.ok(!d[0].error!.message.includes("garbage"));
 });
+
+Deno.test("workspace - a re-sign of the supervisor's stored cred gives it a day at most, however long the stored one ran", async () => {
+  const { auth, store } = await setup("alpha");
+  const { SUPERVISOR_CRED, supervisorCredsKey } = await import("../../lib/workspace/mod.ts");
+  const key = supervisorCredsKey("alpha", C);
+  // A supervisor cred written for the profile's longest, seven days (the request path allows a day).
+  const week = await mintCreds(auth, newIdentity(), "supervisor", { expiresInSeconds: 7 * 86400 });
+  await store.put(key, week);
+  const results = await remintDaemonCreds("/unused", "alpha", store, { also: [SUPERVISOR_CRED] });
+  assert.deepEqual(results.find((r) => r.file === "supervisor.creds")?.ok, true);
+  const now = await claims((await store.get(key))!);
+  assert.equal(now.sub, (await claims(week)).sub);
+  assert.equal(now.exp! - now.iat, 86400);
+  // A daemon cred keeps its own span: the cap is the supervisor cred's alone.
+  const { deliveryCredsKey: dk } = await import("../../lib/workspace/mod.ts");
+  await store.put(
+    dk("alpha", C),
+    await mintCreds(auth, newIdentity(), "delivery", { expiresInSeconds: 3 * 86400 }),
+  );
+  await remintDaemonCreds("/unused", "alpha", store);
+  const d = await claims((await store.get(dk("alpha", C)))!);
+  assert.equal(d.exp! - d.iat, 3 * 86400);
+});
