@@ -302,6 +302,9 @@ export function permissionsFor(
       // By absolute path: deno (the runner, deno-only) and bwrap. Signals go through libc
       // (FFI): Deno.kill needs an unscoped --allow-run.
       p.run = [...(layout.supervisorPrograms ?? [])];
+      // An agent on the host's network (or under Deno permissions alone) reaches its relay on
+      // a loopback port: listening on an ephemeral one, which grants no dial.
+      p.net.push("127.0.0.1:0");
       // Each agent's control channel, broker relay and spawn channel: exact paths per slot.
       if (layout.agentSocketDir) {
         for (let slot = 0; slot < AGENT_SLOTS; slot++) {

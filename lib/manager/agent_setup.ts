@@ -10,7 +10,7 @@ import { ctlSubject, subjectRoot } from "../wire/subjects.ts";
 import { CotalError } from "../errors.ts";
 import { parseCreds, renderRelayedCreds } from "../nats/creds.ts";
 import { nonceProver } from "../trust/connect_auth.ts";
-import { newIdentity } from "../trust/sync_keys.ts";
+import { newIdentity, syncVerifier } from "../trust/sync_keys.ts";
 import { agentSocketPath, type DeploymentLayout } from "../permissions.ts";
 import { MAX_AGENTS } from "./manager_types.ts";
 import {
@@ -171,8 +171,13 @@ export function launchPlace(agent: ManagedAgent, servers: readonly string[]): {
   const sb = agent.sandbox!;
   const bwrap = p.isolation.mode === "bwrap";
   const relay = bwrap && p.net === "relay";
+  const port = sb.brokerPort;
   return {
-    servers: relay ? [`nats://127.0.0.1:${RELAY_PORT}`] : [...servers],
+    servers: relay
+      ? [`nats://127.0.0.1:${RELAY_PORT}`]
+      : port !== undefined
+      ? [`nats://127.0.0.1:${port}`]
+      : [...servers],
     sandbox: {
       control: bwrap ? CONTROL_SOCKET_INSIDE : sb.controlSocket,
       ...(relay ? { relay: BROKER_SOCKET_INSIDE } : {}),
@@ -191,15 +196,10 @@ export function launchPlace(agent: ManagedAgent, servers: readonly string[]): {
   };
 }
 
-/** Whether the agent reaches the broker only through its relay (bwrap, its own netns). */
-function relayed(p: ManagedAgent["plan"]): boolean {
-  return p.isolation.mode === "bwrap" && p.net === "relay";
-}
-
 /**
- * Writes (or rewrites on renewal) the agent's launch material. An agent behind its relay is
- * given its JWT alone (relayed creds): the seed stays with the supervisor, so nothing the agent
- * holds, reads or leaks connects to the broker except through its guard.
+ * Writes (or rewrites on renewal) the agent's launch material. Every agent is behind its relay
+ * and given its JWT alone (relayed creds): the seed stays with the supervisor, so nothing the
+ * agent holds, reads or leaks connects to the broker except through its guard.
  */
 export async function writeLaunch(
   ctx: LifecycleContext,
@@ -208,9 +208,8 @@ export async function writeLaunch(
   creds: string,
   description?: string,
 ): Promise<void> {
-  const given = relayed(agent.plan)
-    ? renderRelayedCreds((await parseCreds(creds)).jwt, newIdentity().seed)
-    : creds;
+  const standIn = agent.sandbox?.opts.standInSeed;
+  const given = standIn ? renderRelayedCreds((await parseCreds(creds)).jwt, standIn) : creds;
   await writeAgentLaunch(ctx, agent.plan, launchPlace(agent, servers), given, description);
 }
 
@@ -221,6 +220,7 @@ export function runnerSandbox(agent: ManagedAgent): RunnerSandbox {
   return {
     controlSocket: sb.controlSocket,
     ...(sb.brokerSocket ? { brokerSocket: sb.brokerSocket } : {}),
+    ...(sb.brokerPort !== undefined ? { brokerPort: sb.brokerPort } : {}),
     ...(sb.spawnSocket ? { spawnSocket: sb.spawnSocket } : {}),
     net: p.net,
     uid: sb.opts.ids.uid,
@@ -249,6 +249,8 @@ export async function prepareAgent(
   const bwrap = p.isolation.mode === "bwrap";
   const switchUser = bwrap && !!p.isolation.switchUser && !!opts.idPool;
   const ids = switchUser ? await opts.idPool!.acquire() : ownIds();
+  // The stand-in key of its relayed creds: what a loopback relay checks its caller against.
+  const standIn = newIdentity();
   try {
     if (switchUser && p.workdir) await checkWorkdirWritable(p.workdir, ids);
     await freshAgentDir(p.agentDir, ctx.root, { home: !bwrap });
@@ -271,8 +273,12 @@ export async function prepareAgent(
       storedPrefixes: ["chat", "inst", "svc"].map((plane) => `${subjectRoot(ctx.space)}.${plane}.`),
       ...(p.workdir ? { workdir: p.workdir } : {}),
       ...(bwrap && p.isolation.cgroup ? { cgroupHost: p.isolation.cgroup } : {}),
-      // Behind the relay the agent's seed stays here: the relay proves its key at connect.
-      ...(relayed(p) ? { proveKey: nonceProver(p.identity.seed) } : {}),
+      // The agent's seed stays here: its relay proves its key at connect. An agent on the
+      // host's network (or under Deno permissions alone) dials its relay on a loopback port,
+      // which lets in only the holder of its launch creds.
+      proveKey: nonceProver(p.identity.seed),
+      callerKey: { verify: syncVerifier(standIn.id) },
+      standInSeed: standIn.seed,
       seccomp: bwrap,
       ...(opts.spawn ? { spawn: opts.spawn } : {}),
     });

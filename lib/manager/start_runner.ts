@@ -33,6 +33,8 @@ import { closeFd, signalProcess } from "./sandbox/libc.ts";
 export interface RunnerSandbox {
   readonly controlSocket: string;
   readonly brokerSocket?: string;
+  /** Its relay's loopback port (an agent on the host's network or under Deno permissions). */
+  readonly brokerPort?: number;
   readonly spawnSocket?: string;
   readonly net: NetMode;
   readonly uid: number;
@@ -193,7 +195,13 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
       ...(sb.workdir ? { workdir: sb.workdir } : {}),
       ...(bwrap ? { tmp: "/tmp" } : {}),
       sockets,
-      ...(relay ? { net: [`127.0.0.1:${RELAY_PORT}`] } : {}),
+      // The runner reaches the broker only through its relay: the broker's own port is
+      // not in its row (and the agent's launch creds connect nowhere else).
+      ...(relay
+        ? { net: [`127.0.0.1:${RELAY_PORT}`] }
+        : sb.brokerPort !== undefined
+        ? { net: [`127.0.0.1:${sb.brokerPort}`] }
+        : {}),
       program,
       envAllow: Object.keys(env),
     }),

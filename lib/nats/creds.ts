@@ -124,8 +124,14 @@ export function isRelayedCreds(text: string): boolean {
   return typeof text === "string" && text.includes(RELAYED_CREDS_MARKER);
 }
 
-/** The JWT of a relayed creds text; refuses anything else the way {@linkcode parseCreds} does. */
-export function parseRelayedCreds(text: string): { readonly jwt: string } {
+/**
+ * The JWT of a relayed creds text, and its stand-in seed (what proves, to a relay that listens
+ * where others could dial, that the caller holds the text); refuses anything else the way
+ * {@linkcode parseCreds} does.
+ */
+export function parseRelayedCreds(
+  text: string,
+): { readonly jwt: string; readonly standInSeed?: string } {
   const jwt = isRelayedCreds(text) ? JWT_BLOCK.exec(text)?.[1] : undefined;
   if (jwt === undefined) {
     throw new CotalError(
@@ -136,7 +142,8 @@ export function parseRelayedCreds(text: string): { readonly jwt: string } {
   if (decodeJwtUnverified(jwt).nats.type !== "user") {
     throw new CotalError("creds_not_user", "Relayed creds hold a user JWT.");
   }
-  return { jwt };
+  const standInSeed = SEED_BLOCK.exec(text)?.[1];
+  return standInSeed ? { jwt, standInSeed } : { jwt };
 }
 
 // Seeds recently checked against their public key: re-signing one identity (renewal, a burst

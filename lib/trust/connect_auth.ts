@@ -65,9 +65,11 @@ export function credsAuthenticatorFast(creds: CredsSource): Authenticator {
     const raw = read();
     const text = typeof raw === "string" ? raw : DECODER.decode(raw);
     if (cached?.text === text) return cached;
-    // Relayed creds: the JWT alone; the agent's relay adds the nonce signature.
+    // Relayed creds: the agent's relay adds the nonce signature of the JWT's key. The stand-in
+    // seed signs too: a relay on the host's loopback lets in only who holds the creds.
     if (isRelayedCreds(text)) {
-      cached = { text, jwt: parseRelayedCreds(text).jwt };
+      const { jwt, standInSeed } = parseRelayedCreds(text);
+      cached = { text, jwt, ...(standInSeed ? { signer: syncSigner(standInSeed) } : {}) };
       return cached;
     }
     const { jwt, seed } = parse(text);

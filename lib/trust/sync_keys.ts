@@ -6,8 +6,14 @@
  *
  * @module
  */
-import { createPrivateKey, createPublicKey, type KeyObject, sign } from "node:crypto";
-import { encodePublicKey, encodeSeed, type NKeyKind, parseSeed } from "../nats/mod.ts";
+import { createPrivateKey, createPublicKey, type KeyObject, sign, verify } from "node:crypto";
+import {
+  decodePublicKey,
+  encodePublicKey,
+  encodeSeed,
+  type NKeyKind,
+  parseSeed,
+} from "../nats/mod.ts";
 import { notePair } from "../nats/creds.ts";
 import type { Identity } from "./types.ts";
 
@@ -47,6 +53,21 @@ export function syncSigner(seed: string): SyncSigner {
     publicKey,
     sign: (data) => new Uint8Array(sign(null, data, key)),
   };
+}
+
+const SPKI_ED25519 = [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00];
+
+/**
+ * A synchronous check of ed25519 signatures by one nkey (a relay checks a CONNECT's proof inside
+ * its protocol guard, which cannot await). Throws a `CotalError` when `publicKey` is no nkey.
+ */
+export function syncVerifier(publicKey: string): (data: Uint8Array, sig: Uint8Array) => boolean {
+  const raw = decodePublicKey(publicKey);
+  const der = new Uint8Array(44);
+  der.set(SPKI_ED25519);
+  der.set(raw, 12);
+  const key = createPublicKey({ key: der as unknown as Buffer, format: "der", type: "spki" });
+  return (data, sig) => sig.length === 64 && verify(null, data, key, sig);
 }
 
 /** A fresh nkey pair of `kind`, synchronously. */

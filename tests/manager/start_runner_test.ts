@@ -181,6 +181,23 @@ Deno.test("manager - under deno-only the runner is deno run itself with host pat
   assert.equal(flag(spec.args, "--allow-run"), undefined);
   assert.equal(spec.env!.COTAL_LAUNCH, "/R/agents/a1/launch.json");
   assert.equal(spec.cwd, "/R/agents/a1/home");
+  // With its relay on a loopback port, the runner may dial that port and not the broker.
+  const relayed = runnerLaunchSpec({
+    ...BASE,
+    spec: { kind: "module", module: "agent.ts" },
+    isolation: chooseIsolation({ mode: "deno-only" }),
+    sandbox: {
+      ...SANDBOX,
+      net: "host",
+      brokerSocket: undefined,
+      brokerPort: 41234,
+      switchUser: false,
+    },
+    env: {},
+  });
+  const net = flag(relayed.args, "--allow-net")!.split(",");
+  assert.ok(net.includes("127.0.0.1:41234"), net.join(","));
+  assert.ok(!net.some((n) => n.endsWith(":4222")), net.join(","));
 });
 
 Deno.test("manager - the supervisor's DENO_* and COTAL_* variables never reach the runner", () => {

@@ -70,6 +70,14 @@ export interface AgentSandboxOptions {
    * its JWT alone (relayed creds) and holds nothing that connects anywhere but through it.
    */
   readonly proveKey?: GuardPolicy["proveKey"];
+  /**
+   * The stand-in key of its relayed creds: an agent on the host's network (or under Deno
+   * permissions alone) reaches its relay on a loopback port anyone on the host can dial, and
+   * proves the creds at connect.
+   */
+  readonly callerKey?: GuardPolicy["callerKey"];
+  /** The stand-in seed of its relayed creds (kept, so a renewal's rewrite proves the same). */
+  readonly standInSeed?: string;
   readonly workdir?: string;
   readonly cgroupHost?: CgroupHost;
   readonly seccomp: boolean;
@@ -158,19 +166,17 @@ export class AgentSandbox {
           owner,
         );
       }
+      const policy = {
+        inboxPrefix: opts.inboxPrefix,
+        boundRails: opts.boundRails ?? [],
+        storedPrefixes: opts.storedPrefixes ?? [],
+        ...(opts.proveKey ? { proveKey: opts.proveKey } : {}),
+      };
       if (opts.mode === "bwrap" && opts.net === "relay") {
         const brokerPath = agentSocketPath(opts.socketDir, opts.slot, "broker");
-        relay = await BrokerRelay.listen(
-          brokerPath,
-          opts.servers,
-          {
-            inboxPrefix: opts.inboxPrefix,
-            boundRails: opts.boundRails ?? [],
-            storedPrefixes: opts.storedPrefixes ?? [],
-            ...(opts.proveKey ? { proveKey: opts.proveKey } : {}),
-          },
-          owner,
-        );
+        relay = await BrokerRelay.listen(brokerPath, opts.servers, policy, owner);
+      } else if (opts.proveKey && opts.callerKey) {
+        relay = BrokerRelay.listenLoopback(opts.servers, { ...policy, callerKey: opts.callerKey });
       }
       if (opts.mode === "bwrap" && opts.cgroupHost) {
         cgroup = createAgentCgroup(
@@ -211,7 +217,12 @@ export class AgentSandbox {
 
   /** The relay socket on the host (relay mode). */
   get brokerSocket(): string | undefined {
-    return this.relay?.path;
+    return this.relay?.path || undefined;
+  }
+
+  /** The relay's loopback port (an agent on the host's network or under Deno permissions). */
+  get brokerPort(): number | undefined {
+    return this.relay?.port;
   }
 
   /** The isolation this agent actually runs under. */

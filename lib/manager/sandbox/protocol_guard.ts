@@ -58,6 +58,13 @@ export interface GuardPolicy {
    * of another key ends the connection.
    */
   readonly proveKey?: { readonly publicKey: string; sign(nonce: string): string };
+  /**
+   * The stand-in key of the agent's relayed creds, when its relay listens where others could
+   * dial it (the host's loopback: agents on the host's network or under Deno permissions
+   * alone). The CONNECT must carry the signature of the broker's nonce by that key, so only who
+   * holds the agent's launch creds gets in; anything else ends the connection.
+   */
+  readonly callerKey?: { verify(data: Uint8Array, sig: Uint8Array): boolean };
 }
 
 /** The result of one chunk: bytes for the broker, or why the connection ends. */
@@ -109,6 +116,8 @@ export class ProtocolGuard {
   #refused?: string;
   /** The nonce of the broker's INFO on this connection (what a CONNECT must sign). */
   #nonce?: string;
+  /** Whether a CONNECT passed the key checks (the relay holds unproven connections briefly). */
+  #proven = false;
   #connected = false;
 
   constructor(policy: GuardPolicy) {
@@ -119,6 +128,16 @@ export class ProtocolGuard {
   /** Whether the relay must read the broker's INFO before the agent's CONNECT. */
   get needsServerNonce(): boolean {
     return this.#policy.proveKey !== undefined;
+  }
+
+  /** Whether the relay must end a connection that has not proven itself in time. */
+  get needsCallerProof(): boolean {
+    return this.#policy.callerKey !== undefined;
+  }
+
+  /** Whether this connection's CONNECT passed the key checks. */
+  get proven(): boolean {
+    return this.#proven;
   }
 
   /** The broker's INFO line (without CRLF) on this connection: its nonce is what gets signed. */
@@ -330,6 +349,11 @@ export class ProtocolGuard {
     if (typeof v.jwt !== "string" || v.jwt.length === 0) refuse("CONNECT carries no user JWT");
     if (jwtSubject(v.jwt) !== prove.publicKey) refuse("CONNECT names the JWT of another key");
     if (this.#nonce === undefined) refuse("the broker sent no nonce to sign");
+    const caller = this.#policy.callerKey;
+    if (caller && !caller.verify(new TextEncoder().encode(this.#nonce), signatureBytes(v.sig))) {
+      refuse("CONNECT does not prove the launch creds");
+    }
+    this.#proven = true;
     for (const k of ["nkey", "sig", "user", "pass", "auth_token"]) delete v[k];
     v.sig = prove.sign(this.#nonce);
     return JSON.stringify(v);
@@ -445,6 +469,18 @@ class Refusal extends Error {}
 
 function refuse(why: string): never {
   throw new Refusal(why);
+}
+
+/** A CONNECT's `sig` (base64url or base64, as clients send it) as bytes; empty when unreadable. */
+function signatureBytes(sig: unknown): Uint8Array {
+  if (typeof sig !== "string" || sig.length > 128) return new Uint8Array();
+  try {
+    const b64 = sig.replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "");
+    const bin = atob(b64 + "=".repeat((4 - b64.length % 4) % 4));
+    return Uint8Array.from(bin, (c) => c.charCodeAt(0));
+  } catch {
+    return new Uint8Array();
+  }
 }
 
 /** The CONNECT options as an object (or the connection ends). */

@@ -29,6 +29,12 @@ export const MAX_RELAY_CONNECTIONS = 8;
 /** How long the relay waits for the broker to accept one connection. */
 export const RELAY_DIAL_TIMEOUT_MS = 5_000;
 /**
+ * How long a connection to a relay on the host's loopback may go without a CONNECT that proves
+ * the agent's launch creds: anyone on the host can dial it, and each open connection holds one
+ * of the agent's {@linkcode MAX_RELAY_CONNECTIONS}.
+ */
+export const RELAY_PROOF_DEADLINE_MS = 3_000;
+/**
  * New connections one agent may open through its relay: a steady rate past a burst. Past it
  * the relay accepts nothing more for a while (the kernel queues or refuses the rest), so an
  * agent opening and closing connections in a loop costs the supervisor, whose one thread serves
@@ -108,6 +114,11 @@ export async function guardedSplice(
   // queued behind the writer's backpressure, so reading the next chunk overlaps the last write.
   const toAgent = agent.writable.getWriter();
   const toBroker = broker.writable.getWriter();
+  const unproven = guard.needsCallerProof
+    ? setTimeout(() => {
+      if (!guard.proven) closeAll([agent, broker]);
+    }, RELAY_PROOF_DEADLINE_MS)
+    : undefined;
   const down = (async () => {
     // The broker's first line is its INFO: when the relay proves the agent's key, the guard
     // must know that connection's nonce before the agent's CONNECT (which answers the INFO).
@@ -158,6 +169,7 @@ export async function guardedSplice(
     }
   })().catch(() => {});
   await Promise.race([down, up]);
+  clearTimeout(unproven);
   await Promise.race([toAgent.ready, new Promise((r) => setTimeout(r, 1_000))]).catch(() => {});
   closeQuietly(agent);
   closeQuietly(broker);
@@ -171,9 +183,17 @@ function closeQuietly(c: Deno.Conn): void {
   }
 }
 
-/** The supervisor's end: one listener per agent, each connection relayed to the broker. */
+/**
+ * The supervisor's end: one listener per agent, each connection relayed to the broker. An agent
+ * in its own network namespace dials a unix socket bound into its sandbox; one on the host's
+ * network (or under Deno permissions alone) dials a loopback port, where the relay lets in only
+ * a CONNECT that proves the agent's launch creds ({@linkcode GuardPolicy.callerKey}).
+ */
 export class BrokerRelay {
+  /** The unix socket's path; empty for a loopback relay. */
   readonly path: string;
+  /** The loopback port of a relay on the host's network. */
+  readonly port?: number;
   readonly #listener: Deno.Listener;
   readonly #servers: readonly string[];
   readonly #policy: GuardPolicy;
@@ -200,6 +220,7 @@ export class BrokerRelay {
     budgets: { all?: ByteBudget; stored?: ByteBudget },
   ) {
     this.path = path;
+    if (listener.addr.transport === "tcp") this.port = (listener.addr as Deno.NetAddr).port;
     this.#listener = listener;
     this.#servers = servers;
     this.#policy = policy;
@@ -227,6 +248,22 @@ export class BrokerRelay {
     await Deno.chmod(path, 0o600);
     if (owner) await Deno.chown(path, owner.uid, owner.gid);
     return new BrokerRelay(path, listener, servers, policy, budgets);
+  }
+
+  /**
+   * Listens on a free port of `127.0.0.1`, for an agent on the host's network: `policy` must
+   * name the caller's key, since anything on the host can dial there.
+   */
+  static listenLoopback(
+    servers: readonly string[],
+    policy: GuardPolicy,
+    budgets: { all?: ByteBudget; stored?: ByteBudget } = {},
+  ): BrokerRelay {
+    if (!policy.callerKey || !policy.proveKey) {
+      throw new TypeError("A loopback relay proves the agent's key and checks its caller's.");
+    }
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0, transport: "tcp" });
+    return new BrokerRelay("", listener, servers, policy, budgets);
   }
 
   async #accept(): Promise<void> {
@@ -291,7 +328,7 @@ export class BrokerRelay {
     this.#closed = true;
     closeAll([this.#listener, ...this.#conns]);
     await Promise.allSettled([...this.#open]);
-    await Deno.remove(this.path).catch(() => {});
+    if (this.path) await Deno.remove(this.path).catch(() => {});
   }
 }
 
