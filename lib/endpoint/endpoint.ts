@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { JetStreamClient, JetStreamManager, NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { assertFitsPayload, type CotalMessage, encodeMessage } from "../wire/envelope.ts";
 import {
@@ -20,14 +20,11 @@ import {
   lifecycleTag,
   type Principal,
 } from "../wire/names.ts";
-import { bucketNames } from "../wire/resources.ts";
 import { backoffDelay, Sleeper, Waiters } from "./backoff.ts";
-import { openBucket } from "./buckets.ts";
+import { bindConnection, type Conn } from "./bind.ts";
 import { buildCard, checkCard } from "./card.ts";
 import { ChannelSet } from "./channels.ts";
 import { Consumers } from "./consumers.ts";
-import { watchBucket } from "./bucket_watch.ts";
-import type { WatchFactory } from "./presence.ts";
 import { CredentialHolder, errorText, type HeldCredential, loadIdentity } from "./credentials.ts";
 import { SeenIds } from "./dedupe.ts";
 import { dial } from "./dial.ts";
@@ -61,11 +58,6 @@ import type {
 export const DEFAULT_SERVER = "nats://127.0.0.1:4222";
 
 type State = "idle" | "starting" | "running" | "rebuilding" | "stopped";
-interface Conn {
-  nc: NatsConnection;
-  js: JetStreamClient;
-  jsm: JetStreamManager;
-}
 
 /**
  * A Cotal endpoint. Attach `message`, `error` and `warning` listeners before `start()`.
@@ -158,9 +150,7 @@ export class CotalEndpoint extends EndpointEvents {
 
   /** The authenticated principal (known once `start()` has loaded the credential). */
   get principal(): Principal {
-    if (!this.#principal) {
-      throw new CotalError("not_started", "The endpoint has not started; await start() first.");
-    }
+    if (!this.#principal) throw notStartedError();
     return this.#principal;
   }
 
@@ -172,9 +162,7 @@ export class CotalEndpoint extends EndpointEvents {
 
   /** The card as published in presence. */
   get card(): AgentCard {
-    if (!this.#card) {
-      throw new CotalError("not_started", "The endpoint has not started; await start() first.");
-    }
+    if (!this.#card) throw notStartedError();
     return structuredClone(this.#card);
   }
 
@@ -360,12 +348,7 @@ export class CotalEndpoint extends EndpointEvents {
     if (this.#state === "rebuilding") {
       throw new CotalError("reconnecting", "The endpoint is reconnecting - try again shortly.");
     }
-    throw new CotalError(
-      this.#state === "stopped" ? "stopped" : "not_started",
-      this.#state === "stopped"
-        ? "The endpoint was stopped; create a new one."
-        : "The endpoint has not started; await start() first.",
-    );
+    throw this.#state === "stopped" ? stoppedError() : notStartedError();
   }
 
   #dial(): Promise<NatsConnection> {
@@ -380,37 +363,20 @@ export class CotalEndpoint extends EndpointEvents {
   }
 
   async #bind(nc: NatsConnection, boot: boolean): Promise<void> {
-    const conn: Conn = {
-      nc,
-      js: nc.jetstream(),
-      jsm: await nc.jetstreamManager({ checkAPI: false }),
-    };
-    this.#conn = conn;
-    this.#watch(nc);
-    const names = bucketNames(this.space);
-    // Buckets are watched without a consumer (bucket_watch.ts): no credential needs a
-    // consumer-create grant on them.
-    const watcher = (bucket: string): WatchFactory => (onEntry) => watchBucket(nc, bucket, onEntry);
-    const registry = await openBucket(conn.js, conn.jsm, names.channels, (e) => this.#warn(e));
-    await this.#channels.watchRegistry(registry ? watcher(names.channels) : undefined);
-    // Consumers before presence: a wrong lifecycle uid fails here, with no roster ghost.
-    if (this.#opts.consume !== false) {
-      await this.#consumers.bind(conn.js, {
-        principal: this.principal,
-        lifecycleUid: this.#opts.lifecycleUid!,
-        role: this.#card!.role,
-      });
-    }
-    if (boot) { for (const ch of this.#opts.channels ?? []) await this.#channels.join(ch); }
-    else await this.#channels.resubscribe();
-    const watch = this.#opts.watchPresence !== false;
-    const register = this.#opts.registerPresence !== false;
-    if (watch || register) {
-      const kv = await openBucket(conn.js, conn.jsm, names.presence, (e) => this.#warn(e));
-      if (kv) {
-        await this.#presence.bind(kv, { watch: watch && watcher(names.presence), register });
-      }
-    }
+    await bindConnection(nc, boot, {
+      space: this.space,
+      opts: this.#opts,
+      principal: this.principal,
+      role: this.#card!.role,
+      channels: this.#channels,
+      consumers: this.#consumers,
+      presence: this.#presence,
+      adopt: (conn) => {
+        this.#conn = conn;
+        this.#watch(nc);
+      },
+      warn: (e) => this.#warn(e),
+    });
     this.dispatchEvent(new ConnectionEvent(true));
   }
 
@@ -525,4 +491,8 @@ export class CotalEndpoint extends EndpointEvents {
 
 function stoppedError(): CotalError {
   return new CotalError("stopped", "The endpoint was stopped; create a new one.");
+}
+
+function notStartedError(): CotalError {
+  return new CotalError("not_started", "The endpoint has not started; await start() first.");
 }
