@@ -99,7 +99,12 @@ export async function startSupervisorEndpoint(opts: {
   const ep = new CotalEndpoint({
     space: opts.space,
     servers: opts.servers,
-    card: { name: "manager", kind: "endpoint", ...opts.principal },
+    card: {
+      name: "manager",
+      kind: "endpoint",
+      description: "the space's supervisor (starts and stops agents)",
+      ...opts.principal,
+    },
     creds: opts.creds,
     consume: false,
   });

@@ -35,9 +35,20 @@ export const JOIN_HELP = [
   "/quit           leave the space",
 ].join("\n");
 
+/** How much of a data part a line shows. */
+const DATA_SHOWN = 120;
+
+/** A part as one line shows it: text as is, data as its JSON (cut short), others by kind. */
+function partText(p: CotalMessageEvent["message"]["parts"][number]): string {
+  if (p.kind === "text") return String(p.text);
+  if (p.kind !== "data") return `[${p.kind}]`;
+  const json = JSON.stringify(p.data) ?? "null";
+  return `[data ${json.length > DATA_SHOWN ? `${json.slice(0, DATA_SHOWN)}...` : json}]`;
+}
+
 function describe(ev: CotalMessageEvent): string {
   const m = ev.message;
-  const text = m.parts.map((p) => p.kind === "text" ? p.text : `[${p.kind}]`).join(" ");
+  const text = m.parts.map(partText).join(" ");
   const where = m.channel !== undefined
     ? `#${m.channel}`
     : m.toService !== undefined
@@ -48,6 +59,16 @@ function describe(ev: CotalMessageEvent): string {
   return safeText(`${ev.meta.historical ? "[history] " : ""}${where} ${m.from.id}: ${text}`, {
     lines: true,
   }).replace(/\r?\n/g, "\n    ");
+}
+
+/** What a presence line adds to an id: the card's name when it says more, role, description. */
+function who(card: { id: string; name: string; role?: string; description?: string }): string {
+  const said = [
+    card.name !== card.id.split(".").pop() ? card.name : undefined,
+    card.role ? `role ${card.role}` : undefined,
+    card.description,
+  ].filter((x): x is string => !!x);
+  return said.length ? ` (${safeText(said.join(", ").slice(0, 160))})` : "";
 }
 
 /** How long a session whose input ended waits for the replies of the tasks it sent. */
@@ -101,16 +122,24 @@ export async function join(opts: JoinOptions): Promise<number> {
   // waits for them (bounded), so a piped '/task' is not cut off from its answer.
   const awaiting = new Set<string>();
   let answered = () => {};
+  // What arrives while the session starts is printed after the line saying it joined.
+  let early: string[] | undefined = [];
+  const print = (line: string): void => {
+    if (early) early.push(line);
+    else opts.print(line);
+  };
   ep.addEventListener("message", (ev) => {
     const replyTo = ev.message.replyTo;
     if (replyTo !== undefined && awaiting.delete(replyTo)) answered();
-    opts.print(describe(ev));
+    print(describe(ev));
     if (ev.delivery.durable && !ev.delivery.settled) ev.delivery.ack().catch(() => {});
   });
   ep.addEventListener("presence", (ev) => {
-    if (ev.change !== "update") opts.print(`* ${ev.presence.card.id} ${ev.change}`);
+    if (ev.change === "update") return;
+    const change = ev.change === "join" ? "is online" : "went offline";
+    print(`* ${ev.presence.card.id} ${change}${who(ev.presence.card)}`);
   });
-  ep.addEventListener("warning", (ev) => opts.print(`! ${ev.error.message}`));
+  ep.addEventListener("warning", (ev) => print(`! ${ev.error.message}`));
   let current = opts.channels[0];
   let posted = 0;
   let quit = false;
@@ -118,6 +147,8 @@ export async function join(opts: JoinOptions): Promise<number> {
   opts.print(
     `joined space '${opts.space}' as local.${opts.actor} in #${current}; /help for commands`,
   );
+  for (const line of early) opts.print(line);
+  early = undefined;
   try {
     for await (const raw of opts.lines) {
       const line = raw.trim();

@@ -174,6 +174,16 @@ Deno.test("mesh - join: at the end of its input a session waits for the replies 
     assert.equal(r.code, 0, r.out);
     assert.match(r.out, /waiting up to 30 s for 1 task reply/);
     assert.match(r.out, /^\(dm\) local\.slow_1: HELLO/m, r.out);
+    // The session says it joined before anything it saw while joining; a data part shows its
+    // JSON, and the supervisor's presence row says what it is.
+    assert.match(r.out, /^joined space /, r.out);
+    assert.doesNotMatch(r.out, /\[data\]/, r.out);
+    assert.match(r.out, /^\(dm\) local\.slow_1: HELLO \[data \{"task":.*(\}|\.\.\.)\]$/m, r.out);
+    assert.match(
+      r.out,
+      /^\* local\.manager_\w+ is online \(manager, the space's supervisor/m,
+      r.out,
+    );
     // With /quit the session ends at once, not waiting.
     const q = await cotal(["join", "--as", "quitter"], "/task slow again\n/quit\n");
     assert.equal(q.code, 0, q.out);
