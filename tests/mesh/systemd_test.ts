@@ -255,6 +255,32 @@ Deno.test("systemd - install writes units into <dest>/systemd/system, prints eve
         /systemctl enable --now cotal-nats\.service cotal-delivery-alpha\.service cotal-delivery-alpha\.path cotal-signer-alpha\.service cotal-supervise-alpha\.service\n/,
       ]
     ) assert.match(said, step);
+    // The binaries the units run are not installed here: each is named, with how to get it.
+    const warned = new TextDecoder().decode(out.stderr);
+    for (const p of ["cotal-delivery", "cotal-signer", "cotal-supervise"]) {
+      assert.match(
+        warned,
+        new RegExp(
+          `warning: /usr/local/bin/${p} \\(--bin-dir\\) is not an executable file; build the binaries with 'deno task compile'`,
+        ),
+      );
+    }
+    assert.doesNotMatch(warned, /cotal-auth-service/, "no user auth, no auth service to run");
+    // With every program in place, nothing is said.
+    await Deno.mkdir(`${dest}/bin`);
+    for (const p of ["cotal-delivery", "cotal-signer", "cotal-supervise", "nats-server"]) {
+      await Deno.writeTextFile(`${dest}/bin/${p}`, "#!/bin/sh\n", { mode: 0o755 });
+    }
+    const placed = await new Deno.Command(Deno.execPath(), {
+      args: [
+        ...["run", "-A", COTAL, "systemd", "install", "--space", "alpha", "--dest", `${dest}/p`],
+        ...["--bin-dir", `${dest}/bin`, "--nats-server", `${dest}/bin/nats-server`],
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(placed.code, 0);
+    assert.doesNotMatch(new TextDecoder().decode(placed.stderr), /not an executable file/);
     // A state dir whose broker last ran on another port: the units point there, not at 4222.
     await Deno.mkdir(`${dest}/state/run`, { recursive: true });
     await Deno.writeTextFile(

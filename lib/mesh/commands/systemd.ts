@@ -179,7 +179,8 @@ export const systemdInstallCommand = defineCommand({
     },
   },
   async run({ values }) {
-    const files = allFiles(await layoutFrom(values));
+    const layout = await layoutFrom(values);
+    const files = allFiles(layout);
     for (const [name, text] of Object.entries(files)) {
       const path = `${values.dest}/${name}`;
       await Deno.mkdir(path.replace(/\/[^/]+$/, ""), { recursive: true });
@@ -190,10 +191,42 @@ export const systemdInstallCommand = defineCommand({
       .map((f) => f.slice("systemd/system/".length))
       // The restart oneshot runs only when its path unit fires.
       .filter((u) => !u.startsWith("cotal-delivery-restart-"));
-    for (const w of hiddenPaths(values)) console.error(w);
+    const missing = await missingPrograms(values, layout.userAuth !== undefined);
+    for (const w of [...hiddenPaths(values), ...missing]) console.error(w);
     console.log(nextSteps(values.dest, units).join("\n"));
   },
 });
+
+/**
+ * Programs the units would start that are not there (or not executable): each unit would fail
+ * at start with only systemd's "Failed at step EXEC". One warning each, naming how to get it.
+ */
+export async function missingPrograms(
+  values: { "nats-server": string; "bin-dir": string },
+  userAuth: boolean,
+): Promise<string[]> {
+  const programs = ["cotal-delivery", "cotal-signer", "cotal-supervise"];
+  if (userAuth) programs.push("cotal-auth-service");
+  const wanted: [string, string, string][] = [
+    [
+      values["nats-server"],
+      "--nats-server",
+      "install nats-server 2.10 or newer there, or pass the one 'cotal up' fetched into .cache/",
+    ],
+    ...programs.map((p): [string, string, string] => [
+      `${values["bin-dir"]}/${p}`,
+      "--bin-dir",
+      "build the binaries with 'deno task compile' and copy them there",
+    ]),
+  ];
+  const out: string[] = [];
+  for (const [path, flag, fix] of wanted) {
+    const st = await Deno.stat(path).catch(() => undefined);
+    if (st?.isFile && ((st.mode ?? 0o111) & 0o111)) continue;
+    out.push(`warning: ${path} (${flag}) is not an executable file; ${fix}.`);
+  }
+  return out;
+}
 
 /**
  * Programs the units run from where the units cannot see them: ProtectHome= and PrivateTmp=
