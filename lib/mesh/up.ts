@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { cotalCommand } from "../cli/invocation.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { ManagerClient } from "../manager/control_client.ts";
 import { mintForRoot } from "./ops.ts";
@@ -214,11 +215,11 @@ export async function up(
     healthy,
   };
   if (opts.detach) {
-    opts.say(`stop:    cotal down --root ${opts.root}`);
+    opts.say(`stop:    ${cotalCommand()} down --root ${opts.root}`);
     return result;
   }
   if (attach) {
-    opts.say("attached to the detached stack; Ctrl-C detaches (cotal down stops it)");
+    opts.say(`attached to the detached stack; Ctrl-C detaches (${cotalCommand()} down stops it)`);
     await opts.untilStopped;
     opts.say("detached; the stack keeps running");
     return result;
