@@ -31,6 +31,7 @@ import {
 } from "./lifecycle.ts";
 import { type AgentRow, ManagedAgent } from "./managed_agent.ts";
 import {
+  type BringBackReport,
   DEFAULT_AGENT_CREDS_TTL_SECONDS,
   type ManagerOptions,
   MAX_AGENTS,
@@ -73,6 +74,9 @@ export class Fleet {
    * left by a stop that keeps agents). They stay in the index until they run again.
    */
   readonly #kept = new Map<string, IndexedAgent>();
+  #bringBackDone = true;
+  readonly #broughtBack: string[] = [];
+  readonly #failedBack: { name: string; reason: string }[] = [];
   /** Tags of lifecycles this manager ended: a stale presence row of theirs holds no name. */
   readonly #ended = new Set<string>();
   /** Each spawning parent's rate, by lifecycle (kept across its restarts). */
@@ -94,6 +98,16 @@ export class Fleet {
   /** The names of the kept rows waiting to come back. */
   keptNames(): string[] {
     return [...this.#kept.keys()];
+  }
+
+  /** What this start's bring-back has done so far (what `cotal up` reports). */
+  bringBackReport(): BringBackReport {
+    return {
+      done: this.#bringBackDone,
+      pending: this.keptNames(),
+      back: [...this.#broughtBack],
+      failed: this.#failedBack.map((f) => ({ ...f })),
+    };
   }
 
   /** Takes rows a predecessor left, to bring back. */
@@ -142,6 +156,15 @@ export class Fleet {
 
   /** Spawns the kept roster again, one by one; one that cannot come back is torn down. */
   async bringBack(): Promise<void> {
+    this.#bringBackDone = false;
+    try {
+      await this.#bringBackAll();
+    } finally {
+      this.#bringBackDone = true;
+    }
+  }
+
+  async #bringBackAll(): Promise<void> {
     for (const row of [...this.#kept.values()]) {
       if (!this.#host.running()) return;
       // Despawned meanwhile (by the operator, or with a parent that could not come back).
@@ -150,9 +173,11 @@ export class Fleet {
         // Under its own name: a fresh one could be another kept agent's, not back yet.
         await this.spawn({ ...row.request!, name: row.name }, { lifecycleUid: row.lifecycleUid });
         this.#host.log(`manager: brought ${row.name} back (same lifecycle)`);
+        this.#broughtBack.push(row.name);
       } catch (err) {
         if (!this.#host.running()) return;
         this.#host.log(`manager: could not bring ${row.name} back (${errorText(err)}); removed it`);
+        this.#failedBack.push({ name: row.name, reason: errorText(err) });
         this.#kept.delete(row.name);
         await teardownFootprint(this.#host.ctx, row);
         await this.#endChildren(row.lifecycleUid);

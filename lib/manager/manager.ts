@@ -360,6 +360,7 @@ export class Manager {
       agents: this.#fleet.size,
       sessions: this.#sessions?.size ?? 0,
       uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,
+      bringBack: this.#fleet.bringBackReport(),
     };
   }
 

@@ -32,6 +32,18 @@ export function managerInstanceId(root: string, space: string): string {
     .slice(0, 16);
 }
 
+/** A start's bring-back of the agents a `down --keep-agents` kept. */
+export interface BringBackReport {
+  /** Whether it has finished (or there was nothing to bring back). */
+  readonly done: boolean;
+  /** Agents still waiting to come back. */
+  readonly pending: readonly string[];
+  /** Agents back under their lifecycle. */
+  readonly back: readonly string[];
+  /** Agents that could not come back (removed), and why. */
+  readonly failed: readonly { readonly name: string; readonly reason: string }[];
+}
+
 /** Options of {@linkcode Manager}. */
 export interface ManagerOptions {
   /** The space this manager serves. */
@@ -113,4 +125,6 @@ export interface ManagerStatus {
   readonly sessions: number;
   /** How long it has run. */
   readonly uptimeMs: number;
+  /** The bring-back of agents a `down --keep-agents` kept: pending, back, failed and why. */
+  readonly bringBack?: BringBackReport;
 }

@@ -6,6 +6,9 @@
  * @module
  */
 import { cotalCommand } from "../cli/invocation.ts";
+import { safeText } from "../cli/terminal.ts";
+import { errorText } from "../wire/connect.ts";
+import type { BringBackReport } from "../manager/manager_types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { ManagerClient } from "../manager/control_client.ts";
 import { mintForRoot } from "./ops.ts";
@@ -167,11 +170,16 @@ export async function up(
   const watched: WatchedComponent[] = [];
   const startedIds: string[] = [];
   // Reported by kind and space name (`delivery.default`); the ids carry the space's hex.
+  // Spaces whose supervisor this up started: it brings back the agents a down kept.
+  const freshSupervisors: string[] = [];
   const ensure = async (spec: ComponentSpec) => {
     const r = await ensureComponent(opts.root, spec, detach);
     const label = spec.space ? `${spec.id.split(".")[0]}.${spec.space}` : spec.id;
     (r.started ? started : healthy).push(label);
     if (r.started) startedIds.push(spec.id);
+    if (r.started && spec.space && spec.id.startsWith("supervise.")) {
+      freshSupervisors.push(spec.space);
+    }
     watched.push(spec);
     return r;
   };
@@ -203,6 +211,9 @@ export async function up(
       for (const id of startedIds.reverse()) await stopComponent(opts.root, id).catch(() => {});
     }
     throw err;
+  }
+  for (const space of freshSupervisors) {
+    for (const line of await bringBackLines(opts.root, space, rec.url)) opts.say(line);
   }
   opts.say(`broker:  ${rec.url}`);
   opts.say(`spaces:  ${accounts.map((a) => a.space).join(", ")}`);
@@ -316,5 +327,53 @@ export async function down(
   }
   const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
   for (const space of spaces) await unregisterMesh(space, root).catch(() => {});
+  return out;
+}
+
+/** How long `up` waits for a fresh supervisor to bring back the agents a down kept. */
+export const BRING_BACK_WAIT_MS = 90_000;
+
+/**
+ * What a fresh supervisor's bring-back did, once it is done (or {@linkcode BRING_BACK_WAIT_MS}
+ * passed): the agents back, each one it could not bring back and why (it removed them), and
+ * any still on their way. Nothing when it kept no agents.
+ */
+async function bringBackLines(root: string, space: string, url: string): Promise<string[]> {
+  const deadline = Date.now() + BRING_BACK_WAIT_MS;
+  let report: BringBackReport | undefined;
+  try {
+    const creds = await mintForRoot(root, space, {
+      profile: "control-caller",
+      actor: "status",
+      expiresInSeconds: Math.ceil(BRING_BACK_WAIT_MS / 1000) + 60,
+    });
+    await using ctl = await ManagerClient.connect({ servers: url, space, creds });
+    for (;;) {
+      report = (await ctl.request<{ bringBack?: BringBackReport }>("status", {}, {
+        timeoutMs: 5_000,
+      })).bringBack;
+      if (!report || report.done || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  } catch (err) {
+    return [
+      `warning: could not ask space '${space}''s supervisor what it brought back (${
+        safeText(errorText(err))
+      }); 'cotal ps --space ${space}' shows its agents`,
+    ];
+  }
+  if (!report) return [];
+  const out: string[] = [];
+  if (report.back.length) out.push(`agents:  brought back ${report.back.join(", ")} (${space})`);
+  for (const f of report.failed) {
+    out.push(
+      `warning: could not bring back ${f.name} in space '${space}' (${
+        safeText(f.reason)
+      }); it was removed`,
+    );
+  }
+  if (report.pending.length) {
+    out.push(`agents:  still bringing back ${report.pending.join(", ")} (${space}; cotal ps)`);
+  }
   return out;
 }

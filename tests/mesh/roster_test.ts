@@ -53,7 +53,9 @@ Deno.test("mesh - five agents come back after kill -9 of their supervisor, and d
       kept.stdout,
       /agents\.default: kept a1, a2, a3, a4, a5 \(the next up brings them back\)/,
     );
-    await run("up", "--detach", "--port", port);
+    const again = await run("up", "--detach", "--port", port);
+    // up waits for the bring-back and says what came back.
+    assert.match(again.stdout, /^agents: {2}brought back a\d, a\d, a\d, a\d, a\d \(default\)$/m);
     await waitFor(() => allBack(uids), { timeoutMs: 60_000, what: "the five back after up" });
 
     // A plain down despawns them, and the next up starts with none.
@@ -94,8 +96,19 @@ Deno.test("mesh - two spaces of one root each with an upper_1: despawning one le
     // The newcomer's find: one agents/upper_1 dir served both, so this removed default's.
     await run("despawn", "--space", "demo", "upper_1");
     assert.deepEqual(await ps("default"), ["upper_1:running:true"]);
+    // An agent whose program is gone by the next up cannot come back: up says so, and why.
+    const program = `${root}-gone-cat`;
+    await Deno.copyFile("/bin/cat", program);
+    await Deno.chmod(program, 0o755);
+    await run("spawn", "--space", "demo", "--name", "gone", "--", program);
     await run("down", "--keep-agents");
-    await run("up", "--detach");
+    await Deno.remove(program);
+    const up = await run("up", "--detach");
+    assert.match(
+      up.stdout,
+      /^warning: could not bring back gone in space 'demo' \(.+\); it was removed$/m,
+    );
+    assert.match(up.stdout, /^agents: {2}brought back other_1 \(demo\)$/m);
     await waitFor(
       async () => (await ps("default").catch(() => [])).join() === "upper_1:running:true",
       {
