@@ -271,7 +271,7 @@ export type { AnyListener, EndpointEvents } from "./lib/endpoint/emitter.ts";
 export type { AgentSkill, CardKind } from "./lib/endpoint/types.ts";
 export type { JsonObject } from "./lib/manager/control_rail.ts";
 export type { AgentRow, AgentStatus } from "./lib/manager/managed_agent.ts";
-export type { ManagerStatus } from "./lib/manager/manager_types.ts";
+export type { BringBackReport, ManagerStatus } from "./lib/manager/manager_types.ts";
 export type { DespawnResult } from "./lib/manager/fleet.ts";
 export type { SandboxFacts } from "./lib/manager/sandbox/agent_sandbox.ts";
 export type { AgentIdRange } from "./lib/manager/sandbox/ids.ts";

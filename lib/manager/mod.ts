@@ -19,6 +19,7 @@
 export { Manager } from "./manager.ts";
 export {
   AGENT_REMINT_FRACTION,
+  type BringBackReport,
   DAEMON_REMINT_INTERVAL_MS,
   type ManagerOptions,
   type ManagerStatus,
