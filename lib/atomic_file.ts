@@ -88,3 +88,40 @@ export async function writeFileAtomic(
     throw writeError(path, what, err);
   }
 }
+
+/**
+ * Makes sure `path` is a regular file of this user before something opens it by name and
+ * follows links (a shell redirection, a lock): created empty (0600, exclusively, so a link
+ * planted there is never followed) when missing; refused (`file_not_own`) when it is a link,
+ * not a regular file, or another user's. In a sticky shared dir (a systemd host's `run/` and
+ * `logs/`) nobody else can then replace it.
+ */
+export async function ensureOwnFile(path: string, what = "The file"): Promise<void> {
+  try {
+    (await Deno.open(path, { write: true, createNew: true, mode: 0o600 })).close();
+    return;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.AlreadyExists)) throw writeError(path, what, err);
+  }
+  const st = await Deno.lstat(path).catch((err) => {
+    throw writeError(path, what, err);
+  });
+  const uid = ownUid();
+  if (!st.isFile || (uid !== null && st.uid !== uid)) {
+    throw new CotalError(
+      "file_not_own",
+      `${what} ${JSON.stringify(path)} is ${
+        st.isSymlink ? "a link" : !st.isFile ? "not a regular file" : "another user's file"
+      }, which this user will not open there; remove it and retry.`,
+    );
+  }
+}
+
+/** This process's uid, or null where it cannot be known (no `--allow-sys=uid` in its row). */
+function ownUid(): number | null {
+  try {
+    return Deno.uid();
+  } catch {
+    return null;
+  }
+}

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { ensureOwnFile } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import { type PidRecord, startTimeFromStat, writePidFile } from "./pidfile.ts";
 
@@ -63,6 +64,10 @@ export async function startDaemon(spec: DaemonSpec): Promise<StartedDaemon> {
     : ["/usr/bin/setpriv", "--pdeathsig", "SIGTERM", "--", spec.command];
   const statFile = `${spec.pidFile}.stat`;
   await Deno.remove(statFile).catch(() => {});
+  // The wrapper's redirections follow links: each file is made (or found) ours first.
+  for (const [file, what] of [[spec.logFile, "log"], [spec.lockFile, "lock"], [statFile, "stat"]]) {
+    await ensureOwnFile(file, `The ${what} file of ${spec.name}`);
+  }
   let child: Deno.ChildProcess;
   try {
     child = new Deno.Command("/bin/sh", {

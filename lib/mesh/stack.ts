@@ -6,6 +6,7 @@
  * @module
  */
 import { ensureServer, type FoundServer } from "../broker/mod.ts";
+import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import { ensureBwrap } from "../manager/sandbox/bwrap.ts";
 import { spaceKeyHex } from "../workspace/mod.ts";
@@ -182,9 +183,9 @@ export async function readMeshRecord(root: string): Promise<MeshRecord | undefin
 export async function writeMeshRecord(rec: MeshRecord): Promise<void> {
   const p = meshPaths(rec.root);
   await ensureMeshDirs(p);
-  const tmp = `${p.runDir}/mesh.json.tmp`;
-  await Deno.writeTextFile(tmp, JSON.stringify(rec, null, 2) + "\n", { mode: 0o600 });
-  await Deno.rename(tmp, `${p.runDir}/mesh.json`);
+  await writeFileAtomic(`${p.runDir}/mesh.json`, JSON.stringify(rec, null, 2) + "\n", {
+    what: "The mesh record",
+  });
 }
 
 /** Asks the running broker to re-read its config and waits until it says it did. */

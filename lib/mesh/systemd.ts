@@ -393,7 +393,9 @@ function spaceTmpfiles(S: string, space: string): string[] {
   const group = spaceStoreGroup(space);
   const sup = superviseUser(space);
   // What `agentDirOf` and `agentSocketDir` name for this root and space.
-  const sockets = `${S}/run/sockets/${managerInstanceId(S, space).slice(0, 12)}`;
+  const instance = managerInstanceId(S, space);
+  const sockets = `${S}/run/sockets/${instance.slice(0, 12)}`;
+  const lock = `${S}/run/manager.${instance}.lock`;
   return [
     `d ${dir} 3770 root ${group} -`,
     // What the supervisor keeps there (its roster, its agents' creds) is its own.
@@ -407,5 +409,10 @@ function spaceTmpfiles(S: string, space: string): string[] {
     ...SYS_CRED_FILES.map((f) => `z ${dir}/${f} 0600 root root -`),
     `d ${S}/agents/space.${spaceKeyHex(space)} 0700 ${sup} cotal -`,
     `d ${sockets} 0700 ${sup} cotal -`,
+    // Its holder lock exists, its own, before another space's supervisor could plant a link or
+    // a file of its own under the name (red team 19: one truncated the other's roster through
+    // it, or kept it from starting).
+    `f ${lock} 0600 ${sup} cotal -`,
+    `z ${lock} 0600 ${sup} cotal -`,
   ];
 }

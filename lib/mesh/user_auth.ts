@@ -12,6 +12,7 @@ import {
   ensureOwnerSecret,
   readDiscoveryFile,
 } from "../auth/mod.ts";
+import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import { denoRunFlags } from "../permissions.ts";
 import {
@@ -80,9 +81,9 @@ export async function writeUserAuth(root: string, cfg: UserAuthConfig): Promise<
     );
   }
   if (current) return;
-  const tmp = `${root}/user-auth.json.tmp`;
-  await Deno.writeTextFile(tmp, JSON.stringify(cfg, null, 2) + "\n", { mode: 0o600 });
-  await Deno.rename(tmp, `${root}/user-auth.json`);
+  await writeFileAtomic(`${root}/user-auth.json`, JSON.stringify(cfg, null, 2) + "\n", {
+    what: "The user-auth config",
+  });
 }
 
 /**

@@ -8,7 +8,8 @@
  *
  * @module
  */
-import { CotalError } from "../errors.ts";
+import { ensureOwnFile } from "../atomic_file.ts";
+import { CotalError, isCotalError } from "../errors.ts";
 
 /** A held (or, while a live process holds it, not yet held) lock file. */
 export class HolderLock {
@@ -24,16 +25,33 @@ export class HolderLock {
     this.#file = file;
   }
 
-  /** Opens (creating, 0600) the lock file and tries to take the flock once. */
+  /**
+   * Opens (creating, 0600) the lock file and tries to take the flock once. The file must be a
+   * regular file of this user, checked before and after the open: in a shared run dir another
+   * user could have planted a link there, and the holder truncates what it opens.
+   */
   static async open(path: string): Promise<HolderLock> {
     let file: Deno.FsFile;
     try {
-      file = await Deno.open(path, { read: true, write: true, create: true, mode: 0o600 });
+      await ensureOwnFile(path, "The lock file");
+      file = await Deno.open(path, { read: true, write: true, mode: 0o600 });
     } catch (err) {
+      if (isCotalError(err, "file_not_own")) {
+        throw new CotalError("holder_lock_unsafe", err.message);
+      }
       throw new CotalError(
         "holder_lock_unavailable",
         `Cannot open the lock file ${path} (${(err as Error).name}); check its directory exists ` +
           `and this daemon may write it.`,
+      );
+    }
+    const [opened, named] = await Promise.all([file.stat(), Deno.lstat(path).catch(() => null)]);
+    if (!named?.isFile || named.ino !== opened.ino || named.dev !== opened.dev) {
+      file.close();
+      throw new CotalError(
+        "holder_lock_unsafe",
+        `The lock file ${JSON.stringify(path)} changed while it was opened (a link swapped in); ` +
+          `remove it and retry.`,
       );
     }
     const lock = new HolderLock(path, file);

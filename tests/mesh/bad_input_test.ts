@@ -331,3 +331,36 @@ Deno.test({
     }
   },
 });
+
+Deno.test("mesh - a daemon's log, lock or stat file planted as a link is refused, and the link's target is untouched", async () => {
+  const root = await tempDir("cotal-planted-");
+  try {
+    await ensureMeshDirs(meshPaths(root));
+    const target = `${root}/precious`;
+    for (const which of ["logFile", "lockFile", "pidFile"] as const) {
+      await Deno.writeTextFile(target, "PRECIOUS");
+      const files = componentFiles(root, `d-${which}`);
+      // The stat file sits beside the pid file: its name is the one planted for "pidFile".
+      const planted = which === "pidFile" ? `${files.pidFile}.stat` : files[which];
+      await Deno.symlink(target, planted);
+      const err = await startDaemon({
+        name: `d-${which}`,
+        command: "/bin/sleep",
+        args: ["300"],
+        ...files,
+        detach: true,
+      }).then(() => undefined, (e) => e);
+      // The stat file is removed before it is made afresh: its link goes, nothing follows it.
+      if (which === "pidFile") {
+        assert.equal(err, undefined);
+        await stopComponent(root, `d-${which}`);
+      } else {
+        assert.ok(isCotalError(err, "file_not_own"), String(err));
+        assert.match(err.message, /is a link, which this user will not open there; remove it/);
+      }
+      assert.equal(await Deno.readTextFile(target), "PRECIOUS", which);
+    }
+  } finally {
+    await removeTempDir(root);
+  }
+});

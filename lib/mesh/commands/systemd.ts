@@ -122,11 +122,27 @@ async function layoutFrom(values: {
     // The port the state dir's broker last served on (a root brought up with --port), so the
     // units do not quietly point every daemon at another one.
     port: parsePort(
-      values.port ??
-        String((await readMeshRecord(values["state-dir"]).catch(() => undefined))?.port ?? 4222),
+      values.port ?? String((await ownMeshRecord(values["state-dir"]))?.port ?? 4222),
     ),
     ...(userAuth ? { userAuth } : {}),
   };
+}
+
+/**
+ * The state dir's mesh record, when this user wrote it: on a systemd host its run dir is shared
+ * with the daemons' users, and a record one of them planted would aim every unit at its port.
+ */
+async function ownMeshRecord(stateDir: string) {
+  const st = await Deno.lstat(`${stateDir}/run/mesh.json`).catch(() => undefined);
+  const uid = Deno.uid();
+  if (!st) return undefined;
+  if (!st.isFile || (uid !== null && st.uid !== uid)) {
+    console.error(
+      `warning: ${stateDir}/run/mesh.json is not a file of this user; ignoring its port (pass --port).`,
+    );
+    return undefined;
+  }
+  return await readMeshRecord(stateDir).catch(() => undefined);
 }
 
 function allFiles(l: SystemdLayout): Record<string, string> {
