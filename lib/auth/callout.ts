@@ -297,7 +297,12 @@ async function prove(
   ctx: Ctx,
   msg: CalloutMsg,
 ): Promise<{ req: AuthorizationRequestClaims; serverXkey: string }> {
-  const serverXkey = msg.headers?.get("Nats-Server-Xkey") ?? "";
+  let serverXkey = "";
+  try {
+    serverXkey = msg.headers?.get("Nats-Server-Xkey") ?? "";
+  } catch {
+    // A header block nats.js cannot decode: unsealed, as far as this request goes.
+  }
   if (serverXkey === "") {
     throw new Drop("callout_unsealed", "The request carries no Nats-Server-Xkey header.");
   }

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { headersOf } from "../nats/headers.ts";
 import type { JsMsg } from "nats";
 import { decodeMessage, dinboxSubject, parseSubject } from "../wire/mod.ts";
 import { FANOUT_DURABLE } from "./constants.ts";
@@ -19,7 +20,7 @@ import { type PullLoop, startPullLoop } from "./pull_loop.ts";
 /** Handle one CHAT message under fence token `token`. */
 export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): Promise<void> {
   const parsed = parseSubject(m.subject, { space: ctx.space });
-  const decoded = decodeMessage(m.subject, m.data, { space: ctx.space, headers: m.headers });
+  const decoded = decodeMessage(m.subject, m.data, { space: ctx.space, headers: headersOf(m) });
   if (!parsed.ok || parsed.kind !== "chat" || !decoded.ok) {
     // Unauthenticated or malformed: never copied, never redelivered.
     ctx.counters.droppedMalformed++;

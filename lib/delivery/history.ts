@@ -6,6 +6,7 @@
  * @module
  */
 
+import { headersOf } from "../nats/headers.ts";
 import { CotalError } from "../errors.ts";
 import { channelCovers } from "../wire/provision.ts";
 import { chatReadFilter, type CotalMessage, decodeMessage, type Principal } from "../wire/mod.ts";
@@ -68,7 +69,7 @@ export async function readHistory(
     fromSeq: start,
     toSeq: last,
     onMessage: (m) => {
-      const d = decodeMessage(m.subject, m.data, { space: ctx.space, headers: m.headers });
+      const d = decodeMessage(m.subject, m.data, { space: ctx.space, headers: headersOf(m) });
       if (!d.ok) return;
       ring.push(d.message);
       if (ring.length > limit) {

@@ -12,6 +12,7 @@
  * @module
  */
 
+import { headersOf } from "../nats/headers.ts";
 import { CotalError } from "../errors.ts";
 import { channelCovers } from "../wire/provision.ts";
 import {
@@ -162,7 +163,7 @@ export async function durableJoin(
       fromSeq: joinCursor + 1,
       toSeq: fence,
       onMessage: (m) => {
-        const d = decodeMessage(m.subject, m.data, { space: ctx.space, headers: m.headers });
+        const d = decodeMessage(m.subject, m.data, { space: ctx.space, headers: headersOf(m) });
         if (!d.ok || dot(d.sender) === member) return;
         if (!ctx.fence.mayAct(token)) {
           refuse("quiesced", "The delivery daemon lost its lease; retry.");

@@ -201,7 +201,7 @@ export class StorageWarden {
       what: "the storage warden's read",
       onMessage: (m) => {
         pending = m.info.pending;
-        const d = decodeMessage(m.subject, m.data, { space, headers: m.headers });
+        const d = decodeMessage(m.subject, m.data, { space, headers: headersOf(m) });
         if (d.ok && d.kind === w.kind && !w.index.seen(m.subject, d.message.id)) {
           w.index.add(m.subject, m.seq, storedSize(m), d.message.id);
         } else {

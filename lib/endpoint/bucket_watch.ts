@@ -89,7 +89,8 @@ export async function watchBucket(
         );
       }
       // A row that is itself a broker answer someone aimed at the bucket is not a row.
-      const gh = headersOf(got);
+      // So is a row whose header block cannot be read (any member may write one on its key).
+      const gh = got.headers;
       if (gh !== UNDECODABLE && !isBrokerAnswer(gh)) {
         onEntry({
           key: got.subject.slice(prefix.length),
@@ -115,8 +116,17 @@ interface StoredMessage {
   subject: string;
   seq: number;
   data: Uint8Array;
-  headers?: MsgHdrs;
+  headers?: MsgHdrs | typeof UNDECODABLE;
   time: Date;
+}
+
+/** A stored row's header block, or `UNDECODABLE` (nats.js throws on bytes it does not accept). */
+function decodeHeaders(bytes: Uint8Array): MsgHdrs | typeof UNDECODABLE {
+  try {
+    return MsgHdrsImpl.decode(bytes);
+  } catch {
+    return UNDECODABLE;
+  }
 }
 
 function fromBase64(text: unknown): Uint8Array {
@@ -146,7 +156,7 @@ function parseStoredMessage(data: Uint8Array): StoredMessage | "end" | string {
     subject: sm.subject,
     seq: sm.seq as number,
     data: fromBase64(sm.data),
-    ...(hdrs.length ? { headers: MsgHdrsImpl.decode(hdrs) } : {}),
+    ...(hdrs.length ? { headers: decodeHeaders(hdrs) } : {}),
     time: Number.isNaN(stamp) ? new Date() : new Date(stamp),
   };
 }

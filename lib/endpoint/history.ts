@@ -9,6 +9,7 @@
  * @module
  */
 
+import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -135,7 +136,10 @@ async function readFrom(
           past = true;
           continue;
         }
-        out.push({ seq: m.seq, subject: m.subject, data: m.data, headers: m.headers });
+        // A row whose header block cannot be read is left out, as it would be live.
+        const headers = headersOf(m);
+        if (headers === UNDECODABLE) continue;
+        out.push({ seq: m.seq, subject: m.subject, data: m.data, headers });
       }
       // Nothing arrived (messages aged out meanwhile), or we are past the upper bound.
       if (got === 0 || past) break;

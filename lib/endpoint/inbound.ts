@@ -82,7 +82,7 @@ export function surfaceConsumed(host: InboundHost, m: JsMsg, source: "dm" | "any
   const d = decodeMessage(m.subject, m.data, {
     space: host.space,
     self: host.self(),
-    headers: m.headers,
+    headers: headersOf(m),
   });
   if (!d.ok) {
     if (d.reason === "echo") m.ack();

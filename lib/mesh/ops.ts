@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { headersOf } from "../nats/headers.ts";
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { isProfile, mintCreds, newIdentity, type Profile } from "../trust/mod.ts";
@@ -260,7 +261,7 @@ export async function tail(
     await nc.flush();
     opts.ready?.();
     for await (const m of sub) {
-      const d = decodeMessage(m.subject, m.data, { space, headers: m.headers });
+      const d = decodeMessage(m.subject, m.data, { space, headers: headersOf(m) });
       if (!d.ok) continue;
       const text = d.message.parts.map((p) => p.kind === "text" ? p.text : `[${p.kind}]`).join(
         " ",

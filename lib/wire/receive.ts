@@ -6,6 +6,7 @@
  */
 
 import type { MsgHdrs } from "nats";
+import { UNDECODABLE } from "../nats/headers.ts";
 import { isBrokerAnswer } from "./broker_answer.ts";
 import type { CotalMessage, EndpointRef, Part } from "./envelope.ts";
 import { isPrincipalOwnerToken, type Principal } from "./names.ts";
@@ -25,6 +26,7 @@ export type DropReason =
   | "not-principal-owner"
   | "unusable-id"
   | "broker-answer"
+  | "malformed-headers"
   | "echo";
 
 /** The result of {@linkcode decodeMessage}. */
@@ -43,9 +45,14 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
 export function decodeMessage(
   subject: string,
   data: Uint8Array,
-  opts: { space?: string; self?: Principal; headers?: MsgHdrs } = {},
+  opts: { space?: string; self?: Principal; headers?: MsgHdrs | typeof UNDECODABLE } = {},
 ): Decoded {
   const drop = (reason: DropReason, detail: string): Decoded => ({ ok: false, reason, detail });
+  // Pass headersOf(m), never m.headers: reading a block nats.js cannot decode throws, and any
+  // member may store one (red team 19: one such DM stopped its recipient's consumer).
+  if (opts.headers === UNDECODABLE) {
+    return drop("malformed-headers", "a header block that cannot be read");
+  }
   if (isBrokerAnswer(opts.headers)) {
     return drop("broker-answer", "a broker answer aimed at this subject, not a member's post");
   }
