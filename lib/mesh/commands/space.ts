@@ -81,7 +81,8 @@ export const spaceRmCommand = defineCommand({
       denoIo(),
       { json: values.json === true },
       { space, ...result },
-      (r) => `removed space '${space}' (${r.deletedStreams.length} streams deleted)`,
+      (r) =>
+        `removed space '${space}' (${r.deletedStreams.length} streams deleted: its messages, its buckets and their runtime state)`,
     );
   },
 });
@@ -132,7 +133,11 @@ export const spaceBackupCommand = defineCommand({
       { json: values.json === true },
       m,
       (v) =>
-        `backed up space '${space}': ${v.streams.length} streams, ${v.secrets.length} secrets -> ${values.to}`,
+        `backed up space '${space}': ${v.streams.length} streams, ${v.secrets.length} secrets -> ${values.to}${
+          v.skipped.length
+            ? ` (not kept: ${v.skipped.length} runtime buckets, presence and leases, which the daemons rebuild)`
+            : ""
+        }`,
     );
   },
 });
