@@ -65,6 +65,11 @@ export interface GuardPolicy {
    * holds the agent's launch creds gets in; anything else ends the connection.
    */
   readonly callerKey?: { verify(data: Uint8Array, sig: Uint8Array): boolean };
+  /**
+   * The address the agent is told in the broker's INFO (its relay's), so that what it dials,
+   * and what it could pass on, is the relay and never the broker.
+   */
+  readonly advertise?: { readonly host: string; readonly port: number };
 }
 
 /** The result of one chunk: bytes for the broker, or why the connection ends. */
@@ -140,16 +145,26 @@ export class ProtocolGuard {
     return this.#proven;
   }
 
-  /** The broker's INFO line (without CRLF) on this connection: its nonce is what gets signed. */
-  serverInfo(line: string): void {
-    if (!line.startsWith("INFO ")) return;
+  /**
+   * The broker's INFO line (without CRLF) on this connection: its nonce is what gets signed.
+   * Returns the line the agent is sent: with {@linkcode GuardPolicy.advertise}, the relay's
+   * address in place of the broker's, and no other server's URLs.
+   */
+  serverInfo(line: string): string {
+    if (!line.startsWith("INFO ")) return line;
     try {
-      const nonce = JSON.parse(line.slice(5)).nonce;
+      const info = JSON.parse(line.slice(5));
+      const nonce = info.nonce;
       if (typeof nonce === "string" && nonce.length > 0 && nonce.length <= 256) {
         this.#nonce = nonce;
       }
+      const at = this.#policy.advertise;
+      if (!at || typeof info !== "object" || info === null) return line;
+      for (const k of ["connect_urls", "ws_connect_urls", "ip"]) delete info[k];
+      return `INFO ${JSON.stringify({ ...info, host: at.host, port: at.port })}`;
     } catch {
       // No nonce: a CONNECT will be refused.
+      return line;
     }
   }
 

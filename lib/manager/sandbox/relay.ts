@@ -35,6 +35,13 @@ export const RELAY_DIAL_TIMEOUT_MS = 5_000;
  */
 export const RELAY_PROOF_DEADLINE_MS = 3_000;
 /**
+ * Connections a loopback relay holds before their CONNECT proves the launch creds. They do not
+ * take the agent's {@linkcode MAX_RELAY_CONNECTIONS}: past this many, the oldest unproven one
+ * is closed for the newest, so a stranger holding silent connections open cannot keep the agent
+ * out (red team 19: 12 silent connections per port refused every new spawn).
+ */
+export const RELAY_MAX_UNPROVEN = 16;
+/**
  * New connections one agent may open through its relay: a steady rate past a burst. Past it
  * the relay accepts nothing more for a while (the kernel queues or refuses the rest), so an
  * agent opening and closing connections in a loop costs the supervisor, whose one thread serves
@@ -109,6 +116,7 @@ export async function guardedSplice(
   budget?: ByteBudget,
   stored?: ByteBudget,
   rewrites?: ByteBudget,
+  onProven?: () => void,
 ): Promise<void> {
   // One writer per side: the broker's bytes and a refusal reach the agent in order. Writes are
   // queued behind the writer's backpressure, so reading the next chunk overlaps the last write.
@@ -134,9 +142,18 @@ export async function guardedSplice(
           head = joined;
           continue;
         }
-        if (nl >= 0) guard.serverInfo(new TextDecoder().decode(joined.subarray(0, nl)).trim());
         head = undefined;
         out = joined;
+        if (nl >= 0) {
+          const line = new TextDecoder().decode(joined.subarray(0, nl)).trim();
+          const told = guard.serverInfo(line);
+          if (told !== line) {
+            const head = new TextEncoder().encode(`${told}\r\n`);
+            out = new Uint8Array(head.length + joined.length - nl - 1);
+            out.set(head);
+            out.set(joined.subarray(nl + 1), head.length);
+          }
+        }
       }
       await toAgent.ready;
       toAgent.write(out).catch(() => {});
@@ -144,8 +161,13 @@ export async function guardedSplice(
   })().catch(() => {});
   const up = (async () => {
     // Each chunk of the stream is a fresh buffer: the guard's views stay valid while queued.
+    let proven = false;
     for await (const chunk of agent.readable) {
       const step = guard.push(chunk);
+      if (!proven && guard.proven) {
+        proven = true;
+        onProven?.();
+      }
       // Many pieces (re-written lines) go on as one write, not one await each.
       const pieces = step.out.length > 8 ? [concatAll(step.out)] : step.out;
       for (const piece of pieces) {
@@ -202,6 +224,9 @@ export class BrokerRelay {
   readonly #stored: ByteBudget;
   readonly #open = new Set<Promise<void>>();
   readonly #conns = new Set<Deno.Conn>();
+  /** A loopback relay's connections before and after their CONNECT proved the launch creds. */
+  readonly #unproven = new Set<Deno.Conn>();
+  readonly #proven = new Set<Deno.Conn>();
   readonly #rewrites = new ByteBudget({
     rate: RELAY_REWRITE_RATE.perSecond,
     burst: RELAY_REWRITE_RATE.burst,
@@ -276,11 +301,26 @@ export class BrokerRelay {
           conn.close();
           break;
         }
-        if (this.#open.size >= MAX_RELAY_CONNECTIONS) {
+        const loopback = this.port !== undefined;
+        if (loopback) {
+          // Unproven connections have their own bound: the oldest gives way to the newest.
+          if (this.#unproven.size >= RELAY_MAX_UNPROVEN) {
+            const oldest = this.#unproven.values().next().value!;
+            this.#unproven.delete(oldest);
+            closeAll([oldest]);
+          }
+          this.#unproven.add(conn);
+        } else if (this.#open.size >= MAX_RELAY_CONNECTIONS) {
           conn.close();
           continue;
         }
         this.#conns.add(conn);
+        // A loopback connection takes one of the agent's slots once it proves the launch creds.
+        const proven = () => {
+          this.#unproven.delete(conn);
+          if (this.#proven.size >= MAX_RELAY_CONNECTIONS) closeAll([conn]);
+          else this.#proven.add(conn);
+        };
         const p = (async () => {
           const up = await dialAny(this.#servers);
           if (!up || this.#closed) {
@@ -292,13 +332,22 @@ export class BrokerRelay {
           await guardedSplice(
             conn,
             up,
-            new ProtocolGuard(this.#policy),
+            new ProtocolGuard(
+              loopback
+                ? { ...this.#policy, advertise: { host: "127.0.0.1", port: this.port! } }
+                : this.#policy,
+            ),
             this.#budget,
             this.#stored,
             this.#rewrites,
+            loopback ? proven : undefined,
           );
           this.#conns.delete(up);
-        })().catch(() => {}).finally(() => this.#conns.delete(conn));
+        })().catch(() => {}).finally(() => {
+          this.#conns.delete(conn);
+          this.#unproven.delete(conn);
+          this.#proven.delete(conn);
+        });
         this.#open.add(p);
         p.finally(() => this.#open.delete(p));
       }
