@@ -14,6 +14,7 @@ import {
   createUser,
   encodeJwt,
   isPublicKey,
+  NO_STORAGE_ACCOUNT_LIMITS,
   type OperatorLimits,
   renderCreds,
   seedSigner,
@@ -59,18 +60,7 @@ export interface CreateCalloutAuthOptions {
 }
 
 // No JetStream (mem/disk 0): the callout account holds no streams; everything else unlimited.
-const CALLOUT_LIMITS: Readonly<OperatorLimits> = Object.freeze({
-  subs: -1,
-  data: -1,
-  payload: -1,
-  imports: -1,
-  exports: -1,
-  wildcards: true,
-  conn: -1,
-  leaf: -1,
-  mem_storage: 0,
-  disk_storage: 0,
-});
+const CALLOUT_LIMITS: Readonly<OperatorLimits> = NO_STORAGE_ACCOUNT_LIMITS;
 
 /** The account JWT name of a space's callout account. */
 export function calloutAccountName(space: string): string {

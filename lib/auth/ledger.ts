@@ -13,6 +13,7 @@
 
 import { CotalError } from "../errors.ts";
 import { isValidChannel, newLifecycleUid } from "../wire/names.ts";
+import { channelCovers } from "../wire/provision.ts";
 import { FsSecretStore } from "../workspace/fs_secret_store.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { describeClaim } from "./claims.ts";
@@ -224,18 +225,6 @@ export function createActorLedger(opts: ActorLedgerOptions): ActorLedger {
       return row;
     },
   };
-}
-
-/** True when the channel pattern `pattern` covers every channel `channel` can match. */
-export function channelCovers(pattern: string, channel: string): boolean {
-  const p = pattern.split(".");
-  const c = channel.split(".");
-  for (let i = 0; i < p.length; i++) {
-    if (p[i] === ">") return c.length > i;
-    if (i >= c.length || c[i] === ">") return false;
-    if (p[i] !== "*" && p[i] !== c[i]) return false;
-  }
-  return p.length === c.length;
 }
 
 function rowFromGrant(g: ActorGrant): ActorRow {

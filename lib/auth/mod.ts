@@ -44,7 +44,7 @@ export { checkIdpUrl, discoverIdp } from "./idp_fetch.ts";
 export type { DiscoveredIdp, IdpFetchOptions } from "./idp_fetch.ts";
 export { ensureIdpPin, loadIdpPin } from "./idp_pin.ts";
 export type { IdpPin, PinStore } from "./idp_pin.ts";
-export { channelCovers, createActorLedger } from "./ledger.ts";
+export { createActorLedger } from "./ledger.ts";
 export type { ActorGrant, ActorLedger, ActorLedgerOptions, ActorRow } from "./ledger.ts";
 export {
   ensureIssuer,

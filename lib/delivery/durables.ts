@@ -9,15 +9,9 @@
  * @module
  */
 
-import {
-  AckPolicy,
-  type ConsumerConfig,
-  type ConsumerInfo,
-  DeliverPolicy,
-  type JetStreamManager,
-  nanos,
-} from "nats";
-import { isNotFound, wrapJs } from "../wire/streams.ts";
+import { consumerInfo } from "../wire/provision.ts";
+import { AckPolicy, type ConsumerConfig, DeliverPolicy, nanos } from "nats";
+import { wrapJs } from "../wire/streams.ts";
 import {
   DAEMON_ACK_WAIT_MS,
   FANOUT_DURABLE,
@@ -26,19 +20,6 @@ import {
   READER_MAX_ACK_PENDING,
 } from "./constants.ts";
 import type { DeliveryContext } from "./context.ts";
-
-async function info(
-  jsm: JetStreamManager,
-  stream: string,
-  name: string,
-): Promise<ConsumerInfo | undefined> {
-  try {
-    return await jsm.consumers.info(stream, name);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw wrapJs(`read the durable ${name} on ${stream}`, err);
-  }
-}
 
 async function ensure(
   ctx: DeliveryContext,
@@ -55,7 +36,7 @@ async function ensure(
     ack_wait: nanos(DAEMON_ACK_WAIT_MS),
     max_ack_pending: maxAckPending,
   };
-  const have = await info(ctx.jsm, stream, name);
+  const have = await consumerInfo(ctx.jsm, stream, name);
   if (!have) {
     try {
       await ctx.jsm.consumers.add(stream, { ...base, ...first });

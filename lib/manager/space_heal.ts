@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { abortableSleep } from "../abortable_sleep.ts";
 import { errorText } from "../endpoint/credentials.ts";
 import { isCotalError } from "../errors.ts";
 import { type CredentialSigner, mintWith, newIdentity } from "../trust/mod.ts";
@@ -47,20 +48,8 @@ export async function healSpace(opts: HealSpaceOptions): Promise<boolean> {
       if (failures === 0 || delay === HEAL_RETRY_CAP_MS) {
         opts.log(`manager: space setup failed (${errorText(err)}); retrying`);
       }
-      await sleep(delay, opts.signal);
+      await abortableSleep(delay, opts.signal);
     }
   }
   return false;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-  });
 }

@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { abortableSleep } from "../abortable_sleep.ts";
 import { StorageFaultReader } from "./storage_fault.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { capLogFile } from "./log_cap.ts";
@@ -136,7 +137,7 @@ export class Watchdog {
       } catch (err) {
         this.#log(`watchdog: ${(err as Error).message}`);
       }
-      await sleep(WATCH_INTERVAL_MS, signal);
+      await abortableSleep(WATCH_INTERVAL_MS, signal);
     }
   }
 
@@ -219,15 +220,3 @@ export class Watchdog {
 
 /** A broker alive for at least this long may be restarted for a storage fault. */
 export const FAULT_RESTART_MIN_UP_MS = 1_000;
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-  });
-}

@@ -47,7 +47,7 @@ const RULES: Readonly<Record<ClaimType, { issuers: NKeyKind[]; subject?: NKeyKin
   });
 
 /** Limits nsc and the Go library write for a new account: unlimited, JetStream off. */
-const DEFAULT_ACCOUNT_LIMITS: Readonly<OperatorLimits> = Object.freeze({
+export const DEFAULT_ACCOUNT_LIMITS: Readonly<OperatorLimits> = Object.freeze({
   subs: -1,
   data: -1,
   payload: -1,
@@ -56,6 +56,13 @@ const DEFAULT_ACCOUNT_LIMITS: Readonly<OperatorLimits> = Object.freeze({
   wildcards: true,
   conn: -1,
   leaf: -1,
+});
+
+/** An account unlimited but with no JetStream storage (the system and callout accounts). */
+export const NO_STORAGE_ACCOUNT_LIMITS: Readonly<OperatorLimits> = Object.freeze({
+  ...DEFAULT_ACCOUNT_LIMITS,
+  mem_storage: 0,
+  disk_storage: 0,
 });
 
 /** Options for {@linkcode encodeJwt}. */

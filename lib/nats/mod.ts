@@ -27,10 +27,12 @@ export { seedSigner, type Signer, verifySignature } from "./signer.ts";
 export {
   decodeJwt,
   type DecodeOptions,
+  DEFAULT_ACCOUNT_LIMITS,
   encodeJwt,
   type EncodeOptions,
   JWT_ALGORITHM,
   MAX_JWT_BYTES,
+  NO_STORAGE_ACCOUNT_LIMITS,
 } from "./jwt.ts";
 export type {
   Account,

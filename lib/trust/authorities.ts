@@ -17,23 +17,16 @@ import {
   publicKeyFromSeed,
   seedSigner,
 } from "../nats/mod.ts";
-import { decodeJwtUnverified } from "../nats/jwt.ts";
+import {
+  decodeJwtUnverified,
+  DEFAULT_ACCOUNT_LIMITS,
+  NO_STORAGE_ACCOUNT_LIMITS,
+} from "../nats/jwt.ts";
 import { token } from "./space_token.ts";
 import type { BrokerAuth, SpaceAccountAuth, SpaceAuth } from "./types.ts";
 
 /** The system account: unlimited connections, JetStream off (it must never hold streams). */
-const SYS_LIMITS: Readonly<OperatorLimits> = Object.freeze({
-  subs: -1,
-  data: -1,
-  payload: -1,
-  imports: -1,
-  exports: -1,
-  wildcards: true,
-  conn: -1,
-  leaf: -1,
-  mem_storage: 0,
-  disk_storage: 0,
-});
+const SYS_LIMITS: Readonly<OperatorLimits> = NO_STORAGE_ACCOUNT_LIMITS;
 
 const MIB = 1024 * 1024;
 
@@ -61,14 +54,7 @@ export const SPACE_JETSTREAM_LIMITS: Readonly<JetStreamLimits> = Object.freeze({
  * connections and no JetStream.
  */
 const DATA_LIMITS: Readonly<OperatorLimits> = Object.freeze({
-  subs: -1,
-  data: -1,
-  payload: -1,
-  imports: -1,
-  exports: -1,
-  wildcards: true,
-  conn: -1,
-  leaf: -1,
+  ...DEFAULT_ACCOUNT_LIMITS,
   ...SPACE_JETSTREAM_LIMITS,
 });
 

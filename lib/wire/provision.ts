@@ -255,7 +255,8 @@ async function ensureDurable(
   return true;
 }
 
-async function consumerInfo(
+/** A durable's info, or undefined when it does not exist. */
+export async function consumerInfo(
   jsm: JetStreamManager,
   stream: string,
   name: string,
@@ -264,7 +265,7 @@ async function consumerInfo(
     return await jsm.consumers.info(stream, name);
   } catch (err) {
     if (isNotFound(err)) return undefined;
-    throw wrapJs(`read durable ${name} on ${stream}`, err);
+    throw wrapJs(`read the durable ${name} on ${stream}`, err);
   }
 }
 

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { createUserTokenIssuer } from "../../lib/auth/issuer.ts";
 import { actorLedgerKey } from "../../lib/auth/keys.ts";
-import { type ActorGrant, channelCovers, createActorLedger } from "../../lib/auth/ledger.ts";
+import { type ActorGrant, createActorLedger } from "../../lib/auth/ledger.ts";
+import { channelCovers } from "../../lib/wire/provision.ts";
 import { validateUserToken } from "../../lib/auth/validate.ts";
 import { MemorySecretStore } from "../../lib/workspace/memory_secret_store.ts";
 import { tempDir } from "../_harness/broker.ts";
