@@ -209,9 +209,27 @@ function hardening(needs: UnitNeeds = {}): string[] {
 
 /** Renders every unit file, keyed by file name. */
 export function renderUnits(l: SystemdLayout): Record<string, string> {
-  const S = l.stateDir;
-  const url = `nats://${l.host}:${l.port}`;
   const units: Record<string, string> = {};
+  brokerUnit(l, units);
+  for (const [i, space] of l.spaces.entries()) {
+    deliveryUnits(l, space, units);
+    signerUnit(l, space, units);
+    superviseUnit(l, space, units);
+    if (l.userAuth) authServiceUnit(l, space, i, units);
+  }
+  return units;
+}
+
+/** What each space's units share: the state dir, the broker's URL and the space's store dir. */
+function where(l: SystemdLayout, space: string) {
+  const S = l.stateDir;
+  const hex = spaceKeyHex(space);
+  return { S, url: `nats://${l.host}:${l.port}`, hex, spaceStore: `${S}/secrets/space.${hex}` };
+}
+
+/** The broker. */
+function brokerUnit(l: SystemdLayout, units: Record<string, string>): void {
+  const S = l.stateDir;
   units["cotal-nats.service"] = unit({
     Unit: [
       "Description=Cotal broker (nats-server, operator mode)",
@@ -228,110 +246,130 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
     ],
     Install: ["WantedBy=multi-user.target"],
   });
-  for (const [i, space] of l.spaces.entries()) {
-    const hex = spaceKeyHex(space);
-    const spaceStore = `${S}/secrets/space.${hex}`;
-    units[`cotal-delivery-${space}.service`] = unit({
-      Unit: [
-        `Description=Cotal delivery daemon for space ${space}`,
-        "After=cotal-nats.service",
-        "Requires=cotal-nats.service",
-      ],
-      Service: [
-        `User=${UNIT_USERS.delivery}`,
-        "Group=cotal",
-        `LoadCredential=delivery.creds:${spaceStore}/delivery.creds`,
-        `ExecStart=${l.binDir}/cotal-delivery --space ${space} --server ${url} --creds \${CREDENTIALS_DIRECTORY}/delivery.creds --lock-file ${S}/run/delivery/space.${hex}.lock --lease-wait 40`,
-        `InaccessiblePaths=${S}/secrets`,
-        `ReadWritePaths=${S}/logs ${S}/run/delivery`,
-        ...hardening({ jit: true, loopbackOnly: isLoopback(l.host) }),
-      ],
-      Install: ["WantedBy=multi-user.target"],
-    });
-    // The signer re-signs the delivery cred at 75% of its life; delivery restarts onto it.
-    units[`cotal-delivery-${space}.path`] = unit({
-      Unit: [`Description=Restart Cotal delivery for ${space} when its cred is re-signed`],
-      Path: [
-        `PathChanged=${spaceStore}/delivery.creds`,
-        `Unit=cotal-delivery-restart-${space}.service`,
-      ],
-      Install: ["WantedBy=multi-user.target"],
-    });
-    units[`cotal-delivery-restart-${space}.service`] = unit({
-      Unit: [`Description=Restart Cotal delivery for ${space} onto its re-signed cred`],
-      Service: [
-        "Type=oneshot",
-        `ExecStart=/bin/systemctl try-restart cotal-delivery-${space}.service`,
-        // It only asks systemd, over its unix socket, to restart one unit: nothing else.
-        ...ONESHOT_LOCKDOWN,
-      ],
-    });
-    units[`cotal-signer-${space}.service`] = unit({
-      Unit: [
-        `Description=Cotal signer for space ${space} (the only holder of its signing seeds)`,
-        "After=cotal-nats.service",
-        "Requires=cotal-nats.service",
-        `Before=cotal-supervise-${space}.service`,
-      ],
-      Service: [
-        `User=${UNIT_USERS.signer}`,
-        "Group=cotal",
-        `SupplementaryGroups=${STORE_GROUP} ${spaceStoreGroup(space)}`,
-        `ExecStart=${l.binDir}/cotal-signer --root ${S} --space ${space} --server ${url}`,
-        // Writes: its audit trail and the daemon creds it re-signs in its own space's dir.
-        `ReadWritePaths=${S}/audit ${spaceStore}`,
-        `InaccessiblePaths=${S}/broker ${S}/auth-service ${S}/run`,
-        ...hardening({ jit: true, loopbackOnly: isLoopback(l.host) }),
-      ],
-      Install: ["WantedBy=multi-user.target"],
-    });
-    units[`cotal-supervise-${space}.service`] = unit({
-      Unit: [
-        `Description=Cotal supervisor for space ${space} (agent lifecycle)`,
-        "After=cotal-nats.service",
-        "Requires=cotal-nats.service",
-        // It signs every credential through the signer; without it, spawns wait and say so.
-        `Wants=cotal-signer-${space}.service`,
-        `After=cotal-signer-${space}.service`,
-      ],
-      Service: [
-        `User=${superviseUser(space)}`,
-        "Group=cotal",
-        `SupplementaryGroups=${STORE_GROUP} ${spaceStoreGroup(space)}`,
-        `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url} --signer remote`,
-        `ReadWritePaths=${S}`,
-        // No seed in its mount namespace at all, and no audit trail to rewrite.
-        `InaccessiblePaths=${S}/secrets/auth ${S}/audit`,
-        // Agents it starts are sandboxed by bwrap on top, which needs netlink to bring up each
-        // agent's loopback in its own network namespace.
-        ...hardening({ jit: true, sandboxes: true, families: ["AF_NETLINK"] }),
-      ],
-      Install: ["WantedBy=multi-user.target"],
-    });
-    if (!l.userAuth) continue;
-    const listen = `${l.userAuth.host}:${l.userAuth.port + i}`;
-    units[`cotal-auth-service-${space}.service`] = unit({
-      Unit: [
-        `Description=Cotal auth service for space ${space} (callout, exchange, JWKS on ${listen})`,
-        "After=cotal-nats.service",
-        "Requires=cotal-nats.service",
-      ],
-      Service: [
-        `User=${UNIT_USERS.auth}`,
-        "Group=cotal",
-        // Its own root: the store holds its kinds and a stripped data-signer projection that
-        // 'cotal systemd install' places there, so the supervisor's store stays out of reach.
-        `ExecStart=${l.binDir}/cotal-auth-service --root ${S}/auth-service --space ${space} --server ${url} --listen ${listen} --idp ${l.userAuth.idp}${
-          l.userAuth.audience ? ` --audience ${l.userAuth.audience}` : ""
-        }`,
-        `InaccessiblePaths=${S}/secrets`,
-        `ReadWritePaths=${S}/auth-service`,
-        ...hardening({ jit: true }),
-      ],
-      Install: ["WantedBy=multi-user.target"],
-    });
-  }
-  return units;
+}
+
+/** A space's delivery daemon, and the path unit that restarts it onto a re-signed cred. */
+function deliveryUnits(l: SystemdLayout, space: string, units: Record<string, string>): void {
+  const { S, url, hex, spaceStore } = where(l, space);
+  units[`cotal-delivery-${space}.service`] = unit({
+    Unit: [
+      `Description=Cotal delivery daemon for space ${space}`,
+      "After=cotal-nats.service",
+      "Requires=cotal-nats.service",
+    ],
+    Service: [
+      `User=${UNIT_USERS.delivery}`,
+      "Group=cotal",
+      `LoadCredential=delivery.creds:${spaceStore}/delivery.creds`,
+      `ExecStart=${l.binDir}/cotal-delivery --space ${space} --server ${url} --creds \${CREDENTIALS_DIRECTORY}/delivery.creds --lock-file ${S}/run/delivery/space.${hex}.lock --lease-wait 40`,
+      `InaccessiblePaths=${S}/secrets`,
+      `ReadWritePaths=${S}/logs ${S}/run/delivery`,
+      ...hardening({ jit: true, loopbackOnly: isLoopback(l.host) }),
+    ],
+    Install: ["WantedBy=multi-user.target"],
+  });
+  // The signer re-signs the delivery cred at 75% of its life; delivery restarts onto it.
+  units[`cotal-delivery-${space}.path`] = unit({
+    Unit: [`Description=Restart Cotal delivery for ${space} when its cred is re-signed`],
+    Path: [
+      `PathChanged=${spaceStore}/delivery.creds`,
+      `Unit=cotal-delivery-restart-${space}.service`,
+    ],
+    Install: ["WantedBy=multi-user.target"],
+  });
+  units[`cotal-delivery-restart-${space}.service`] = unit({
+    Unit: [`Description=Restart Cotal delivery for ${space} onto its re-signed cred`],
+    Service: [
+      "Type=oneshot",
+      `ExecStart=/bin/systemctl try-restart cotal-delivery-${space}.service`,
+      // It only asks systemd, over its unix socket, to restart one unit: nothing else.
+      ...ONESHOT_LOCKDOWN,
+    ],
+  });
+}
+
+/** A space's signer: the only holder of its signing seeds. */
+function signerUnit(l: SystemdLayout, space: string, units: Record<string, string>): void {
+  const { S, url, spaceStore } = where(l, space);
+  units[`cotal-signer-${space}.service`] = unit({
+    Unit: [
+      `Description=Cotal signer for space ${space} (the only holder of its signing seeds)`,
+      "After=cotal-nats.service",
+      "Requires=cotal-nats.service",
+      `Before=cotal-supervise-${space}.service`,
+    ],
+    Service: [
+      `User=${UNIT_USERS.signer}`,
+      "Group=cotal",
+      `SupplementaryGroups=${STORE_GROUP} ${spaceStoreGroup(space)}`,
+      `ExecStart=${l.binDir}/cotal-signer --root ${S} --space ${space} --server ${url}`,
+      // Writes: its audit trail and the daemon creds it re-signs in its own space's dir.
+      `ReadWritePaths=${S}/audit ${spaceStore}`,
+      `InaccessiblePaths=${S}/broker ${S}/auth-service ${S}/run`,
+      ...hardening({ jit: true, loopbackOnly: isLoopback(l.host) }),
+    ],
+    Install: ["WantedBy=multi-user.target"],
+  });
+}
+
+/** A space's supervisor, as its own user. */
+function superviseUnit(l: SystemdLayout, space: string, units: Record<string, string>): void {
+  const { S, url } = where(l, space);
+  units[`cotal-supervise-${space}.service`] = unit({
+    Unit: [
+      `Description=Cotal supervisor for space ${space} (agent lifecycle)`,
+      "After=cotal-nats.service",
+      "Requires=cotal-nats.service",
+      // It signs every credential through the signer; without it, spawns wait and say so.
+      `Wants=cotal-signer-${space}.service`,
+      `After=cotal-signer-${space}.service`,
+    ],
+    Service: [
+      `User=${superviseUser(space)}`,
+      "Group=cotal",
+      `SupplementaryGroups=${STORE_GROUP} ${spaceStoreGroup(space)}`,
+      `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url} --signer remote`,
+      `ReadWritePaths=${S}`,
+      // No seed in its mount namespace at all, and no audit trail to rewrite.
+      `InaccessiblePaths=${S}/secrets/auth ${S}/audit`,
+      // Agents it starts are sandboxed by bwrap on top, which needs netlink to bring up each
+      // agent's loopback in its own network namespace.
+      ...hardening({ jit: true, sandboxes: true, families: ["AF_NETLINK"] }),
+    ],
+    Install: ["WantedBy=multi-user.target"],
+  });
+}
+
+/** A space's auth service (user auth only), on the `i`th port after the first. */
+function authServiceUnit(
+  l: SystemdLayout,
+  space: string,
+  i: number,
+  units: Record<string, string>,
+): void {
+  const userAuth = l.userAuth!;
+  const { S, url } = where(l, space);
+  const listen = `${userAuth.host}:${userAuth.port + i}`;
+  units[`cotal-auth-service-${space}.service`] = unit({
+    Unit: [
+      `Description=Cotal auth service for space ${space} (callout, exchange, JWKS on ${listen})`,
+      "After=cotal-nats.service",
+      "Requires=cotal-nats.service",
+    ],
+    Service: [
+      `User=${UNIT_USERS.auth}`,
+      "Group=cotal",
+      // Its own root: the store holds its kinds and a stripped data-signer projection that
+      // 'cotal systemd install' places there, so the supervisor's store stays out of reach.
+      `ExecStart=${l.binDir}/cotal-auth-service --root ${S}/auth-service --space ${space} --server ${url} --listen ${listen} --idp ${userAuth.idp}${
+        userAuth.audience ? ` --audience ${userAuth.audience}` : ""
+      }`,
+      `InaccessiblePaths=${S}/secrets`,
+      `ReadWritePaths=${S}/auth-service`,
+      ...hardening({ jit: true }),
+    ],
+    Install: ["WantedBy=multi-user.target"],
+  });
 }
 
 /**
