@@ -12,7 +12,7 @@ import type { BringBackReport } from "../manager/manager_types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { ManagerClient } from "../manager/control_client.ts";
 import { mintForRoot } from "./ops.ts";
-import { workspaceSecretStore } from "../workspace/mod.ts";
+import { type SecretStore, workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { mintSysCreds, rotateSys } from "./sys_creds.ts";
@@ -96,26 +96,7 @@ export async function up(
   const brokerRunning = (await listComponents(opts.root)).some((c) =>
     c.id === "nats-server" && c.state === "running"
   );
-  if (brokerRunning && previous && (previous.port !== opts.port || previous.host !== opts.host)) {
-    throw new CotalError(
-      "mesh_running_elsewhere",
-      `This root's broker already runs on ${previous.host}:${previous.port}; run 'cotal down' ` +
-        "first to move it, or leave --host/--port as they were.",
-    );
-  }
-  if (!brokerRunning && !portFree(opts.host, opts.port)) {
-    throw new CotalError(
-      "port_in_use",
-      `${opts.host}:${opts.port} is already in use; stop what listens there or pass --port <n>.`,
-    );
-  }
-  if (opts.rotateSys && brokerRunning) {
-    throw new CotalError(
-      "mesh_running",
-      `--rotate-sys re-issues the system account, which the broker reads only at start; run ` +
-        `'cotal down --root ${opts.root}' first.`,
-    );
-  }
+  refuseUpOver(opts, previous, brokerRunning);
   // A foreground `up` over a stack that runs detached attaches to it: it heals what is dead
   // (detached, like the rest) and Ctrl-C leaves it all running. It never owns it.
   const attach = !opts.detach && brokerRunning && previous?.detached === true;
@@ -125,46 +106,11 @@ export async function up(
   if ((opts.isolation ?? previous?.isolation ?? "bwrap") === "bwrap") await sandboxBinary(opts.say);
   await ensureMeshDirs(meshPaths(opts.root));
   const store = workspaceSecretStore(opts.root);
-  // The system seed exists in memory only when the broker trust is created here (or rotated):
-  // that is the one moment the spaces' $SYS creds can be minted.
-  const { broker: trust, created: newTrust } = await ensureBrokerAuth(store, "cotal");
-  if (await addSpaceRecord(opts.root, opts.space)) {
-    opts.say(`created space '${opts.space}' (a new data account under this root's operator)`);
-  }
-  if (opts.userAuth) await writeUserAuth(opts.root, opts.userAuth);
-  const all = await loadAllSpaceAccounts(opts.root, store);
-  if (newTrust) await mintSysCreds(opts.root, store, trust, all);
-  if (opts.rotateSys) {
-    await rotateSys(opts.root, store, trust, all);
-    opts.say(`re-issued the system account and the $SYS creds of ${all.length} space(s)`);
-  }
+  await prepareTrust(opts, store);
   // Kept from the last up unless given; "" (`--monitor off`) turns it off.
   const monitor = (opts.monitor ?? previous?.monitor) || undefined;
   const { accounts } = await renderBrokerConfig(opts.root, { ...opts, monitor });
-  // Supervisors read their isolation when they start: a running stack keeps its own.
-  let isolation = opts.isolation ?? previous?.isolation ?? "bwrap";
-  if (brokerRunning && previous?.isolation && isolation !== previous.isolation) {
-    opts.say(
-      `the running stack keeps isolation ${previous.isolation}; --isolation ${isolation} takes effect after 'cotal down' and 'cotal up --isolation ${isolation}'`,
-    );
-    isolation = previous.isolation;
-  }
-  const rec: MeshRecord = {
-    root: opts.root,
-    host: opts.host,
-    port: opts.port,
-    url: `nats://${opts.host}:${opts.port}`,
-    ...(monitor ? { monitor } : {}),
-    detached: detach,
-    isolation,
-    ...((opts.agentLimits ?? previous?.agentLimits)
-      ? { agentLimits: opts.agentLimits ?? previous?.agentLimits }
-      : {}),
-    ...((opts.agentIds ?? previous?.agentIds)
-      ? { agentIds: opts.agentIds ?? previous?.agentIds }
-      : {}),
-    startedAt: previous?.startedAt && brokerRunning ? previous.startedAt : new Date().toISOString(),
-  };
+  const rec = meshRecordFor(opts, previous, { brokerRunning, detach, monitor });
   const started: string[] = [];
   const healthy: string[] = [];
   const watched: WatchedComponent[] = [];
@@ -249,6 +195,91 @@ export async function up(
 }
 
 /** The order `down` stops components in: the watchdog, dependants, the broker last. */
+/**
+ * This up's mesh record: what was given, else what the last up kept. A running stack keeps its
+ * isolation (supervisors read it when they start), and says so when another was asked for.
+ */
+function meshRecordFor(
+  opts: UpOptions & { isolation?: IsolationChoice; agentLimits?: string; agentIds?: string },
+  previous: MeshRecord | undefined,
+  now: { brokerRunning: boolean; detach: boolean; monitor?: string },
+): MeshRecord {
+  let isolation = opts.isolation ?? previous?.isolation ?? "bwrap";
+  if (now.brokerRunning && previous?.isolation && isolation !== previous.isolation) {
+    opts.say(
+      `the running stack keeps isolation ${previous.isolation}; --isolation ${isolation} takes effect after 'cotal down' and 'cotal up --isolation ${isolation}'`,
+    );
+    isolation = previous.isolation;
+  }
+  const agentLimits = opts.agentLimits ?? previous?.agentLimits;
+  const agentIds = opts.agentIds ?? previous?.agentIds;
+  return {
+    root: opts.root,
+    host: opts.host,
+    port: opts.port,
+    url: `nats://${opts.host}:${opts.port}`,
+    ...(now.monitor ? { monitor: now.monitor } : {}),
+    detached: now.detach,
+    isolation,
+    ...(agentLimits ? { agentLimits } : {}),
+    ...(agentIds ? { agentIds } : {}),
+    startedAt: previous?.startedAt && now.brokerRunning
+      ? previous.startedAt
+      : new Date().toISOString(),
+  };
+}
+
+/** The refusals an `up` makes before it touches anything. */
+function refuseUpOver(
+  opts: UpOptions & { rotateSys?: boolean },
+  previous: MeshRecord | undefined,
+  brokerRunning: boolean,
+): void {
+  if (brokerRunning && previous && (previous.port !== opts.port || previous.host !== opts.host)) {
+    throw new CotalError(
+      "mesh_running_elsewhere",
+      `This root's broker already runs on ${previous.host}:${previous.port}; run 'cotal down' ` +
+        "first to move it, or leave --host/--port as they were.",
+    );
+  }
+  if (!brokerRunning && !portFree(opts.host, opts.port)) {
+    throw new CotalError(
+      "port_in_use",
+      `${opts.host}:${opts.port} is already in use; stop what listens there or pass --port <n>.`,
+    );
+  }
+  if (opts.rotateSys && brokerRunning) {
+    throw new CotalError(
+      "mesh_running",
+      `--rotate-sys re-issues the system account, which the broker reads only at start; run ` +
+        `'cotal down --root ${opts.root}' first.`,
+    );
+  }
+}
+
+/**
+ * The root's trust, made or kept: the broker's operator, the space's record, the user-auth
+ * config, and the `$SYS` creds (minted when the trust is new, re-issued on `--rotate-sys`).
+ */
+async function prepareTrust(
+  opts: UpOptions & { rotateSys?: boolean; userAuth?: UserAuthConfig },
+  store: SecretStore,
+): Promise<void> {
+  // The system seed exists in memory only when the broker trust is created here (or rotated):
+  // that is the one moment the spaces' $SYS creds can be minted.
+  const { broker: trust, created: newTrust } = await ensureBrokerAuth(store, "cotal");
+  if (await addSpaceRecord(opts.root, opts.space)) {
+    opts.say(`created space '${opts.space}' (a new data account under this root's operator)`);
+  }
+  if (opts.userAuth) await writeUserAuth(opts.root, opts.userAuth);
+  const all = await loadAllSpaceAccounts(opts.root, store);
+  if (newTrust) await mintSysCreds(opts.root, store, trust, all);
+  if (opts.rotateSys) {
+    await rotateSys(opts.root, store, trust, all);
+    opts.say(`re-issued the system account and the $SYS creds of ${all.length} space(s)`);
+  }
+}
+
 function stopOrder(id: string): number {
   if (id === "watchdog") return -1;
   if (id.startsWith("supervise.")) return 0;
