@@ -193,149 +193,180 @@ export function permissionsFor(
   const d = defaults(layout);
   const p = empty();
   p.net = [...layout.broker];
-  switch (exe) {
-    case "cotal":
-      p.read = [layout.root, d.machineHome];
-      p.write = [layout.root, d.machineHome];
-      p.net.push("127.0.0.1", "localhost");
-      // Every variable of the operator's own shell: `cotal spawn --env NAME` passes the one it
-      // names (a harness's provider key, any name) to that agent. It is the operator's tool,
-      // run with the operator's environment; no daemon gets this.
-      p.env = [];
-      p.envAll = true;
-      p.run = [...(layout.cliPrograms ?? [])];
-      break;
-    case "cotal-auth-service": {
-      const spaceDir = layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store;
-      // It mints with the data-signer projection in its space dir (service-keys.json), never
-      // the trust records: the signer dir (operator and account seeds) is denied outright.
-      p.read = [spaceDir, `${d.store}/auth-service`, d.runDir];
-      p.denyRead = [d.signer];
-      p.write = [d.runDir, `${d.store}/auth-service`];
-      // A 1 MB young generation keeps a callout burst's garbage from growing the daemon past
-      // its 80 MB RSS budget (docs/BENCHMARKS.md), at no measurable latency cost.
-      p.v8 = ["--max-semi-space-size=1"];
-      if (layout.authListen) p.net.push(layout.authListen);
-      // User auth verifies IdP tokens against the IdP's JWKS, fetched (and refreshed) live.
-      p.net.push(...(layout.authIdp ?? []));
-      p.env = ["COTAL_*"];
-      break;
-    }
-    case "cotal-delivery":
-      // Only its own cred key; the signer is denied outright even though the allow list
-      // already leaves it out, so a widened read can never reach it.
-      p.read = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
-      p.denyRead = [d.signer];
-      p.write = [d.logDir];
-      // Its holder lock, one exact file: what lets a successor prove it died (a kill -9) and
-      // take its lease over at once.
-      // (A row rendered without a space, the compiled binary's, gets the lock dir.)
-      {
-        const lock = layout.spaceKey
-          ? deliveryLockPath(layout, layout.spaceKey)
-          : `${d.runDir}/delivery`;
-        p.read.push(lock);
-        p.write.push(lock);
+  ROWS[exe](p, layout, d, agent);
+  return p;
+}
+
+type Defaults = ReturnType<typeof defaults>;
+
+/** Each executable's row, filled over the broker-only default. */
+const ROWS: Record<
+  Executable,
+  (p: PermissionSet, layout: DeploymentLayout, d: Defaults, agent?: AgentLayout) => void
+> = {
+  "cotal": cliRow,
+  "cotal-auth-service": authServiceRow,
+  "cotal-delivery": deliveryRow,
+  "cotal-signer": signerRow,
+  "cotal-watchdog": watchdogRow,
+  "cotal-supervise": superviseRow,
+  "cotal-agent": agentRow,
+};
+
+/** The operator's CLI. */
+function cliRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): void {
+  p.read = [layout.root, d.machineHome];
+  p.write = [layout.root, d.machineHome];
+  p.net.push("127.0.0.1", "localhost");
+  // Every variable of the operator's own shell: `cotal spawn --env NAME` passes the one it
+  // names (a harness's provider key, any name) to that agent. It is the operator's tool,
+  // run with the operator's environment; no daemon gets this.
+  p.env = [];
+  p.envAll = true;
+  p.run = [...(layout.cliPrograms ?? [])];
+}
+
+/** The auth service: its space's projection of the signer, never the trust records. */
+function authServiceRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): void {
+  const spaceDir = layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store;
+  // It mints with the data-signer projection in its space dir (service-keys.json), never
+  // the trust records: the signer dir (operator and account seeds) is denied outright.
+  p.read = [spaceDir, `${d.store}/auth-service`, d.runDir];
+  p.denyRead = [d.signer];
+  p.write = [d.runDir, `${d.store}/auth-service`];
+  // A 1 MB young generation keeps a callout burst's garbage from growing the daemon past
+  // its 80 MB RSS budget (docs/BENCHMARKS.md), at no measurable latency cost.
+  p.v8 = ["--max-semi-space-size=1"];
+  if (layout.authListen) p.net.push(layout.authListen);
+  // User auth verifies IdP tokens against the IdP's JWKS, fetched (and refreshed) live.
+  p.net.push(...(layout.authIdp ?? []));
+  p.env = ["COTAL_*"];
+}
+
+/** The delivery daemon: its own cred and holder lock. */
+function deliveryRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): void {
+  // Only its own cred key; the signer is denied outright even though the allow list
+  // already leaves it out, so a widened read can never reach it.
+  p.read = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
+  p.denyRead = [d.signer];
+  p.write = [d.logDir];
+  // Its holder lock, one exact file: what lets a successor prove it died (a kill -9) and
+  // take its lease over at once.
+  // (A row rendered without a space, the compiled binary's, gets the lock dir.)
+  {
+    const lock = layout.spaceKey
+      ? deliveryLockPath(layout, layout.spaceKey)
+      : `${d.runDir}/delivery`;
+    p.read.push(lock);
+    p.write.push(lock);
+  }
+  p.env = ["COTAL_*"];
+  // A 1 MB young generation sized for footprint: a burst of copies otherwise grows V8's
+  // heap (and the RSS) to ~200 MB; with these ~90 MB at no measured throughput cost
+  // (docs/BENCHMARKS.md, delivery section).
+  p.v8 = ["--max-semi-space-size=1", "--optimize-for-size"];
+}
+
+/** The signer: the seeds, the store it re-signs into, its audit trail. */
+function signerRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): void {
+  // The signer records (operator and account seeds) and its own space's store dir, whose
+  // daemon creds it re-signs (the supervisor, signing remotely, no longer can); its audit
+  // trail in the logs; the broker. No run, no FFI, no env beyond its own. A release binary
+  // serves whichever space its unit names, so it is granted the store and its systemd unit
+  // narrows writes to that space's dir (`ReadWritePaths=`, lib/mesh/systemd.ts): it holds
+  // the seeds that could mint any of those creds anyway.
+  // Its audit dir is read too: rotating the trail is a rename, which Deno checks for both.
+  // The store is read whole: the store checks its root before any write (no link, its
+  // mode), and the signer records it reads already hold every space's seeds.
+  const spaceDir = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
+  p.read = [d.signer, d.store, d.auditDir];
+  p.write = [d.logDir, d.auditDir, ...spaceDir];
+  p.env = ["COTAL_*"];
+  p.v8 = ["--max-semi-space-size=1"];
+}
+
+/** The watchdog: the watch list, pid files and logs, nothing of the store. */
+function watchdogRow(p: PermissionSet, _layout: DeploymentLayout, d: Defaults): void {
+  // The watch list, the components' pid files and liveness locks, their logs: nothing of
+  // the store. It starts each daemon through /bin/sh (the wrapper that takes the lock and
+  // execs), which is a full escape from any run scope: this row is hygiene, and the
+  // watchdog runs as the operator who started the stack.
+  p.net = [];
+  // The logs are read to cap them and to see the broker's storage faults.
+  p.read = [d.runDir, d.logDir];
+  p.write = [d.runDir, d.logDir];
+  p.denyRead = [d.store];
+  p.run = ["/bin/sh"];
+  p.v8 = ["--max-semi-space-size=1"];
+}
+
+/** The supervisor: read- and write-all for the pty, its agents' sockets, FFI. */
+function superviseRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): void {
+  p.read = [layout.root];
+  p.write = [layout.root];
+  // Unscoped read and write: under Deno 2.9.6 `@lydell/node-pty` wraps the pty's fd in
+  // `node:tty.ReadStream`, and Deno checks read-all and write-all for that (any path list,
+  // even `/`, plus /dev/pts, /dev/ptmx, /proc/self and the npm cache, is refused; measured
+  // in tests/manager/pty_runtime_test.ts). The supervisor holds the signer and already has
+  // --allow-ffi and --allow-run=deno, so this widens what a *compromised supervisor* can
+  // touch, never what an agent can (agents run under their own row inside bwrap).
+  p.readAll = true;
+  p.writeAll = true;
+  // Signing remotely, it has no use for the seeds: denied outright, even under read-all.
+  if (layout.remoteSigner) {
+    p.denyRead = [d.signer, d.auditDir];
+    p.denyWrite = [d.signer, d.auditDir];
+  }
+  // DENO_DIR and XDG_CACHE_HOME locate the module cache it binds into each sandbox;
+  // XDG_RUNTIME_DIR a short place for the agents' sockets when the root's path is long.
+  p.env = [
+    "COTAL_*",
+    ...AGENT_ENV_ALLOWLIST,
+    "DENO_DIR",
+    "XDG_CACHE_HOME",
+    "XDG_RUNTIME_DIR",
+    ...(layout.agentEnvPassThrough ?? []),
+  ];
+  // By absolute path: deno (the runner, deno-only) and bwrap. Signals go through libc
+  // (FFI): Deno.kill needs an unscoped --allow-run.
+  p.run = [...(layout.supervisorPrograms ?? [])];
+  // An agent on the host's network (or under Deno permissions alone) reaches its relay on
+  // a loopback port: listening on an ephemeral one, which grants no dial.
+  p.net.push("127.0.0.1:0");
+  // Each agent's control channel, broker relay and spawn channel: exact paths per slot.
+  if (layout.agentSocketDir) {
+    for (let slot = 0; slot < AGENT_SLOTS; slot++) {
+      for (const kind of ["control", "broker", "spawn"] as const) {
+        p.net.push(`unix:${agentSocketPath(layout.agentSocketDir, slot, kind)}`);
       }
-      p.env = ["COTAL_*"];
-      // A 1 MB young generation sized for footprint: a burst of copies otherwise grows V8's
-      // heap (and the RSS) to ~200 MB; with these ~90 MB at no measured throughput cost
-      // (docs/BENCHMARKS.md, delivery section).
-      p.v8 = ["--max-semi-space-size=1", "--optimize-for-size"];
-      break;
-    case "cotal-signer": {
-      // The signer records (operator and account seeds) and its own space's store dir, whose
-      // daemon creds it re-signs (the supervisor, signing remotely, no longer can); its audit
-      // trail in the logs; the broker. No run, no FFI, no env beyond its own. A release binary
-      // serves whichever space its unit names, so it is granted the store and its systemd unit
-      // narrows writes to that space's dir (`ReadWritePaths=`, lib/mesh/systemd.ts): it holds
-      // the seeds that could mint any of those creds anyway.
-      // Its audit dir is read too: rotating the trail is a rename, which Deno checks for both.
-      // The store is read whole: the store checks its root before any write (no link, its
-      // mode), and the signer records it reads already hold every space's seeds.
-      const spaceDir = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
-      p.read = [d.signer, d.store, d.auditDir];
-      p.write = [d.logDir, d.auditDir, ...spaceDir];
-      p.env = ["COTAL_*"];
-      p.v8 = ["--max-semi-space-size=1"];
-      break;
-    }
-    case "cotal-watchdog":
-      // The watch list, the components' pid files and liveness locks, their logs: nothing of
-      // the store. It starts each daemon through /bin/sh (the wrapper that takes the lock and
-      // execs), which is a full escape from any run scope: this row is hygiene, and the
-      // watchdog runs as the operator who started the stack.
-      p.net = [];
-      // The logs are read to cap them and to see the broker's storage faults.
-      p.read = [d.runDir, d.logDir];
-      p.write = [d.runDir, d.logDir];
-      p.denyRead = [d.store];
-      p.run = ["/bin/sh"];
-      p.v8 = ["--max-semi-space-size=1"];
-      break;
-    case "cotal-supervise":
-      p.read = [layout.root];
-      p.write = [layout.root];
-      // Unscoped read and write: under Deno 2.9.6 `@lydell/node-pty` wraps the pty's fd in
-      // `node:tty.ReadStream`, and Deno checks read-all and write-all for that (any path list,
-      // even `/`, plus /dev/pts, /dev/ptmx, /proc/self and the npm cache, is refused; measured
-      // in tests/manager/pty_runtime_test.ts). The supervisor holds the signer and already has
-      // --allow-ffi and --allow-run=deno, so this widens what a *compromised supervisor* can
-      // touch, never what an agent can (agents run under their own row inside bwrap).
-      p.readAll = true;
-      p.writeAll = true;
-      // Signing remotely, it has no use for the seeds: denied outright, even under read-all.
-      if (layout.remoteSigner) {
-        p.denyRead = [d.signer, d.auditDir];
-        p.denyWrite = [d.signer, d.auditDir];
-      }
-      // DENO_DIR and XDG_CACHE_HOME locate the module cache it binds into each sandbox;
-      // XDG_RUNTIME_DIR a short place for the agents' sockets when the root's path is long.
-      p.env = [
-        "COTAL_*",
-        ...AGENT_ENV_ALLOWLIST,
-        "DENO_DIR",
-        "XDG_CACHE_HOME",
-        "XDG_RUNTIME_DIR",
-        ...(layout.agentEnvPassThrough ?? []),
-      ];
-      // By absolute path: deno (the runner, deno-only) and bwrap. Signals go through libc
-      // (FFI): Deno.kill needs an unscoped --allow-run.
-      p.run = [...(layout.supervisorPrograms ?? [])];
-      // An agent on the host's network (or under Deno permissions alone) reaches its relay on
-      // a loopback port: listening on an ephemeral one, which grants no dial.
-      p.net.push("127.0.0.1:0");
-      // Each agent's control channel, broker relay and spawn channel: exact paths per slot.
-      if (layout.agentSocketDir) {
-        for (let slot = 0; slot < AGENT_SLOTS; slot++) {
-          for (const kind of ["control", "broker", "spawn"] as const) {
-            p.net.push(`unix:${agentSocketPath(layout.agentSocketDir, slot, kind)}`);
-          }
-        }
-      }
-      // The pty runtime is a Node-API addon; descriptor hygiene, uid locks, cgroups and
-      // signals go through libc (lib/manager/sandbox/libc.ts).
-      p.ffi = true;
-      // A 1 MB young generation: each agent's relay and control streams churn small buffers,
-      // which otherwise grow the heap (and the RSS) with every agent (docs/BENCHMARKS.md).
-      p.v8 = ["--max-semi-space-size=1"];
-      p.sys = ["osRelease", "uid", "gid"];
-      break;
-    case "cotal-agent": {
-      if (!agent) throw new TypeError("permissionsFor('cotal-agent') needs the agent's layout.");
-      const writable = [agent.home, agent.workdir, agent.tmp].filter((x): x is string => !!x);
-      p.read = [agent.launchDir, ...writable, ...(agent.sockets ?? [])];
-      p.denyRead = [d.signer, d.store];
-      p.write = [...writable, ...(agent.sockets ?? [])];
-      if (agent.net) p.net = [...agent.net];
-      // Dialling a unix socket needs net access to `unix:<path>` besides read and write.
-      p.net.push(...(agent.sockets ?? []).map((s) => `unix:${s}`));
-      p.env = [...(agent.envAllow ?? AGENT_ENV_ALLOWLIST)];
-      p.run = agent.program ? [agent.program] : [];
-      break;
     }
   }
-  return p;
+  // The pty runtime is a Node-API addon; descriptor hygiene, uid locks, cgroups and
+  // signals go through libc (lib/manager/sandbox/libc.ts).
+  p.ffi = true;
+  // A 1 MB young generation: each agent's relay and control streams churn small buffers,
+  // which otherwise grow the heap (and the RSS) with every agent (docs/BENCHMARKS.md).
+  p.v8 = ["--max-semi-space-size=1"];
+  p.sys = ["osRelease", "uid", "gid"];
+}
+
+/** An agent's runner: its launch dir, home, workdir and sockets. */
+function agentRow(
+  p: PermissionSet,
+  _layout: DeploymentLayout,
+  d: Defaults,
+  agent?: AgentLayout,
+): void {
+  if (!agent) throw new TypeError("permissionsFor('cotal-agent') needs the agent's layout.");
+  const writable = [agent.home, agent.workdir, agent.tmp].filter((x): x is string => !!x);
+  p.read = [agent.launchDir, ...writable, ...(agent.sockets ?? [])];
+  p.denyRead = [d.signer, d.store];
+  p.write = [...writable, ...(agent.sockets ?? [])];
+  if (agent.net) p.net = [...agent.net];
+  // Dialling a unix socket needs net access to `unix:<path>` besides read and write.
+  p.net.push(...(agent.sockets ?? []).map((s) => `unix:${s}`));
+  p.env = [...(agent.envAllow ?? AGENT_ENV_ALLOWLIST)];
+  p.run = agent.program ? [agent.program] : [];
 }
 
 function list(flag: string, values: string[]): string[] {
