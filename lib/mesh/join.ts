@@ -79,43 +79,13 @@ export async function join(opts: JoinOptions): Promise<number> {
   if (opts.channels.length === 0) {
     throw new CotalError("usage", "Name at least one channel to join with --channel <name>.");
   }
-  const live = await runningBroker(opts.root);
-  if (!live) {
-    throw new CotalError(
-      "broker_not_running",
-      `The mesh under ${opts.root} is not running; start it with 'cotal up --root ${opts.root}'.`,
-    );
-  }
-  const account = await loadSpaceAccount(workspaceSecretStore(opts.root), opts.space);
-  if (!account) {
-    throw new CotalError(
-      "space_unknown",
-      `Space '${opts.space}' has no account under ${opts.root}; add it with 'cotal space add'.`,
-    );
-  }
-  const auth = { space: opts.space, account: account.account };
-  const principal = { owner: "local", actor: opts.actor };
-  const lifecycleUid = newLifecycleUid();
-  const provisioner = await mintCreds(auth, newIdentity(), "provisioner");
-  const agent = await provisionAgent({
-    servers: live.url,
-    creds: provisioner,
-    space: opts.space,
-    principal,
-    lifecycleUid,
-    auth,
-    identity: newIdentity(),
-    subscribe: opts.channels,
-    allowSubscribe: [">"],
-    allowPublish: opts.channels,
-    expiresInSeconds: 12 * 3600,
-  });
+  const { live, auth, principal, lifecycleUid, creds } = await provisionSession(opts);
   const ep = new CotalEndpoint({
     space: opts.space,
     servers: live.url,
     card: { name: opts.actor, owner: "local", actor: opts.actor },
     lifecycleUid,
-    creds: agent.creds,
+    creds,
     channels: opts.channels,
   });
   // Tasks sent in this session whose reply has not come: at the end of the input the session
@@ -193,22 +163,7 @@ export async function join(opts: JoinOptions): Promise<number> {
       }
     }
     if (!quit && awaiting.size > 0) {
-      const n = awaiting.size;
-      opts.print(
-        `waiting up to ${TASK_REPLY_WAIT_MS / 1000} s for ${n} task repl${n === 1 ? "y" : "ies"}`,
-      );
-      const done = new Promise<void>((r) => (answered = () => awaiting.size === 0 && r()));
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<void>((r) => (timer = setTimeout(r, TASK_REPLY_WAIT_MS)));
-      await Promise.race([done, late]);
-      clearTimeout(timer);
-      if (awaiting.size > 0) {
-        opts.print(
-          `! ${awaiting.size} task(s) not answered within ${
-            TASK_REPLY_WAIT_MS / 1000
-          } s; their replies come to this session, which ends now (end a session with /quit not to wait)`,
-        );
-      }
+      await awaitReplies(awaiting, (fn) => (answered = fn), opts.print);
     }
   } finally {
     await ep.stop();
@@ -224,4 +179,68 @@ export async function join(opts: JoinOptions): Promise<number> {
     }).catch((err) => opts.print(`! could not remove this session's durables: ${err.message}`));
   }
   return posted;
+}
+
+/**
+ * The session's member: a fresh lifecycle of `local.<actor>` provisioned on the running broker
+ * (its durables, ACL row and a 12-hour cred), or a refusal naming what is missing.
+ */
+async function provisionSession(opts: JoinOptions) {
+  const live = await runningBroker(opts.root);
+  if (!live) {
+    throw new CotalError(
+      "broker_not_running",
+      `The mesh under ${opts.root} is not running; start it with 'cotal up --root ${opts.root}'.`,
+    );
+  }
+  const account = await loadSpaceAccount(workspaceSecretStore(opts.root), opts.space);
+  if (!account) {
+    throw new CotalError(
+      "space_unknown",
+      `Space '${opts.space}' has no account under ${opts.root}; add it with 'cotal space add'.`,
+    );
+  }
+  const auth = { space: opts.space, account: account.account };
+  const principal = { owner: "local", actor: opts.actor };
+  const lifecycleUid = newLifecycleUid();
+  const provisioner = await mintCreds(auth, newIdentity(), "provisioner");
+  const agent = await provisionAgent({
+    servers: live.url,
+    creds: provisioner,
+    space: opts.space,
+    principal,
+    lifecycleUid,
+    auth,
+    identity: newIdentity(),
+    subscribe: opts.channels,
+    allowSubscribe: [">"],
+    allowPublish: opts.channels,
+    expiresInSeconds: 12 * 3600,
+  });
+  return { live, auth, principal, lifecycleUid, creds: agent.creds };
+}
+
+/**
+ * Waits (at most {@linkcode TASK_REPLY_WAIT_MS}) for the replies of the tasks still in
+ * `awaiting`; `onAnswer` is given the check each reply runs.
+ */
+async function awaitReplies(
+  awaiting: Set<string>,
+  onAnswer: (check: () => void) => void,
+  print: (line: string) => void,
+): Promise<void> {
+  const n = awaiting.size;
+  print(`waiting up to ${TASK_REPLY_WAIT_MS / 1000} s for ${n} task repl${n === 1 ? "y" : "ies"}`);
+  const done = new Promise<void>((r) => onAnswer(() => awaiting.size === 0 && r()));
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<void>((r) => (timer = setTimeout(r, TASK_REPLY_WAIT_MS)));
+  await Promise.race([done, late]);
+  clearTimeout(timer);
+  if (awaiting.size > 0) {
+    print(
+      `! ${awaiting.size} task(s) not answered within ${
+        TASK_REPLY_WAIT_MS / 1000
+      } s; their replies come to this session, which ends now (end a session with /quit not to wait)`,
+    );
+  }
 }
