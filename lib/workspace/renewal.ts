@@ -147,23 +147,23 @@ function connIdOf(claims: UserClaims): string | undefined {
   return undefined;
 }
 
-async function remintOne(
+/**
+ * The cred a re-sign replaces, read and verified (an expired one still proves who signed it):
+ * its claims and seed, or why nothing is re-signed.
+ */
+async function readCurrent(
   store: SecretStore,
-  auth: SpaceAuth,
-  space: string,
   cred: RemintableCred,
   key: string,
-  opts: RemintOptions,
-): Promise<RemintResult> {
-  const base = { file: cred.kind, key };
+): Promise<{ claims: UserClaims; seed: string } | Omit<RemintResult, "file" | "key">> {
   let text: string | undefined;
   try {
     text = await store.get(key);
   } catch (err) {
-    return { ...base, ok: false, error: failure(err, "store_io") };
+    return { ok: false, error: failure(err, "store_io") };
   }
   // Absent means "not deployed here": minting one would conjure a second identity.
-  if (text === undefined) return { ...base, ok: false, skipped: "missing-file" };
+  if (text === undefined) return { ok: false, skipped: "missing-file" };
 
   let claims: UserClaims;
   let seed: string;
@@ -174,7 +174,6 @@ async function remintOne(
     claims = await decodeJwt(parsed.jwt, { type: "user", ignoreTimes: true }) as UserClaims;
   } catch (err) {
     return {
-      ...base,
       ok: false,
       error: {
         code: "current_cred_unreadable",
@@ -186,7 +185,6 @@ async function remintOne(
   }
   if (claims.name !== cred.profile) {
     return {
-      ...base,
       ok: false,
       error: {
         code: "cred_profile_mismatch",
@@ -195,18 +193,39 @@ async function remintOne(
       },
     };
   }
-  const principal = principalOf(claims);
-  const connId = connIdOf(claims);
-  // The same lifetime span as the cred it replaces, within the profile's bounds (a cred an
-  // embedder's issuer signed shorter than policy mints is renewed at the minimum).
+  return { claims, seed };
+}
+
+/**
+ * The span a re-sign gives: the replaced cred's, within the profile's bounds and the cred's own
+ * cap (a cred an embedder's issuer signed shorter than policy mints is renewed at the minimum).
+ */
+function resignSpan(claims: UserClaims, cred: RemintableCred): number {
   const { minTtlSeconds: min } = CREDENTIAL_LIFETIMES[cred.profile];
   const max = Math.min(
     CREDENTIAL_LIFETIMES[cred.profile].maxTtlSeconds,
     cred.maxTtlSeconds ?? Infinity,
   );
-  const span = claims.exp !== undefined && claims.iat !== undefined && claims.exp > claims.iat
+  return claims.exp !== undefined && claims.iat !== undefined && claims.exp > claims.iat
     ? Math.max(min, Math.min(claims.exp - claims.iat, max))
     : CREDENTIAL_LIFETIMES[cred.profile].defaultTtlSeconds;
+}
+
+async function remintOne(
+  store: SecretStore,
+  auth: SpaceAuth,
+  space: string,
+  cred: RemintableCred,
+  key: string,
+  opts: RemintOptions,
+): Promise<RemintResult> {
+  const base = { file: cred.kind, key };
+  const current = await readCurrent(store, cred, key);
+  if ("ok" in current) return { ...base, ...current };
+  const { claims, seed } = current;
+  const principal = principalOf(claims);
+  const connId = connIdOf(claims);
+  const span = resignSpan(claims, cred);
   let candidate: string;
   try {
     candidate = await mintCreds(auth, { id: claims.sub, seed }, cred.profile, {
