@@ -41,6 +41,11 @@ export interface AuditEntry {
   readonly code?: string;
   /** A summary line: how many refusals of this caller and code were not written. */
   readonly notWritten?: number;
+  /**
+   * `cli` when the operator's CLI signed it with the root's seeds (`cotal mint`), not
+   * `cotal-signer`: recorded so every credential handed out is in one trail.
+   */
+  readonly via?: "cli";
 }
 
 /** Appends decisions to `path` (0600). */
@@ -197,4 +202,26 @@ export async function readAudit(path: string): Promise<AuditEntry[]> {
     }
   }
   return out;
+}
+
+/**
+ * Appends one decision another signer than `cotal-signer` made (the operator's `cotal mint`) to
+ * the trail at `path`, creating it (0600, in a 0700 dir) when missing. A trail it cannot write
+ * is refused (`audit_unwritable`): a credential handed out unrecorded is what the trail is for.
+ */
+export function appendAudit(path: string, entry: AuditEntry): void {
+  try {
+    Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")) || "/", { recursive: true, mode: 0o700 });
+    Deno.writeFileSync(path, new TextEncoder().encode(JSON.stringify(entry) + "\n"), {
+      append: true,
+      mode: 0o600,
+    });
+  } catch (err) {
+    throw new CotalError(
+      "audit_unwritable",
+      `The audit trail ${path} cannot be written (${
+        (err as Error).message
+      }); nothing was handed out. Fix its directory's owner or mode and retry.`,
+    );
+  }
 }

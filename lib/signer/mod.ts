@@ -9,7 +9,7 @@
  */
 import { spaceKeyHex } from "../workspace/keys.ts";
 
-export { AUDIT_MAX_BYTES, type AuditEntry, AuditLog, readAudit } from "./audit.ts";
+export { appendAudit, AUDIT_MAX_BYTES, type AuditEntry, AuditLog, readAudit } from "./audit.ts";
 export {
   type RemoteSigner,
   remoteSigner,

@@ -83,6 +83,17 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     const { jwt } = await parseCreds(await Deno.readTextFile(credsFile));
     const claims = await decodeJwt(jwt);
     assert.ok(claims.exp! - claims.iat! <= 60);
+    // What the CLI handed out is in the space's signing trail, marked as the CLI's.
+    const audit = await run(["signer", "audit", "--space", "ops", "--json"], env, elsewhere);
+    assert.equal(audit.code, 0, audit.stderr);
+    const handed = (JSON.parse(audit.stdout) as Record<string, unknown>[])
+      .filter((e) => e.subject === claims.sub);
+    assert.deepEqual(
+      handed.map((e) => [e.via, e.profile, e.decision, e.caller, e.ttlSeconds]),
+      [["cli", "observer", "allowed", "local.operator", claims.exp! - claims.iat!]],
+    );
+    const shown = await run(["signer", "audit", "--space", "ops", "--last", "1"], env, elsewhere);
+    assert.match(shown.stdout, /allowed local\.operator \(cotal mint\) observer U/);
 
     // --json says what was minted; an existing --out only with --force; --context writes a NATS
     // CLI context a client connects with as written.

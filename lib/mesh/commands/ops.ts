@@ -11,7 +11,8 @@ import { safeText } from "../../cli/terminal.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
-import { CREDENTIAL_LIFETIMES, PROFILES } from "../../trust/mod.ts";
+import { CREDENTIAL_LIFETIMES, principalFromTags, PROFILES } from "../../trust/mod.ts";
+import { appendAudit, signerAuditPath } from "../../signer/mod.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot, provisionForRoot, sendText, tail } from "../ops.ts";
 import { join } from "../join.ts";
@@ -185,6 +186,18 @@ export const mintCommand = defineCommand({
       });
     const { jwt } = await parseCreds(creds);
     const claims = decodeJwtUnverified(jwt);
+    // Every cred the CLI hands out goes into the space's signing trail, beside the signer's.
+    const principal = principalFromTags(claims.nats.tags);
+    appendAudit(signerAuditPath(root, space), {
+      at: new Date().toISOString(),
+      caller: "local.operator",
+      via: "cli",
+      ...(principal ? { principal: `${principal.owner}.${principal.actor}` } : {}),
+      profile: values.profile,
+      subject: claims.sub,
+      ...(claims.exp && claims.iat ? { ttlSeconds: claims.exp - claims.iat } : {}),
+      decision: "allowed",
+    });
     const report: MintReport = {
       profile: values.profile,
       subject: claims.sub,

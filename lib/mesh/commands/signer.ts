@@ -49,7 +49,9 @@ export const signerAuditCommand = defineCommand({
           [
             String(e.at),
             e.decision.padEnd(7),
-            `${e.caller}${e.unproven ? " (unproven)" : ""}`,
+            `${e.caller}${e.unproven ? " (unproven)" : ""}${
+              e.via === "cli" ? " (cotal mint)" : ""
+            }`,
             e.notWritten
               ? `${e.notWritten} more ${e.code} not written`
               : `${e.profile ?? "?"} ${e.subject ?? ""}${e.principal ? ` for ${e.principal}` : ""}${
