@@ -67,8 +67,6 @@ function findSetpriv(): string | null {
  * the error carries the broker's own last log lines, which name the real cause.
  */
 export async function startBrokerProcess(opts: StartBrokerOptions): Promise<BrokerProcess> {
-  const keep = opts.keepLines ?? 40;
-  const tail: string[] = [];
   const setpriv = findSetpriv();
   const [cmd, args] = setpriv
     ? [setpriv, ["--pdeathsig", "SIGKILL", "--", opts.binary, "-c", opts.configPath]]
@@ -82,77 +80,21 @@ export async function startBrokerProcess(opts: StartBrokerOptions): Promise<Brok
   installExitHook();
   live.add(child);
   const exited = child.status.finally(() => live.delete(child));
-  const log = opts.logFile ? await Deno.open(opts.logFile, { append: true, create: true }) : null;
-  const waiters: { re: RegExp; resolve: (line: string) => void }[] = [];
-  const onLine = (line: string) => {
-    tail.push(line);
-    if (tail.length > keep) tail.shift();
-    log?.writeSync(new TextEncoder().encode(line + "\n"));
-    for (let i = waiters.length - 1; i >= 0; i--) {
-      if (waiters[i].re.test(line)) {
-        waiters[i].resolve(line);
-        waiters.splice(i, 1);
-      }
-    }
-  };
-  const pump = async (stream: ReadableStream<Uint8Array>) => {
-    let buf = "";
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      buf += chunk;
-      let i;
-      while ((i = buf.indexOf("\n")) >= 0) {
-        onLine(buf.slice(0, i));
-        buf = buf.slice(i + 1);
-      }
-    }
-    if (buf) onLine(buf);
-  };
-  const pumps = Promise.all([pump(child.stdout), pump(child.stderr)]).finally(() => log?.close());
-
+  const out = new BrokerOutput(
+    opts.keepLines ?? 40,
+    opts.logFile ? await Deno.open(opts.logFile, { append: true, create: true }) : null,
+    exited,
+  );
+  const pumps = Promise.all([out.pump(child.stdout), out.pump(child.stderr)]).finally(() =>
+    out.close()
+  );
   const waitLine = (re: RegExp, timeoutMs: number, what: string) =>
-    new Promise<string>((resolve, reject) => {
-      // Set right below; a log line can only resolve the waiter on a later turn.
-      // deno-lint-ignore prefer-const
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const w = {
-        re,
-        resolve: (line: string) => {
-          clearTimeout(timer);
-          resolve(line);
-        },
-      };
-      waiters.push(w);
-      timer = setTimeout(() => {
-        waiters.splice(waiters.indexOf(w), 1);
-        reject(
-          new CotalError(
-            "broker_not_ready",
-            `nats-server did not ${what} within ${timeoutMs} ms; its last lines: ${
-              tail.slice(-8).join(" | ")
-            }`,
-          ),
-        );
-      }, timeoutMs);
-      exited.then((s) => {
-        if (waiters.includes(w)) {
-          clearTimeout(timer);
-          waiters.splice(waiters.indexOf(w), 1);
-          reject(
-            new CotalError(
-              "broker_exited",
-              `nats-server exited with code ${s.code} before it was ready; its last lines: ${
-                tail.slice(-8).join(" | ")
-              }`,
-            ),
-          );
-        }
-      });
-    });
+    out.waitLine(re, timeoutMs, what);
 
   let stopping: Promise<void> | undefined;
   const proc: BrokerProcess = {
     pid: child.pid,
-    logTail: () => [...tail],
+    logTail: () => out.tail(),
     exited,
     async reload(timeoutMs = 10_000) {
       const seen = waitLine(
@@ -202,4 +144,92 @@ export async function startBrokerProcess(opts: StartBrokerOptions): Promise<Brok
     throw err;
   }
   return proc;
+}
+
+/**
+ * What nats-server prints, line by line: the last `keep` lines (for errors), a copy in its log
+ * file, and waits for a line (readiness, a reload's outcome) that end if the process exits.
+ */
+class BrokerOutput {
+  readonly #lines: string[] = [];
+  readonly #waiters: { re: RegExp; resolve: (line: string) => void }[] = [];
+
+  constructor(
+    readonly keep: number,
+    readonly log: Deno.FsFile | null,
+    readonly exited: Promise<Deno.CommandStatus>,
+  ) {}
+
+  tail(): string[] {
+    return [...this.#lines];
+  }
+
+  close(): void {
+    this.log?.close();
+  }
+
+  #onLine(line: string): void {
+    this.#lines.push(line);
+    if (this.#lines.length > this.keep) this.#lines.shift();
+    this.log?.writeSync(new TextEncoder().encode(line + "\n"));
+    for (let i = this.#waiters.length - 1; i >= 0; i--) {
+      if (this.#waiters[i].re.test(line)) {
+        this.#waiters[i].resolve(line);
+        this.#waiters.splice(i, 1);
+      }
+    }
+  }
+
+  async pump(stream: ReadableStream<Uint8Array>): Promise<void> {
+    let buf = "";
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      buf += chunk;
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        this.#onLine(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+      }
+    }
+    if (buf) this.#onLine(buf);
+  }
+
+  /** The next line matching `re`, within `timeoutMs`, or a refusal naming what it waited for. */
+  waitLine(re: RegExp, timeoutMs: number, what: string): Promise<string> {
+    const waiters = this.#waiters;
+    const last = () => this.#lines.slice(-8).join(" | ");
+    return new Promise<string>((resolve, reject) => {
+      // Set right below; a log line can only resolve the waiter on a later turn.
+      // deno-lint-ignore prefer-const
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const w = {
+        re,
+        resolve: (line: string) => {
+          clearTimeout(timer);
+          resolve(line);
+        },
+      };
+      waiters.push(w);
+      timer = setTimeout(() => {
+        waiters.splice(waiters.indexOf(w), 1);
+        reject(
+          new CotalError(
+            "broker_not_ready",
+            `nats-server did not ${what} within ${timeoutMs} ms; its last lines: ${last()}`,
+          ),
+        );
+      }, timeoutMs);
+      this.exited.then((s) => {
+        if (waiters.includes(w)) {
+          clearTimeout(timer);
+          waiters.splice(waiters.indexOf(w), 1);
+          reject(
+            new CotalError(
+              "broker_exited",
+              `nats-server exited with code ${s.code} before it was ready; its last lines: ${last()}`,
+            ),
+          );
+        }
+      });
+    });
+  }
 }
