@@ -97,53 +97,9 @@ export function createExchangeHandler(
         "The exchange capability is missing or wrong; read it from auth-service.json.",
       );
     }
-    const type = (req.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
-    if (type !== "application/json") {
-      return refuse(
-        req,
-        415,
-        "unsupported_media_type",
-        "The exchange takes an application/json body.",
-      );
-    }
-    const body = await readCapped(req, MAX_EXCHANGE_BODY_BYTES);
-    if (body === undefined) {
-      return refuse(
-        req,
-        413,
-        "body_too_large",
-        `The exchange body is over ${MAX_EXCHANGE_BODY_BYTES} bytes.`,
-      );
-    }
-    let doc: unknown;
-    try {
-      doc = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
-    } catch {
-      return refuse(req, 400, "bad_json", "The exchange body is not JSON.");
-    }
-    if (!isPlainObject(doc)) {
-      return refuse(req, 400, "bad_request", "The exchange body is not a JSON object.");
-    }
-    if ("actorToken" in doc) {
-      return refuse(
-        req,
-        400,
-        "bad_request",
-        "This auth service exchanges IdP tokens only ({idpToken, actor, ttlSec?}); agent secrets are not accepted.",
-      );
-    }
-    const extra = Object.keys(doc).find((k) => !EXCHANGE_KEYS.has(k));
-    if (extra !== undefined || typeof doc.idpToken !== "string") {
-      return refuse(
-        req,
-        400,
-        "bad_request",
-        "The exchange body must be {idpToken, actor, ttlSec?}.",
-      );
-    }
-    if (doc.ttlSec !== undefined && typeof doc.ttlSec !== "number") {
-      return refuse(req, 400, "bearer_bad_ttl", "ttlSec must be a number of seconds.");
-    }
+    const read = await readExchangeBody(req);
+    if ("code" in read) return refuse(req, read.status, read.code, read.error);
+    const { doc } = read;
     // The throttle is checked only after a credential fails, so a peer over its budget that
     // presents a valid IdP token still gets its bearer.
     try {
@@ -201,6 +157,51 @@ export function createExchangeHandler(
     }
     return await route(req);
   };
+}
+
+/** An exchange request's body, shape-checked: `{idpToken, actor, ttlSec?}`, or why it is refused. */
+async function readExchangeBody(
+  req: Request,
+): Promise<
+  { doc: { idpToken: string; actor?: unknown; ttlSec?: number } } | {
+    status: number;
+    code: string;
+    error: string;
+  }
+> {
+  const no = (status: number, code: string, error: string) => ({ status, code, error });
+  const type = (req.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
+  if (type !== "application/json") {
+    return no(415, "unsupported_media_type", "The exchange takes an application/json body.");
+  }
+  const body = await readCapped(req, MAX_EXCHANGE_BODY_BYTES);
+  if (body === undefined) {
+    return no(413, "body_too_large", `The exchange body is over ${MAX_EXCHANGE_BODY_BYTES} bytes.`);
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+  } catch {
+    return no(400, "bad_json", "The exchange body is not JSON.");
+  }
+  if (!isPlainObject(doc)) {
+    return no(400, "bad_request", "The exchange body is not a JSON object.");
+  }
+  if ("actorToken" in doc) {
+    return no(
+      400,
+      "bad_request",
+      "This auth service exchanges IdP tokens only ({idpToken, actor, ttlSec?}); agent secrets are not accepted.",
+    );
+  }
+  const extra = Object.keys(doc).find((k) => !EXCHANGE_KEYS.has(k));
+  if (extra !== undefined || typeof doc.idpToken !== "string") {
+    return no(400, "bad_request", "The exchange body must be {idpToken, actor, ttlSec?}.");
+  }
+  if (doc.ttlSec !== undefined && typeof doc.ttlSec !== "number") {
+    return no(400, "bearer_bad_ttl", "ttlSec must be a number of seconds.");
+  }
+  return { doc: doc as { idpToken: string; actor?: unknown; ttlSec?: number } };
 }
 
 function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
