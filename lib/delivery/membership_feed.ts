@@ -100,34 +100,11 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
   } catch (err) {
     return down(log, isCotalError(err) ? err.message : String(err));
   }
-  let a: NatsConnection | undefined;
-  let b: NatsConnection | undefined;
-  let kv: KV;
+  let a: NatsConnection, b: NatsConnection, kv: KV;
   try {
-    a = await connect({
-      servers: opts.servers,
-      authenticator: credsAuthenticatorFast(observer.text),
-      inboxPrefix: MEMBERSHIP_INBOX_PREFIX,
-      name: "cotal-membership-observer",
-      noAsyncTraces: true,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-    });
-    b = await connect({
-      servers: opts.servers,
-      authenticator: rw.authenticator(),
-      inboxPrefix: `_INBOX_${rw.current.connId}`,
-      name: "cotal-membership-rw",
-      noAsyncTraces: true,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-    });
-    rw.attach(b);
-    kv = await b.jetstream().views.kv(opts.bucket, { bindOnly: true });
+    ({ a, b, kv } = await openFeedConnections(opts, observer.text, rw));
   } catch (err) {
     rw.stop();
-    await a?.close().catch(() => {});
-    await b?.close().catch(() => {});
     return down(log, `could not open its connections (${(err as Error)?.message ?? err})`);
   }
   const written = new Map<string, FeedRow>();
@@ -143,7 +120,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
   let running: Promise<boolean> | undefined;
 
   const sweepOnce = async (): Promise<boolean> => {
-    const scan = await scanConnz(a!, src.expectedAccount, { subscriptions: true });
+    const scan = await scanConnz(a, src.expectedAccount, { subscriptions: true });
     // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
     if (!scan.complete || !scan.conns.some((c) => c.user === rw.current.nkey)) {
       status = {
@@ -154,34 +131,8 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       return false;
     }
     const now = Date.now();
-    const live = new Map<string, Set<string>>();
-    for (const c of scan.conns) {
-      if (!c.principal) continue;
-      const set = live.get(c.principal) ?? new Set<string>();
-      for (const s of c.subs) if (s.startsWith(chatPrefix)) set.add(s.slice(chatPrefix.length));
-      live.set(c.principal, set);
-    }
-    const durable = opts.durable();
-    const next = new Map<string, FeedRow>();
-    for (const p of new Set([...live.keys(), ...durable.keys()])) {
-      // Infra connections (this daemon, the feed itself) subscribe to no channel: no row.
-      if ((live.get(p)?.size ?? 0) === 0 && (durable.get(p)?.length ?? 0) === 0) continue;
-      next.set(p, {
-        live: [...(live.get(p) ?? [])].sort(),
-        durable: [...(durable.get(p) ?? [])].sort(),
-        observedAt: now,
-      });
-    }
-    for (const [p, row] of next) {
-      if (same(written.get(p), row)) continue;
-      await kv.put(p, jsonBytes(row));
-      written.set(p, row);
-    }
-    for (const p of [...written.keys()]) {
-      if (next.has(p)) continue;
-      await kv.delete(p);
-      written.delete(p);
-    }
+    const next = feedRows(scan.conns, chatPrefix, opts.durable(), now);
+    await writeRows(kv, written, next);
     await kv.put(FEED_HEARTBEAT_KEY, jsonBytes({ observedAt: now, count: next.size }));
     status = { state: "up", lastSweepAt: now, principals: next.size };
     return true;
@@ -220,8 +171,95 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       rw.stop();
       for (const s of subs) s.unsubscribe();
       await running?.catch(() => {});
-      await a!.close().catch(() => {});
-      await b!.close().catch(() => {});
+      await a.close().catch(() => {});
+      await b.close().catch(() => {});
     },
   };
+}
+
+/**
+ * Each principal's row from one scan: the channels its live connections subscribe to and its
+ * durable memberships. Infra connections (this daemon, the feed itself) subscribe to no channel
+ * and get no row.
+ */
+function feedRows(
+  conns: readonly { principal?: string; subs: readonly string[] }[],
+  chatPrefix: string,
+  durable: ReadonlyMap<string, readonly string[]>,
+  now: number,
+): Map<string, FeedRow> {
+  const live = new Map<string, Set<string>>();
+  for (const c of conns) {
+    if (!c.principal) continue;
+    const set = live.get(c.principal) ?? new Set<string>();
+    for (const s of c.subs) if (s.startsWith(chatPrefix)) set.add(s.slice(chatPrefix.length));
+    live.set(c.principal, set);
+  }
+  const next = new Map<string, FeedRow>();
+  for (const p of new Set([...live.keys(), ...durable.keys()])) {
+    if ((live.get(p)?.size ?? 0) === 0 && (durable.get(p)?.length ?? 0) === 0) continue;
+    next.set(p, {
+      live: [...(live.get(p) ?? [])].sort(),
+      durable: [...(durable.get(p) ?? [])].sort(),
+      observedAt: now,
+    });
+  }
+  return next;
+}
+
+/** Writes the rows that changed and deletes the ones gone, keeping `written` as the bucket is. */
+async function writeRows(
+  kv: KV,
+  written: Map<string, FeedRow>,
+  next: ReadonlyMap<string, FeedRow>,
+): Promise<void> {
+  for (const [p, row] of next) {
+    if (same(written.get(p), row)) continue;
+    await kv.put(p, jsonBytes(row));
+    written.set(p, row);
+  }
+  for (const p of [...written.keys()]) {
+    if (next.has(p)) continue;
+    await kv.delete(p);
+    written.delete(p);
+  }
+}
+
+/**
+ * The feed's two connections: A observes (`$SYS` connz and connect events) with the observer
+ * cred, B writes the bucket with the renewing membership-rw cred. Both, or neither.
+ */
+async function openFeedConnections(
+  opts: MembershipFeedOptions,
+  observerCreds: string,
+  rw: RenewingCred,
+): Promise<{ a: NatsConnection; b: NatsConnection; kv: KV }> {
+  let a: NatsConnection | undefined;
+  let b: NatsConnection | undefined;
+  try {
+    a = await connect({
+      servers: opts.servers,
+      authenticator: credsAuthenticatorFast(observerCreds),
+      inboxPrefix: MEMBERSHIP_INBOX_PREFIX,
+      name: "cotal-membership-observer",
+      noAsyncTraces: true,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+    });
+    b = await connect({
+      servers: opts.servers,
+      authenticator: rw.authenticator(),
+      inboxPrefix: `_INBOX_${rw.current.connId}`,
+      name: "cotal-membership-rw",
+      noAsyncTraces: true,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+    });
+    rw.attach(b);
+    return { a, b, kv: await b.jetstream().views.kv(opts.bucket, { bindOnly: true }) };
+  } catch (err) {
+    await a?.close().catch(() => {});
+    await b?.close().catch(() => {});
+    throw err;
+  }
 }
