@@ -20,7 +20,7 @@ import { signRail } from "../trust/grant_names.ts";
 import { PROOF_HEADER, type RequestTrust, RequestVerifier } from "../trust/request_proof.ts";
 import { spaceNames } from "../trust/grant_names.ts";
 import type { MintAuth, MintOpts, Principal, Profile } from "../trust/types.ts";
-import type { AuditLog } from "./audit.ts";
+import type { AuditEntry, AuditLog } from "./audit.ts";
 import { CallerRate, SIGNER_CALLERS, SIGNER_POLICY, SIGNER_RESERVED_ACTORS } from "./policy.ts";
 import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
@@ -128,6 +128,103 @@ function reserved(actor: unknown): boolean {
  */
 export const MAX_SIGN_IN_FLIGHT = Object.freeze({ perCaller: 128, total: 1024 });
 
+/** The policy's rule for `callerProfile` asking for `profile`, or a refusal. */
+function ruleFor(callerProfile: string, profile: unknown) {
+  const rule = isProfile(profile) ? SIGNER_POLICY[callerProfile]?.[profile as Profile] : undefined;
+  if (!rule) {
+    refuse(
+      "signer_profile_refused",
+      `A ${callerProfile} may not ask for ${JSON.stringify(profile)} credentials.`,
+    );
+  }
+  return rule;
+}
+
+/**
+ * What the rule holds a request to: its TTL, a self-only profile signed for the caller's own
+ * key and principal, and no reserved name in what it names. Refuses (throws) otherwise.
+ */
+function checkRequest(
+  rule: NonNullable<ReturnType<typeof ruleFor>>,
+  req: SignWireRequest,
+  caller: { ttl: number; callerKey: string; owner: string; actor: string },
+): void {
+  const o = req.opts ?? {};
+  if (caller.ttl > rule.maxTtlSeconds) {
+    refuse(
+      "signer_ttl_refused",
+      `A ${req.profile} credential from the signer lives at most ${rule.maxTtlSeconds} s; ${caller.ttl} s was asked.`,
+    );
+  }
+  if (rule.selfOnly) {
+    if (
+      req.publicKey !== caller.callerKey ||
+      !samePrincipal(o.principal, { owner: caller.owner, actor: caller.actor })
+    ) {
+      refuse(
+        "signer_not_self",
+        `A ${req.profile} credential is signed only for the caller itself (its key and principal).`,
+      );
+    }
+  } else {
+    for (const named of [o.principal?.actor, o.deprovisionTarget?.actor]) {
+      if (reserved(named)) {
+        refuse(
+          "signer_reserved_name",
+          `The name ${
+            JSON.stringify(named)
+          } is the mesh's own (in any case); no signed credential names it.`,
+        );
+      }
+    }
+  }
+}
+
+/** The verifier of signing requests' caller proofs. */
+function signVerifier(opts: SignerServeOptions): RequestVerifier {
+  return new RequestVerifier(opts.trust, {
+    context: SIGN_CONTEXT,
+    profiles: SIGNER_CALLERS,
+    code: "signer_unauthenticated",
+    what: "signing request",
+    hint: "Ask with a remote signer holding the caller's own creds of this space.",
+  }, opts.now ? { now: opts.now } : {});
+}
+
+/**
+ * A refusal as one sentence: a malformed value reaches the mint as an internal error, said as
+ * `signer_bad_request`, not with the runtime's text.
+ */
+function asRefusal(err: unknown): CotalError {
+  return err instanceof CotalError
+    ? err
+    : new CotalError("signer_bad_request", "The request's options are not well formed.");
+}
+
+/** The trail's line for a refusal, with what was known of the request when it was refused. */
+function refusedEntry(
+  e: CotalError,
+  known: {
+    caller: string;
+    callerProfile?: string;
+    principal?: string;
+    req?: SignWireRequest;
+    ttl?: number;
+  },
+): Omit<AuditEntry, "at"> {
+  const { caller, callerProfile, principal, req, ttl } = known;
+  return {
+    caller,
+    // A refusal before the proof verified names the subject's caller, unproven.
+    ...(callerProfile ? { callerProfile } : { unproven: true }),
+    ...(principal ? { principal } : {}),
+    ...(req ? { profile: String(req.profile), subject: String(req.publicKey) } : {}),
+    ...(ttl !== undefined ? { ttlSeconds: ttl } : {}),
+    decision: "refused",
+    code: e.code,
+  };
+}
+
 /**
  * Serves the signer rail of `auth`'s space on `nc` until the returned `stop()`. Each request
  * is refused (and audited) unless its proof verifies for an admitted caller profile, the caller
@@ -141,13 +238,7 @@ export function serveSigner(opts: SignerServeOptions): {
 } {
   const { nc, auth, audit } = opts;
   const root = spaceNames(auth.space).root;
-  const verifier = new RequestVerifier(opts.trust, {
-    context: SIGN_CONTEXT,
-    profiles: SIGNER_CALLERS,
-    code: "signer_unauthenticated",
-    what: "signing request",
-    hint: "Ask with a remote signer holding the caller's own creds of this space.",
-  }, opts.now ? { now: opts.now } : {});
+  const verifier = signVerifier(opts);
   const rate = new CallerRate(opts.now);
   const stats: SignerStats = { allowed: 0, refused: 0 };
   const prefix = `${root}.sign.req.`;
@@ -205,46 +296,14 @@ export function serveSigner(opts: SignerServeOptions): {
       verifier.remember({ owner, actor }, nonce);
       req = parseRequest(m.data);
       const profile = req.profile;
-      const rule = isProfile(profile)
-        ? SIGNER_POLICY[callerProfile!]?.[profile as Profile]
-        : undefined;
-      if (!rule) {
-        refuse(
-          "signer_profile_refused",
-          `A ${callerProfile} may not ask for ${JSON.stringify(profile)} credentials.`,
-        );
-      }
+      const rule = ruleFor(callerProfile!, profile);
       const o = req.opts ?? {};
       if (o.principal && typeof o.principal === "object") {
         principal = `${String(o.principal.owner)}.${String(o.principal.actor)}`;
       }
       const now = Math.floor((opts.now?.() ?? Date.now()) / 1000);
       ttl = resolveExpiry(profile as Profile, o, now) - now;
-      if (ttl > rule.maxTtlSeconds) {
-        refuse(
-          "signer_ttl_refused",
-          `A ${profile} credential from the signer lives at most ${rule.maxTtlSeconds} s; ${ttl} s was asked.`,
-        );
-      }
-      if (rule.selfOnly) {
-        if (req.publicKey !== claims.sub || !samePrincipal(o.principal, { owner, actor })) {
-          refuse(
-            "signer_not_self",
-            `A ${profile} credential is signed only for the caller itself (its key and principal).`,
-          );
-        }
-      } else {
-        for (const named of [o.principal?.actor, o.deprovisionTarget?.actor]) {
-          if (reserved(named)) {
-            refuse(
-              "signer_reserved_name",
-              `The name ${
-                JSON.stringify(named)
-              } is the mesh's own (in any case); no signed credential names it.`,
-            );
-          }
-        }
-      }
+      checkRequest(rule, req, { ttl, callerKey: claims.sub, owner, actor });
       const jwt = await signUserJwt(auth, req.publicKey, profile as Profile, {
         ...o,
         expiresInSeconds: ttl,
@@ -261,22 +320,9 @@ export function serveSigner(opts: SignerServeOptions): {
       });
       answer({ ok: true, jwt });
     } catch (err) {
-      // A malformed value reaches the mint as an internal error: said as one sentence, not
-      // with the runtime's text.
-      const e = err instanceof CotalError
-        ? err
-        : new CotalError("signer_bad_request", "The request's options are not well formed.");
+      const e = asRefusal(err);
       stats.refused++;
-      audit.record({
-        caller,
-        // A refusal before the proof verified names the subject's caller, unproven.
-        ...(callerProfile ? { callerProfile } : { unproven: true }),
-        ...(principal ? { principal } : {}),
-        ...(req ? { profile: String(req.profile), subject: String(req.publicKey) } : {}),
-        ...(ttl !== undefined ? { ttlSeconds: ttl } : {}),
-        decision: "refused",
-        code: e.code,
-      });
+      audit.record(refusedEntry(e, { caller, callerProfile, principal, req, ttl }));
       answer({ ok: false, error: { code: e.code, message: e.message } });
     } finally {
       inFlight--;
