@@ -182,18 +182,13 @@ export async function runDelivery(
   const held = lease;
   log.info(`lease ${ctx.buckets.delivery}/lease.0 acquired as ${holder}`);
 
+  // Assigned once, after shutdown (which stops it) is defined: a lease lost before then
+  // must find it undefined, not in its temporal dead zone.
+  // deno-lint-ignore prefer-const
   let feed: MembershipFeed | undefined;
   let stopping: Promise<void> | undefined;
   const closed = Promise.withResolvers<DeliveryExit>();
-  const sysSource: SysSource | undefined = source.store && source.composition
-    ? {
-      store: source.store,
-      space,
-      composition: source.composition,
-      expectedAccount: initial.account,
-      injected: source.injected,
-    }
-    : undefined;
+  const sysSource = sysSourceOf(source, space, initial.account);
   const serving = new DeliveryServing(ctx, held, {
     incarnation,
     evictPrincipal: (principal: string) => {
@@ -259,44 +254,87 @@ export async function runDelivery(
   cred.attach(nc);
   log.info(`delivery daemon up for space ${JSON.stringify(space)}`);
 
-  if (sysSource) {
-    feed = await startMembershipFeed({
-      src: sysSource,
-      servers,
-      root: ctx.root,
-      bucket: ctx.buckets.membership,
-      log,
-      durable: () => durableMemberships(ctx),
-      intervalMs: Number(Deno.env.get("COTAL_MEMBERSHIP_INTERVAL_MS") ?? "") || undefined,
-    });
-  } else {
-    log.warn(
-      "membership feed down, the graph is traffic-only: no secret store holds its creds (pass --root)",
-    );
-  }
+  feed = await startFeed(sysSource, servers, ctx, log);
 
   return {
     space,
-    status: () => ({
-      space,
-      holder,
-      incarnation,
-      ready: serving.ready,
-      credential: {
-        ...(cred.current.claims.exp ? { expiresAt: cred.current.claims.exp } : {}),
-        adoptions: cred.adoptions,
-        ...(cred.lastError ? { lastError: cred.lastError } : {}),
-      },
-      membership: feed?.status() ?? { state: "down", reason: "no secret store holds its creds" },
-      counters: { ...ctx.counters },
-      setAside: {
-        deadLetters: ctx.setaside?.deadLetters ?? 0,
-        copiesMissed: ctx.setaside?.copiesMissed ?? 0,
-        gapsPending: ctx.setaside?.gapsPending ?? 0,
-        markersDelivered: ctx.setaside?.markersDelivered ?? 0,
-      },
-    }),
+    status: () =>
+      daemonStatus({ space, holder, incarnation, ready: serving.ready, cred, feed, ctx }),
     stop: () => shutdown({ code: 0, reason: "delivery daemon stopped" }, true),
     closed: closed.promise,
+  };
+}
+
+/** Where the `$SYS` creds are (the membership feed, evictions): none without a secret store. */
+function sysSourceOf(
+  source: ReturnType<typeof resolveCredSource>,
+  space: string,
+  expectedAccount: string,
+): SysSource | undefined {
+  return source.store && source.composition
+    ? {
+      store: source.store,
+      space,
+      composition: source.composition,
+      expectedAccount,
+      injected: source.injected,
+    }
+    : undefined;
+}
+
+/** The membership feed, or a warning that the graph is traffic-only without it. */
+async function startFeed(
+  sysSource: SysSource | undefined,
+  servers: string[],
+  ctx: DeliveryContext,
+  log: DeliveryLogger,
+): Promise<MembershipFeed | undefined> {
+  if (!sysSource) {
+    log.warn(
+      "membership feed down, the graph is traffic-only: no secret store holds its creds (pass --root)",
+    );
+    return undefined;
+  }
+  return await startMembershipFeed({
+    src: sysSource,
+    servers,
+    root: ctx.root,
+    bucket: ctx.buckets.membership,
+    log,
+    durable: () => durableMemberships(ctx),
+    intervalMs: Number(Deno.env.get("COTAL_MEMBERSHIP_INTERVAL_MS") ?? "") || undefined,
+  });
+}
+
+/** What `status()` answers: the lease holder, readiness, the cred, the feed and the counters. */
+function daemonStatus(d: {
+  space: string;
+  holder: string;
+  incarnation: string;
+  ready: boolean;
+  cred: RenewingCred;
+  feed?: MembershipFeed;
+  ctx: DeliveryContext;
+}) {
+  const { cred, feed, ctx } = d;
+  return {
+    space: d.space,
+    holder: d.holder,
+    incarnation: d.incarnation,
+    ready: d.ready,
+    credential: {
+      ...(cred.current.claims.exp ? { expiresAt: cred.current.claims.exp } : {}),
+      adoptions: cred.adoptions,
+      ...(cred.lastError ? { lastError: cred.lastError } : {}),
+    },
+    membership: feed?.status() ??
+      { state: "down" as const, reason: "no secret store holds its creds" },
+    counters: { ...ctx.counters },
+    setAside: {
+      deadLetters: ctx.setaside?.deadLetters ?? 0,
+      copiesMissed: ctx.setaside?.copiesMissed ?? 0,
+      gapsPending: ctx.setaside?.gapsPending ?? 0,
+      markersDelivered: ctx.setaside?.markersDelivered ?? 0,
+    },
   };
 }
