@@ -121,7 +121,9 @@ export class Fleet {
     if (!a) {
       throw new CotalError(
         "not_found",
-        `No agent named ${JSON.stringify(name)} is managed here; see 'cotal ps'.`,
+        `No agent named ${
+          JSON.stringify(name)
+        } is managed in space '${this.#host.ctx.space}'; see 'cotal ps --space ${this.#host.ctx.space}'.`,
       );
     }
     return a;

@@ -161,6 +161,11 @@ export async function up(
   for (const space of freshSupervisors) {
     for (const line of await bringBackLines(opts.root, space, rec.url)) opts.say(line);
   }
+  // Over a running stack, say what was already up (and what this up started), not a fresh start.
+  if (healthy.length) {
+    opts.say(`already up: ${healthy.join(", ")}`);
+    if (started.length) opts.say(`started: ${started.join(", ")}`);
+  }
   opts.say(`broker:  ${rec.url}`);
   opts.say(`spaces:  ${accounts.map((a) => a.space).join(", ")}`);
   opts.say(`state:   ${opts.root}`);

@@ -218,7 +218,7 @@ export async function doctorAuth(
           daemon: DAEMON_KINDS.has(kind),
           status: "missing",
           detail: SYS_KINDS.has(kind)
-            ? "a $SYS cred is minted only with the system seed: cotal down, then cotal up --rotate-sys"
+            ? "a $SYS cred is minted only with the system seed: cotal down --keep-agents, then cotal up --rotate-sys"
             : "cotal up mints it",
         });
       }

@@ -115,7 +115,7 @@ Deno.test("mesh - mint --out refuses a directory, a missing directory and an exi
     // Its help names the profiles, not array indices.
     assert.match(
       (await cotal(["mint", "--help"])).stdout,
-      /one of \(longest lifetime\): [a-z-]+ \(\d+[dhm]\), [a-z-]+/,
+      /one of \(default lifetime\): [a-z-]+ \(\d+[dhm], at most \d+[dhm]\), [a-z-]+/,
     );
   } finally {
     await removeTempDir(dir);

@@ -151,10 +151,10 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     );
     assert.equal(noOut.code, 2);
     assert.match(noOut.stderr, /--context needs --out <file>/);
-    // The help names each profile with its longest lifetime.
+    // The help names each profile with its default and its longest lifetime.
     assert.match(
       (await run(["mint", "--help"], env, elsewhere)).stdout,
-      /agent \(7d\), observer \(30d\)/,
+      /agent \(1d, at most 7d\), observer \(1d, at most 30d\)/,
     );
 
     for (

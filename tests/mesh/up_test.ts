@@ -53,6 +53,11 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     const second = await cotal(["up", "--detach", "--json", "--root", root, "--port", `${port}`]);
     assert.equal(second.code, 0, second.stderr);
     assert.deepEqual(JSON.parse(second.stdout).started, []);
+    // Its progress (stderr under --json) says the stack was already up, not a fresh start.
+    assert.match(
+      second.stderr,
+      /^already up: nats-server, delivery\.default, signer\.default, supervise\.default/m,
+    );
     assert.equal((await readPidFile(componentFiles(root, "nats-server").pidFile))!.pid, pid1);
 
     const status = await cotal(["status", "--json", "--root", root]);

@@ -297,7 +297,9 @@ export const spawnCommand = defineCommand({
               r.sandbox.net === "relay" ? "its own, the broker only" : r.sandbox.net
             }`
             : r.isolation
-        }); attach: cotal attach ${r.name}`,
+        }); attach: cotal attach${
+          (values.space ?? "default") === "default" ? "" : ` --space ${values.space}`
+        } ${r.name}`,
     );
   },
 });

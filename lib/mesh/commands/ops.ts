@@ -35,11 +35,14 @@ function parseTtl(text: string | undefined): number | undefined {
   return Number(text);
 }
 
-/** Each profile `cotal mint` offers, with its longest lifetime (the frozen policy). */
+/** Each profile `cotal mint` offers, with its default and longest lifetime (the frozen policy). */
 function profileList(): string {
   const span = (s: number) =>
     s % 86400 === 0 ? `${s / 86400}d` : s % 3600 === 0 ? `${s / 3600}h` : `${s / 60}m`;
-  return PROFILES.map((p) => `${p} (${span(CREDENTIAL_LIFETIMES[p].maxTtlSeconds)})`).join(", ");
+  return PROFILES.map((p) => {
+    const { defaultTtlSeconds: d, maxTtlSeconds: max } = CREDENTIAL_LIFETIMES[p];
+    return `${p} (${d === max ? span(max) : `${span(d)}, at most ${span(max)}`})`;
+  }).join(", ");
 }
 
 /** Where the NATS CLI keeps its contexts (`nats context`), as it resolves the dir itself. */
@@ -84,7 +87,7 @@ export const mintCommand = defineCommand({
     profile: {
       type: "string",
       required: true,
-      description: `one of (longest lifetime): ${profileList()}`,
+      description: `one of (default lifetime): ${profileList()}`,
     },
     actor: { type: "string", description: "the actor name (owner is 'local')" },
     lifecycle: {
@@ -92,7 +95,11 @@ export const mintCommand = defineCommand({
       value: "uid",
       description: "the agent profile's lifecycle uid (default: a new one, printed)",
     },
-    ttl: { type: "string", value: "seconds", description: "lifetime; capped by the profile" },
+    ttl: {
+      type: "string",
+      value: "seconds",
+      description: "lifetime (default: the profile's, listed at --profile); capped by the profile",
+    },
     provision: {
       type: "boolean",
       description: "with --profile agent: also make its durables and ACL row on the running " +
