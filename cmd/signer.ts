@@ -10,6 +10,7 @@ import { runSigner, signerAuditPath } from "../lib/signer/mod.ts";
 import { DAEMON_REMINT_INTERVAL_MS } from "../lib/manager/manager_types.ts";
 import {
   getSpaceAuth,
+  nextResignDelayMs,
   remintDaemonCreds,
   SUPERVISOR_CRED,
   workspaceSecretStore,
@@ -70,19 +71,35 @@ async function main(argv: string[]): Promise<number> {
     // The space's standing daemon creds (delivery, membership) and the supervisor's own are
     // re-signed here, with the same keys, now and on the schedule the supervisor kept while it
     // held the seeds: a supervisor down longer than its cred's day starts again from it.
+    // Again at half the life the shortest has left (at least every 6 h), sooner after a failure.
     const remint = async () => {
-      for (
-        const r of await remintDaemonCreds(root, space, undefined, { also: [SUPERVISOR_CRED] })
-      ) {
+      const results = await remintDaemonCreds(root, space, undefined, {
+        also: [SUPERVISOR_CRED],
+      });
+      for (const r of results) {
         if (r.ok) console.error(`${new Date().toISOString()} re-signed ${r.file}`);
         else if (r.error) {
           console.error(`${new Date().toISOString()} ${r.file} not re-signed: ${r.error.message}`);
         }
       }
+      return results;
     };
-    await remint().catch(() => {});
-    const timer = setInterval(() => void remint().catch(() => {}), DAEMON_REMINT_INTERVAL_MS);
-    stopped.then(() => clearInterval(timer));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let over = false;
+    const tick = async () => {
+      const results = await remint().catch(() => []);
+      if (!over) {
+        timer = setTimeout(
+          tick,
+          nextResignDelayMs(results, { maxMs: DAEMON_REMINT_INTERVAL_MS }),
+        );
+      }
+    };
+    await tick();
+    stopped.then(() => {
+      over = true;
+      clearTimeout(timer);
+    });
   } catch (err) {
     const text = isCotalError(err) ? err.message : String(err);
     console.error(`cotal-signer: ${text}`);

@@ -1,7 +1,8 @@
 /**
  * The manager's own credential upkeep, on its timers: its supervisor cred renewed at
  * {@linkcode RENEW_FRACTION} of its life (then a reconnect onto it), and, when it signs locally,
- * the space's daemon creds re-signed every {@linkcode DAEMON_REMINT_INTERVAL_MS}.
+ * the space's daemon creds re-signed at half the life they have left, at least every
+ * {@linkcode DAEMON_REMINT_INTERVAL_MS}.
  *
  * @module
  */
@@ -9,6 +10,7 @@ import { CREDENTIAL_LIFETIMES } from "../trust/mod.ts";
 import { errorText } from "../wire/connect.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { remintAndLog } from "./daemon_remint.ts";
+import { nextResignDelayMs, RESIGN_RETRY_MS } from "../workspace/renewal.ts";
 import { probeCreds } from "./manager_broker.ts";
 import { RENEW_FRACTION } from "../trust/lifetimes.ts";
 import { DAEMON_REMINT_INTERVAL_MS } from "./manager_types.ts";
@@ -38,7 +40,11 @@ export function scheduleSelfRenewal(host: UpkeepHost, renew: () => Promise<void>
   });
 }
 
-/** Re-signs the space's daemon creds now and on the interval, each proven against the broker. */
+/**
+ * Re-signs the space's daemon creds now and again before they need it (half the life the
+ * shortest has left, at least every {@linkcode DAEMON_REMINT_INTERVAL_MS}), each proven against
+ * the broker.
+ */
 export function scheduleDaemonRemint(
   host: UpkeepHost,
   opts: { root: string; space: string; store: SecretStore; servers: string[] },
@@ -51,9 +57,19 @@ export function scheduleDaemonRemint(
         opts.store,
         (c) => probeCreds(opts.servers, c),
         (l) => host.log(l),
-      ).catch((err) => host.log(`manager: daemon re-sign failed (${errorText(err)})`)),
+      ).catch((err) => {
+        host.log(`manager: daemon re-sign failed (${errorText(err)})`);
+        return undefined;
+      }).then((results) => {
+        if (!host.running()) return;
+        host.later(
+          results
+            ? nextResignDelayMs(results, { maxMs: DAEMON_REMINT_INTERVAL_MS })
+            : RESIGN_RETRY_MS,
+          tick,
+        );
+      }),
     );
-    host.later(DAEMON_REMINT_INTERVAL_MS, tick);
   };
   tick();
 }

@@ -1,4 +1,4 @@
-import { remintDaemonCreds } from "../workspace/renewal.ts";
+import { remintDaemonCreds, type RemintResult } from "../workspace/renewal.ts";
 import type { SecretStore } from "../workspace/types.ts";
 
 /**
@@ -12,10 +12,11 @@ export async function remintAndLog(
   store: SecretStore,
   probe: (candidate: string) => Promise<boolean>,
   log: (line: string) => void,
-): Promise<void> {
+): Promise<RemintResult[]> {
   const results = await remintDaemonCreds(root, space, store, { preflight: probe });
   for (const r of results) {
     if (r.ok) log(`manager: re-signed ${r.file}`);
     else if (r.error) log(`manager: ${r.file} not re-signed: ${r.error.message}`);
   }
+  return results;
 }

@@ -291,7 +291,12 @@ export class Manager {
   }
 
   #later(ms: number, fn: () => void): void {
-    this.#timers.push(setTimeout(fn, Math.max(1_000, ms)));
+    // A fired timer leaves the list: short-lived daemon creds re-sign every few seconds.
+    const t = setTimeout(() => {
+      this.#timers = this.#timers.filter((x) => x !== t);
+      fn();
+    }, Math.max(1_000, ms));
+    this.#timers.push(t);
   }
 
   get #upkeep(): UpkeepHost {

@@ -35,8 +35,10 @@ export type { SecretStoreCase } from "./store_conformance.ts";
 export {
   assertReminted,
   credFingerprint,
+  nextResignDelayMs,
   REMINTABLE_DAEMON_CREDS,
   remintDaemonCreds,
+  RESIGN_RETRY_MS,
   SUPERVISOR_CRED,
 } from "./renewal.ts";
 export type {

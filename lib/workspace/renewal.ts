@@ -368,3 +368,26 @@ export function assertReminted(results: readonly RemintResult[]): void {
     );
   }
 }
+
+/** How soon a re-sign that failed is tried again (when that is sooner than the schedule). */
+export const RESIGN_RETRY_MS = 60_000;
+
+/**
+ * When to re-sign next, after `results`: at half the shortest life a re-signed cred has left
+ * (so each is renewed well before the 75 % its daemon expects, however short its span), within
+ * `maxMs`; within {@linkcode RESIGN_RETRY_MS} when one failed; never sooner than a second.
+ * A fixed 6-hour schedule let a daemon cred shorter than that expire (an embedder's 30 s creds).
+ */
+export function nextResignDelayMs(
+  results: readonly RemintResult[],
+  opts: { maxMs: number; now?: number },
+): number {
+  const now = opts.now ?? Date.now();
+  let delay = opts.maxMs;
+  for (const r of results) {
+    if (r.ok && r.expiresAt !== undefined) {
+      delay = Math.min(delay, (r.expiresAt * 1000 - now) / 2);
+    } else if (r.error) delay = Math.min(delay, RESIGN_RETRY_MS);
+  }
+  return Math.max(1_000, Math.floor(delay));
+}

@@ -209,3 +209,22 @@ Deno.test("workspace - a re-sign of the supervisor's stored cred gives it a day 
   const d = await claims((await store.get(dk("alpha", C)))!);
   assert.equal(d.exp! - d.iat, 3 * 86400);
 });
+
+Deno.test("workspace - the next re-sign comes at half the shortest life left, sooner after a failure, within the schedule", async () => {
+  const { nextResignDelayMs, RESIGN_RETRY_MS } = await import("../../lib/workspace/mod.ts");
+  const now = 1_000_000_000_000;
+  const at = (s: number) => Math.floor(now / 1000) + s;
+  const ok = (expiresIn: number) => ({ file: "f", key: "k", ok: true, expiresAt: at(expiresIn) });
+  const max = 6 * 3600 * 1000;
+  // A day-long cred: the 6-hour schedule.
+  assert.equal(nextResignDelayMs([ok(86400)], { maxMs: max, now }), max);
+  // A 30-second cred (an embedder's): in 15 s, well before its daemon's 75 %.
+  assert.equal(nextResignDelayMs([ok(86400), ok(30)], { maxMs: max, now }), 15_000);
+  // A failed re-sign is tried again within a minute; a missing cred does not hurry anything.
+  const failed = { file: "f", key: "k", ok: false, error: { code: "x", message: "y" } };
+  assert.equal(nextResignDelayMs([ok(86400), failed], { maxMs: max, now }), RESIGN_RETRY_MS);
+  const missing = { file: "f", key: "k", ok: false, skipped: "missing-file" as const };
+  assert.equal(nextResignDelayMs([missing], { maxMs: max, now }), max);
+  // Never a busy loop: at least a second.
+  assert.equal(nextResignDelayMs([ok(1)], { maxMs: max, now }), 1_000);
+});
