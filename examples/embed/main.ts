@@ -1,7 +1,7 @@
 /**
  * An embedder's program, outside Cotal's own project: it imports the library as
  * `@cotal/deno` through this directory's import map (the library's dependencies listed beside
- * it, as docs/EMBEDDING.md says) and composes one space from the specification's snippets, on
+ * it, as README.md's "Embedding" says) and composes one space from the specification's snippets, on
  * a store of its own that has only get, put and delete:
  *
  * 1. trust: a broker operator and one space account, its signer records and daemon creds put

@@ -137,7 +137,10 @@ const TD = new TextDecoder("utf-8", { fatal: true });
  *
  * @example
  * ```ts
- * const nc = await connect({ servers, authenticator: credsAuthenticatorFast(callout.calloutCreds) });
+ * const nc = await connect({
+ *   servers,
+ *   authenticator: credsAuthenticator(new TextEncoder().encode(callout.calloutCreds)),
+ * });
  * const responder = await startAuthCallout({ nc, space, callout, serviceKeys,
  *   resolver: issuer.resolver(), ledger });
  * await nc.flush(); // only now is the first connect guaranteed an answer

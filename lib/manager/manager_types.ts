@@ -61,7 +61,10 @@ export interface ManagerOptions {
    * Where credentials are signed: `"local"` (default: this process loads the space's signer
    * records from the store) or `"remote"`: the space's `cotal-signer` signs each one, this
    * manager never loads a seed, and starts from its own cred under `supervisorCredsKey` (which
-   * `cotal up` writes). Remote managers do not re-sign daemon creds (the signer does).
+   * `cotal up` writes: a `supervisor` profile cred, its principal the manager's own). Remote
+   * managers do not re-sign daemon creds: `cotal-signer` does; an embedder running
+   * {@linkcode runSigner} in-process schedules `remintDaemonCreds(root, space, store, { also:
+   * [SUPERVISOR_CRED] })` itself, again after `nextResignDelayMs(results, ...)`.
    */
   readonly signer?: "local" | "remote";
   /** `bwrap` (default) or `deno-only` (the operator's explicit opt-in). */

@@ -44,7 +44,12 @@ export interface RunningSigner {
   stop(): Promise<void>;
 }
 
-/** Starts serving; resolves once the rail is subscribed on a live connection. */
+/**
+ * Starts serving; resolves once the rail is subscribed on a live connection. It signs what it is
+ * asked; it does not re-sign the space's stored daemon and supervisor creds, which `cotal-signer`
+ * does beside it: an embedder schedules `remintDaemonCreds` (with `also: [SUPERVISOR_CRED]`) and
+ * `nextResignDelayMs`, as cmd/signer.ts does.
+ */
 export async function runSigner(opts: RunSignerOptions): Promise<RunningSigner> {
   const log = opts.log ?? ((l: string) => console.error(`${new Date().toISOString()} ${l}`));
   const ttl = opts.credsTtlSeconds ?? SIGNER_CREDS_TTL_SECONDS;

@@ -307,7 +307,13 @@ async function remintOne(
  * @example
  * ```ts
  * const results = await remintDaemonCreds(root, "demo", store, {
- *   preflight: (creds) => probeConnect(servers, creds),
+ *   // Accept a candidate only once the broker does (a client of your own, e.g. npm:nats).
+ *   preflight: async (creds) => {
+ *     const authenticator = credsAuthenticator(new TextEncoder().encode(creds));
+ *     const nc = await connect({ servers, authenticator });
+ *     await nc.close();
+ *     return true;
+ *   },
  * });
  * if (!results.every((r) => r.ok || r.skipped === "missing-file")) console.error(results);
  * ```
