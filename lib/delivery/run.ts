@@ -157,29 +157,21 @@ export async function runDelivery(
   };
 
   let ctx: DeliveryContext;
-  let lease: DeliveryLease | undefined;
+  let held: DeliveryLease;
   try {
-    ctx = await openDeliveryContext({
-      nc,
+    ({ ctx, lease: held } = await openAndLease(nc, {
       space,
       holder,
+      incarnation,
       connId: initial.connId,
+      leaseWaitMs,
+      lock,
       log,
-      holdsLease: () => !!lease?.revision,
-    });
-    try {
-      lease = await DeliveryLease.bind(nc, ctx.buckets.delivery, holder, incarnation, lock?.id);
-      await acquireLease(lease, { space, waitMs: leaseWaitMs, lock, log });
-      ctx.setaside = await SetAside.open(ctx);
-    } catch (err) {
-      for (const m of [ctx.members, ctx.channels, ctx.acl]) m.stop();
-      throw err;
-    }
+    }));
   } catch (err) {
     lock?.close();
     return await fail(err);
   }
-  const held = lease;
   log.info(`lease ${ctx.buckets.delivery}/lease.0 acquired as ${holder}`);
 
   // Assigned once, after shutdown (which stops it) is defined: a lease lost before then
@@ -189,24 +181,7 @@ export async function runDelivery(
   let stopping: Promise<void> | undefined;
   const closed = Promise.withResolvers<DeliveryExit>();
   const sysSource = sysSourceOf(source, space, initial.account);
-  const serving = new DeliveryServing(ctx, held, {
-    incarnation,
-    evictPrincipal: (principal: string) => {
-      if (!sysSource) {
-        throw new CotalError(
-          "eviction_unavailable",
-          "This daemon has no secret store for the $SYS creds (run it with --root or an injected " +
-            "store); until then removal is deny-new only.",
-        );
-      }
-      return evictPrincipal(sysSource, servers, principal);
-    },
-    reloadCreds: async () => {
-      const outcome = await cred.check();
-      if (outcome.kind === "adopted" || outcome.kind === "unchanged") return { ...outcome };
-      throw new CotalError(`reload_${outcome.kind}`, outcome.error);
-    },
-  });
+  const serving = servingFor(ctx, held, { incarnation, sysSource, servers, cred });
   const shutdown = (exit: DeliveryExit, release: boolean) => {
     stopping ??= (async () => {
       keeper.stop();
@@ -337,4 +312,66 @@ function daemonStatus(d: {
       markersDelivered: ctx.setaside?.markersDelivered ?? 0,
     },
   };
+}
+
+/**
+ * The daemon's context (mirrors, buckets, the publish gate) and its lease on the space, waited
+ * for up to `leaseWaitMs`; the mirrors stop again if the lease cannot be had.
+ */
+async function openAndLease(
+  nc: NatsConnection,
+  o: {
+    space: string;
+    holder: string;
+    incarnation: string;
+    connId: string;
+    leaseWaitMs: number;
+    lock?: HolderLock;
+    log: DeliveryLogger;
+  },
+): Promise<{ ctx: DeliveryContext; lease: DeliveryLease }> {
+  let lease: DeliveryLease | undefined;
+  const ctx = await openDeliveryContext({
+    nc,
+    space: o.space,
+    holder: o.holder,
+    connId: o.connId,
+    log: o.log,
+    holdsLease: () => !!lease?.revision,
+  });
+  try {
+    lease = await DeliveryLease.bind(nc, ctx.buckets.delivery, o.holder, o.incarnation, o.lock?.id);
+    await acquireLease(lease, { space: o.space, waitMs: o.leaseWaitMs, lock: o.lock, log: o.log });
+    ctx.setaside = await SetAside.open(ctx);
+    return { ctx, lease };
+  } catch (err) {
+    for (const m of [ctx.members, ctx.channels, ctx.acl]) m.stop();
+    throw err;
+  }
+}
+
+/** What serves the space once the lease is held: the rail, the fan-out, evictions, reloads. */
+function servingFor(
+  ctx: DeliveryContext,
+  held: DeliveryLease,
+  o: { incarnation: string; sysSource?: SysSource; servers: string[]; cred: RenewingCred },
+): DeliveryServing {
+  return new DeliveryServing(ctx, held, {
+    incarnation: o.incarnation,
+    evictPrincipal: (principal: string) => {
+      if (!o.sysSource) {
+        throw new CotalError(
+          "eviction_unavailable",
+          "This daemon has no secret store for the $SYS creds (run it with --root or an injected " +
+            "store); until then removal is deny-new only.",
+        );
+      }
+      return evictPrincipal(o.sysSource, o.servers, principal);
+    },
+    reloadCreds: async () => {
+      const outcome = await o.cred.check();
+      if (outcome.kind === "adopted" || outcome.kind === "unchanged") return { ...outcome };
+      throw new CotalError(`reload_${outcome.kind}`, outcome.error);
+    },
+  });
 }
