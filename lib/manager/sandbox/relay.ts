@@ -14,7 +14,8 @@ import {
   AGENT_STORED_BYTES_PER_SECOND,
   ByteBudget,
 } from "./byte_budget.ts";
-import { concatAll, GUARD_MAX_LINE, type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
+import { GUARD_MAX_LINE, type GuardPolicy, ProtocolGuard } from "./protocol_guard.ts";
+import { concatAll } from "./guard_text.ts";
 import { closeAll } from "./close_all.ts";
 
 /** The loopback port the runner forwards inside the agent's namespace. */
