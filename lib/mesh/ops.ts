@@ -175,6 +175,14 @@ export async function assertRecipient(
   try {
     const jsm = await nc.jetstreamManager();
     if (target.to !== undefined) {
+      // An agent's name as spawn and ps print it (`upper_1`) is the local owner's actor.
+      if (!target.to.includes(".") && /^[A-Za-z0-9_-]{1,64}$/.test(target.to)) {
+        throw new CotalError(
+          "usage",
+          `'${target.to}' is an agent's name; a DM goes to its principal, local.${target.to} ` +
+            `(--to local.${target.to}).`,
+        );
+      }
       const p = parsePrincipalId(target.to, { anyOwner: true });
       const live = await listKeys(jsm, bucketNames(space).acl, `${p.owner}.${p.actor}.*`);
       if (live.length === 0) {

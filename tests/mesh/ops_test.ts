@@ -171,6 +171,11 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
           ["send", "--space", "ops", "--to", "local.nobody", "hi"],
           /local\.nobody has no live agent in space 'ops', so a DM to it would not be kept/,
         ],
+        // An agent's name as spawn and ps print it: told its principal.
+        [
+          ["send", "--space", "ops", "--to", "upper_1", "hi"],
+          /'upper_1' is an agent's name; a DM goes to its principal, local\.upper_1/,
+        ],
         [
           ["send", "--space", "ops", "--role", "nobody", "hi"],
           /No agent in space 'ops' was ever given the role 'nobody'/,
