@@ -44,6 +44,10 @@ Deno.test("mesh - five agents come back after kill -9 of their supervisor, and d
     assert.ok(isSameProcess(now));
     // None twice: one runner per agent.
     const rows = await ps();
+    // The table's columns line up under their headers.
+    const table = (await run("ps")).stdout.split("\n").filter(Boolean);
+    const at = table[0].indexOf("PID");
+    for (const line of table.slice(1)) assert.match(line.slice(at), /^\d+ /, line);
     assert.deepEqual(rows.map((r) => r.name).sort(), names);
     assert.equal(new Set(rows.map((r) => r.pid)).size, names.length);
 

@@ -113,7 +113,9 @@ function rowLine(a: AgentRow): string {
   const state = a.status === "retired" ? `retired (${a.reason ?? ""})` : a.status;
   return `${a.name.padEnd(20)} ${a.agent.padEnd(12)} ${(a.role ?? "-").padEnd(12)} ${
     state.padEnd(10)
-  } ${a.present ? "online " : "offline"} ${String(a.pid ?? "-").padEnd(7)} ${sandboxCell(a)}`;
+  } ${(a.present ? "online" : "offline").padEnd(8)} ${String(a.pid ?? "-").padEnd(7)} ${
+    sandboxCell(a)
+  }`;
 }
 
 /**
