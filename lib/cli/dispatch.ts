@@ -89,6 +89,13 @@ export async function dispatch(
     // A group's name alone (`cotal space`): name its subcommands.
     const subs = registry.list("command").map((c) => c.name)
       .filter((n) => n.startsWith(`${first} `)).map((n) => n.slice(first.length + 1)).sort();
+    // `cotal space --help`: the group's subcommands, as help (exit 0), not a usage error.
+    if (found === undefined && subs.length > 0 && (argv[1] === "--help" || argv[1] === "-h")) {
+      io.stdout(
+        `${program} ${first}: ${subs.join(", ")}; run "${program} ${first} <subcommand> --help".\n`,
+      );
+      return 0;
+    }
     if (found === undefined && subs.length > 0) {
       throw new CotalError(
         "usage",

@@ -4,6 +4,7 @@
  * restore re-signs the account under the target root's operator with the same keys, so the
  * space's existing credentials keep working on the new broker.
  */
+import { cotalCommand } from "../cli/invocation.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import {
@@ -68,7 +69,7 @@ async function requireLive(root: string) {
   if (!live) {
     throw new CotalError(
       "broker_not_running",
-      `The mesh under ${root} is not running; start it with 'cotal up --root ${root}' first.`,
+      `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}' first.`,
     );
   }
   return live;

@@ -3,6 +3,7 @@
  * presence, its own durables and a bounded agent cred, removed again when it leaves. Lines read
  * are posted to the current channel; `/`-commands do the rest.
  */
+import { cotalCommand } from "../cli/invocation.ts";
 import { CotalEndpoint, type CotalMessageEvent } from "../endpoint/mod.ts";
 import { safeText } from "../cli/terminal.ts";
 import { CotalError } from "../errors.ts";
@@ -190,7 +191,7 @@ async function provisionSession(opts: JoinOptions) {
   if (!live) {
     throw new CotalError(
       "broker_not_running",
-      `The mesh under ${opts.root} is not running; start it with 'cotal up --root ${opts.root}'.`,
+      `The mesh under ${opts.root} is not running; start it with '${cotalCommand()} up --root ${opts.root}'.`,
     );
   }
   const account = await loadSpaceAccount(workspaceSecretStore(opts.root), opts.space);

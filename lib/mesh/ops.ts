@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { cotalCommand } from "../cli/invocation.ts";
 import { headersOf } from "../nats/headers.ts";
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
@@ -110,7 +111,7 @@ export async function provisionForRoot(
   if (!live) {
     throw new CotalError(
       "broker_not_running",
-      `--provision makes the agent's durables on the running broker, and ${root} runs none; start it with 'cotal up --root ${root}'.`,
+      `--provision makes the agent's durables on the running broker, and ${root} runs none; start it with '${cotalCommand()} up --root ${root}'.`,
     );
   }
   const auth = await rootSigner(root, space);
@@ -147,7 +148,7 @@ export async function connectAs(
   if (!live) {
     throw new CotalError(
       "broker_not_running",
-      `The mesh under ${root} is not running; start it with 'cotal up --root ${root}'.`,
+      `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}'.`,
     );
   }
   const creds = await mintForRoot(root, space, { profile, actor, expiresInSeconds: 300 });

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { cotalCommand } from "../cli/invocation.ts";
 import { ensureServer, type FoundServer } from "../broker/mod.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
@@ -195,7 +196,7 @@ export async function reloadBroker(root: string): Promise<void> {
   if (!rec || !isSameProcess(rec)) {
     throw new CotalError(
       "broker_not_running",
-      `The broker of ${root} is not running; start it with 'cotal up --root ${root}'.`,
+      `The broker of ${root} is not running; start it with '${cotalCommand()} up --root ${root}'.`,
     );
   }
   const from = await fileSize(logFile);

@@ -155,4 +155,9 @@ Deno.test("cli - --version prints the program and version; a group name alone li
   const code = await dispatch(["doctor"], registry, { io, program: "cotal" });
   assert.equal(code, 2);
   assert.match(io.err, /"doctor" needs a subcommand: auth; run "cotal doctor <subcommand> --help"/);
+  // Asked for help, a group lists its subcommands as help: exit 0, on stdout.
+  const help = bufferIo();
+  assert.equal(await dispatch(["doctor", "--help"], registry, { io: help, program: "cotal" }), 0);
+  assert.match(help.out, /^cotal doctor: auth; run "cotal doctor <subcommand> --help"/);
+  assert.equal(help.err, "");
 });

@@ -126,6 +126,12 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     assert.equal(alive(pid1), false);
     const after = await cotal(["status", "--json", "--root", root]);
     assert.equal(after.code, 1);
+    // Said as a command this machine can run: the installed cotal, or the npx form.
+    const said = await cotal(["status", "--root", root]);
+    assert.match(
+      said.stdout + said.stderr,
+      /start it with '(cotal|npx -y deno@\d+\.\d+\.\d+ task cotal) up'/,
+    );
   } finally {
     await cotal(["down", "--root", root]);
     await removeTempDir(root);

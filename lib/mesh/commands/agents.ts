@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { cotalCommand } from "../../cli/invocation.ts";
 import { defineCommand, denoIo, JSON_FLAG, printList, printResult } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
@@ -58,7 +59,7 @@ async function client(
   if (!url) {
     throw new CotalError(
       "broker_not_running",
-      `The mesh under ${root} is not running; start it with 'cotal up --root ${root}' or pass --server.`,
+      `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}' or pass --server.`,
     );
   }
   const creds = await mintForRoot(root, space, {
@@ -299,7 +300,7 @@ export const spawnCommand = defineCommand({
               r.sandbox.net === "relay" ? "its own, the broker only" : r.sandbox.net
             }`
             : r.isolation
-        }); attach: cotal attach${
+        }); attach: ${cotalCommand()} attach${
           (values.space ?? "default") === "default" ? "" : ` --space ${values.space}`
         } ${r.name}`,
     );

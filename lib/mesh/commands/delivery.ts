@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { cotalCommand } from "../../cli/invocation.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { CotalError } from "../../errors.ts";
@@ -96,7 +97,7 @@ export const deadLettersCommand = defineCommand({
     if (!url) {
       throw new CotalError(
         "broker_not_running",
-        `The mesh under ${root} is not running; start it with 'cotal up --root ${root}'.`,
+        `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}'.`,
       );
     }
     const caller = { owner: "local", actor: "operator" };

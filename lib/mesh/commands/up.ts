@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { cotalCommand } from "../../cli/invocation.ts";
 import { defineCommand, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { denoIo } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
@@ -305,7 +306,7 @@ export const statusCommand = defineCommand({
             credRows(r.creds) || "  none",
             ...(r.store.length ? ["", "store:", storeRows(r.store)] : []),
           ].join("\n")
-          : "nothing is running under this root; start it with 'cotal up'",
+          : `nothing is running under this root; start it with '${cotalCommand()} up'`,
     );
     return healthy ? 0 : 1;
   },
