@@ -7,6 +7,7 @@
  * host can dial, lets in nobody who does not prove the launch creds, and drops a silent
  * connection; through the relay, an aimed answer is refused as for any sandboxed agent.
  */
+import { launchOf, PRESENT_AGENT } from "./_present_agent.ts";
 import assert from "node:assert/strict";
 import { credsAuthenticator } from "nats";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
@@ -20,25 +21,6 @@ import { instSubject } from "../../lib/wire/subjects.ts";
 import { tempDir } from "../_harness/broker.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
-
-/** Stays present, so its relay and creds stay live. */
-const AGENT = `
-export async function run(ctx) {
-  await ctx.endpoint();
-  await new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true }));
-}
-`;
-
-async function launchOf(root: string, name: string): Promise<string> {
-  for await (const space of Deno.readDir(`${root}/agents`)) {
-    for await (const e of Deno.readDir(`${root}/agents/${space.name}`)) {
-      if (e.isDirectory && e.name.startsWith(name)) {
-        return `${root}/agents/${space.name}/${e.name}/launch.json`;
-      }
-    }
-  }
-  throw new Error(`no launch file for ${name} under ${root}/agents`);
-}
 
 /**
  * One raw connection to `port`: reads the INFO, sends what `line(nonce)` makes, and returns
@@ -85,7 +67,7 @@ for (const mode of ["net host", "deno-only"] as const) {
     await mesh.manager(mode === "deno-only" ? { isolation: "deno-only" } : {});
     const ctl = await mesh.control();
     const dir = await tempDir("cotal-loopback-relay-");
-    await Deno.writeTextFile(`${dir}/agent.js`, AGENT);
+    await Deno.writeTextFile(`${dir}/agent.js`, PRESENT_AGENT);
     const row = await ctl.request<AgentRow>("spawn", {
       agent: "module",
       module: `${dir}/agent.js`,

@@ -9,6 +9,7 @@
  * read the INFO it sends before any proof. The test asserts the defence HOLDS: the INFO names
  * neither the broker's port nor any of its connect URLs.
  */
+import { launchOf, PRESENT_AGENT } from "./_present_agent.ts";
 import assert from "node:assert/strict";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { readLaunchMaterial } from "../../lib/manager/launch.ts";
@@ -16,30 +17,12 @@ import { tempDir } from "../_harness/broker.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
 
-const AGENT = `
-export async function run(ctx) {
-  await ctx.endpoint();
-  await new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true }));
-}
-`;
-
-async function launchOf(root: string, name: string): Promise<string> {
-  for await (const space of Deno.readDir(`${root}/agents`)) {
-    for await (const e of Deno.readDir(`${root}/agents/${space.name}`)) {
-      if (e.isDirectory && e.name.startsWith(name)) {
-        return `${root}/agents/${space.name}/${e.name}/launch.json`;
-      }
-    }
-  }
-  throw new Error(`no launch file for ${name}`);
-}
-
 Deno.test("redteam19a A4 - a deno-only agent's relay does not tell it (or anyone dialling it) the broker's address", async () => {
   await using mesh = await startManagerMesh("rt19info");
   await mesh.manager({ isolation: "deno-only" });
   const ctl = await mesh.control();
   const dir = await tempDir("cotal-rt19a-info-");
-  await Deno.writeTextFile(`${dir}/agent.js`, AGENT);
+  await Deno.writeTextFile(`${dir}/agent.js`, PRESENT_AGENT);
   await ctl.request<AgentRow>("spawn", {
     agent: "module",
     module: `${dir}/agent.js`,

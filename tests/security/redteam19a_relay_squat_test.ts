@@ -15,18 +15,12 @@
  *
  * The test asserts the defence HOLDS: the spawn succeeds and both agents are back.
  */
+import { PRESENT_AGENT } from "./_present_agent.ts";
 import assert from "node:assert/strict";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { tempDir } from "../_harness/broker.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
-
-const AGENT = `
-export async function run(ctx) {
-  await ctx.endpoint();
-  await new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true }));
-}
-`;
 
 /** Socket inodes this process holds (the supervisor runs in the test's process). */
 function ownSocketInodes(): Set<string> {
@@ -117,7 +111,7 @@ for (const mode of ["deno-only", "net host"] as const) {
     const net = mode === "net host" ? { net: "host" } : {};
     const ctl = await mesh.control();
     const dir = await tempDir("cotal-rt19a-squat-");
-    await Deno.writeTextFile(`${dir}/agent.js`, AGENT);
+    await Deno.writeTextFile(`${dir}/agent.js`, PRESENT_AGENT);
     for (const name of ["early1", "early2"]) {
       await ctl.request<AgentRow>("spawn", {
         agent: "module",

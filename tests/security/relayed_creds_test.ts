@@ -7,6 +7,7 @@
  * gets nothing signed. The agent's own programs,
  * using their launch creds with a stock NATS client, still connect through the relay.
  */
+import { launchOf, PRESENT_AGENT } from "./_present_agent.ts";
 import assert from "node:assert/strict";
 import { credsAuthenticator, jwtAuthenticator } from "nats";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
@@ -18,14 +19,6 @@ import { tempDir, waitFor } from "../_harness/broker.ts";
 import { jsonFileReady } from "../_harness/files.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
-
-/** Stays present, so its relay and creds stay live. */
-const VICTIM = `
-export async function run(ctx) {
-  await ctx.endpoint();
-  await new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true }));
-}
-`;
 
 /** Tries its own relay with the victim's creds, with no proof, and with its own creds. */
 const THIEF = `
@@ -82,23 +75,12 @@ export async function run(ctx) {
 }
 `;
 
-async function launchOf(root: string, name: string): Promise<string> {
-  for await (const space of Deno.readDir(`${root}/agents`)) {
-    for await (const e of Deno.readDir(`${root}/agents/${space.name}`)) {
-      if (e.isDirectory && e.name.startsWith(`${name}`)) {
-        return `${root}/agents/${space.name}/${e.name}/launch.json`;
-      }
-    }
-  }
-  throw new Error(`no launch file for ${name} under ${root}/agents`);
-}
-
 Deno.test("security - a sandboxed agent holds its JWT alone: its launch creds connect nowhere but through its own relay, and no relay proves another agent's key", async () => {
   await using mesh = await startManagerMesh("relayedcreds");
   await mesh.manager();
   const ctl = await mesh.control();
   const dir = await tempDir("cotal-relayed-creds-");
-  await Deno.writeTextFile(`${dir}/victim.js`, VICTIM);
+  await Deno.writeTextFile(`${dir}/victim.js`, PRESENT_AGENT);
   await ctl.request<AgentRow>("spawn", {
     agent: "module",
     module: `${dir}/victim.js`,
