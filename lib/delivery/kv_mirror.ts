@@ -1,31 +1,36 @@
 /**
- * A watched, in-memory mirror of one KV bucket with a freshness barrier.
+ * A followed, in-memory mirror of one KV bucket with a freshness barrier.
  *
  * Delivery decisions must use the registry's current state (a narrowed ACL, a leave or a
  * class flip takes effect at once), but a point read per message would cap throughput at the
  * JetStream API's request rate. `sync()` gives the same guarantee as a fresh read made at the
- * moment it is called: it reads the bucket stream's last sequence and waits until the watch
- * has delivered at least that far. Concurrent callers share one read, so a burst of messages
+ * moment it is called: it reads the bucket stream's last sequence and waits until the follower
+ * (lib/wire/stream_follow.ts) has delivered at least that far, or its consumer has nothing
+ * left that is still stored. Concurrent callers share one read, so a burst of messages
  * costs one request per bucket.
  *
  * @module
  */
 
-import type {
-  JetStreamManager,
-  KV,
-  KvEntry,
-  KvWatchOptions,
-  NatsConnection,
-  QueuedIterator,
-} from "nats";
+import type { JetStreamManager, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
+import { UNDECODABLE } from "../nats/headers.ts";
+import { isBrokerAnswer } from "../wire/broker_answer.ts";
 import { kvStreamName } from "../wire/resources.ts";
+import { type FollowedMessage, followStream, type StreamFollow } from "../wire/stream_follow.ts";
 
 /** Freshness reads of one bucket are at least this far apart (the price: this much latency). */
 const SYNC_MIN_INTERVAL_MS = 2;
-/** How long a sync may wait for the watch before the caller's decision is refused. */
+/** How long a sync may wait for the follower before the caller's decision is refused. */
 const SYNC_TIMEOUT_MS = 5_000;
+/**
+ * How long a sync waits for the follower alone before asking its consumer whether anything is
+ * left: the stream's last sequence may be a message no longer stored (a purged row), which no
+ * consumer delivers.
+ */
+const SYNC_DRAIN_CHECK_MS = 250;
+/** How long start waits for the bucket's rows as they stand. */
+const START_TIMEOUT_MS = 30_000;
 
 /** A decoded value and the revision it was written at. */
 export interface Mirrored<T> {
@@ -55,7 +60,7 @@ export class KvMirror<T> {
   readonly #entries = new Map<string, Mirrored<T>>();
   readonly #opts: KvMirrorOptions<T>;
   #jsm?: JetStreamManager;
-  #watch?: QueuedIterator<KvEntry>;
+  #follow?: StreamFollow;
   #seen = 0;
   #waiters: { seq: number; resolve: () => void }[] = [];
   #inflight?: Promise<void>;
@@ -69,44 +74,63 @@ export class KvMirror<T> {
     this.#opts = opts;
   }
 
-  /** Binds the bucket, loads its current keys and keeps following it. */
+  /**
+   * Follows the bucket (lib/wire/stream_follow.ts: every stored row seen as stored, a status
+   * row a member aimed at a key included) and resolves once its rows as they stand are loaded.
+   */
   static async start<T>(nc: NatsConnection, opts: KvMirrorOptions<T>): Promise<KvMirror<T>> {
     const m = new KvMirror<T>(opts);
     m.#jsm = await nc.jetstreamManager();
-    const kv: KV = await nc.jetstream().views.kv(opts.bucket, { bindOnly: true });
-    const initialized = Promise.withResolvers<void>();
-    const wopts: KvWatchOptions = { key: ">", initializedFn: () => initialized.resolve() };
-    m.#watch = await kv.watch(wopts);
-    (async () => {
-      for await (const e of m.#watch!) m.#apply(e);
-    })().catch(() => {});
-    await initialized.promise;
-    return m;
+    const prefix = `$KV.${opts.bucket}.`;
+    m.#follow = await followStream(nc, {
+      stream: kvStreamName(opts.bucket),
+      filter: `${prefix}>`,
+      onMessage: (msg) => m.#apply(msg, msg.subject.slice(prefix.length)),
+    });
+    const deadline = Date.now() + START_TIMEOUT_MS;
+    for (;;) {
+      try {
+        await m.#send();
+        return m;
+      } catch (e) {
+        if (Date.now() > deadline) {
+          m.stop();
+          throw e;
+        }
+      }
+    }
   }
 
-  #apply(e: KvEntry): void {
-    if (e.operation === "PUT") {
-      const value = this.#opts.decode(e.key, e.value);
-      if (value === undefined) {
-        // A row no writer of ours wrote (a broker answer a member aimed at the key: the broker
-        // checks no reply subject) is not a change: the last good value stands.
-        this.#undecodable++;
-        const good = this.#entries.get(e.key);
-        if (good) this.#opts.onUndecodable?.(e.key, good.raw, e.revision);
-      } else {
-        this.#entries.set(e.key, { value, revision: e.revision, raw: e.value });
-        this.#opts.onChange?.(e.key, value);
-      }
+  #apply(msg: FollowedMessage, key: string): void {
+    const h = msg.headers;
+    const op = h === UNDECODABLE ? undefined : h?.get("KV-Operation");
+    if (op === "DEL" || op === "PURGE") {
+      this.#entries.delete(key);
+      this.#opts.onChange?.(key, undefined);
     } else {
-      this.#entries.delete(e.key);
-      this.#opts.onChange?.(e.key, undefined);
+      // A row no writer of ours wrote (a broker answer a member aimed at the key: the broker
+      // checks no reply subject) is not a change: the last good value stands.
+      const value = h === UNDECODABLE || isBrokerAnswer(h)
+        ? undefined
+        : this.#opts.decode(key, msg.data);
+      if (value === undefined) {
+        this.#undecodable++;
+        const good = this.#entries.get(key);
+        if (good) this.#opts.onUndecodable?.(key, good.raw, msg.seq);
+      } else {
+        this.#entries.set(key, { value, revision: msg.seq, raw: msg.data });
+        this.#opts.onChange?.(key, value);
+      }
     }
-    if (e.revision > this.#seen) this.#seen = e.revision;
-    if (this.#waiters.length > 0) {
-      const ready = this.#waiters.filter((w) => w.seq <= this.#seen);
-      this.#waiters = this.#waiters.filter((w) => w.seq > this.#seen);
-      for (const w of ready) w.resolve();
-    }
+    if (msg.seq > this.#seen) this.#seen = msg.seq;
+    this.#release();
+  }
+
+  #release(): void {
+    if (this.#waiters.length === 0) return;
+    const ready = this.#waiters.filter((w) => w.seq <= this.#seen);
+    this.#waiters = this.#waiters.filter((w) => w.seq > this.#seen);
+    for (const w of ready) w.resolve();
   }
 
   /** The mirrored entry of `key`, as of the last applied change. */
@@ -126,7 +150,7 @@ export class KvMirror<T> {
 
   /**
    * Resolves once the mirror holds every write the broker committed before this call. Rejects
-   * with `mirror_stale` when the watch does not catch up in time (the caller retries later).
+   * with `mirror_stale` when the follower does not catch up in time (the caller retries later).
    */
   sync(): Promise<void> {
     if (!this.#inflight && !this.#next && Date.now() - this.#lastSent >= SYNC_MIN_INTERVAL_MS) {
@@ -148,7 +172,20 @@ export class KvMirror<T> {
     this.#lastSent = Date.now();
     const read = (async () => {
       const info = await this.#jsm!.streams.info(kvStreamName(this.bucket));
-      await this.#until(info.state.last_seq);
+      const target = info.state.last_seq;
+      if (target <= this.#seen) return;
+      const caught = this.#until(target);
+      caught.catch(() => {});
+      const early = await Promise.race([
+        caught.then(() => true),
+        new Promise<false>((r) => setTimeout(() => r(false), SYNC_DRAIN_CHECK_MS)),
+      ]);
+      // Nothing left to deliver: the rest of the way to `target` is no longer stored.
+      if (!early && await this.#follow!.drained() && target > this.#seen) {
+        this.#seen = target;
+        this.#release();
+      }
+      await caught;
     })();
     this.#inflight = read;
     read.catch(() => {}).finally(() => {
@@ -157,7 +194,7 @@ export class KvMirror<T> {
     return read;
   }
 
-  /** Wait until the watch has applied sequence `seq` (a revision this daemon just wrote). */
+  /** Wait until the follower has applied sequence `seq` (a revision this daemon just wrote). */
   until(seq: number): Promise<void> {
     return this.#until(seq);
   }
@@ -170,7 +207,7 @@ export class KvMirror<T> {
       reject(
         new CotalError(
           "mirror_stale",
-          `The watch on ${this.bucket} did not catch up to sequence ${seq}; the decision was ` +
+          `The mirror of ${this.bucket} did not catch up to sequence ${seq}; the decision was ` +
             `deferred and will be retried.`,
         ),
       );
@@ -186,7 +223,7 @@ export class KvMirror<T> {
   /** Stops following the bucket. */
   stop(): void {
     this.#stopped = true;
-    this.#watch?.stop();
+    this.#follow?.stop();
     for (const w of this.#waiters) w.resolve();
     this.#waiters = [];
   }

@@ -16,16 +16,13 @@
  * @module
  */
 
-import {
-  type KV,
-  type KvEntry,
-  KvWatchInclude,
-  type NatsConnection,
-  type QueuedIterator,
-} from "nats";
+import type { KV, KvEntry, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import type { HolderLock } from "../workspace/holder_lock.ts";
 import { jsonBytes } from "../wire/kv.ts";
+import { UNDECODABLE } from "../nats/headers.ts";
+import { kvStreamName } from "../wire/resources.ts";
+import { followStream, type StreamFollow } from "../wire/stream_follow.ts";
 import { LEASE_KEY } from "./constants.ts";
 
 /** The lease row. */
@@ -51,7 +48,9 @@ export type LeaseView =
   | { state: "unknown"; error: string };
 
 /** The row's lease, "vacant" for a row that is no lease row, undefined when there is none. */
-function decodeLease(e: KvEntry | null): LeaseInfo | "vacant" | undefined {
+function decodeLease(
+  e: Pick<KvEntry, "operation" | "value"> | null,
+): LeaseInfo | "vacant" | undefined {
   if (!e || e.operation !== "PUT") return undefined;
   try {
     const v = JSON.parse(new TextDecoder().decode(e.value));
@@ -79,19 +78,22 @@ export class DeliveryLease {
   readonly holder: string;
   readonly incarnation: string;
   readonly bucket: string;
+  #nc: NatsConnection;
   #kv: KV;
   #revision?: number;
   #info?: LeaseInfo;
-  #watch?: QueuedIterator<KvEntry>;
+  #watch?: StreamFollow;
   #lockId?: string;
 
   private constructor(
+    nc: NatsConnection,
     kv: KV,
     bucket: string,
     holder: string,
     incarnation: string,
     lockId?: string,
   ) {
+    this.#nc = nc;
     this.#kv = kv;
     this.bucket = bucket;
     this.holder = holder;
@@ -119,7 +121,7 @@ export class DeliveryLease {
         { cause: err },
       );
     }
-    return new DeliveryLease(kv, bucket, holder, incarnation, lockId);
+    return new DeliveryLease(nc, kv, bucket, holder, incarnation, lockId);
   }
 
   /** The revision of the row this daemon last wrote, when it holds the lease. */
@@ -222,18 +224,29 @@ export class DeliveryLease {
    * holder's create, a delete, a purge). The watch is mandatory: start-up fails without it.
    */
   async watch(onForeign: () => void): Promise<void> {
-    this.#watch = await this.#kv.watch({ key: LEASE_KEY, include: KvWatchInclude.UpdatesOnly });
-    (async () => {
-      for await (const e of this.#watch!) {
-        if (e.revision === this.#revision) continue;
-        const info = decodeLease(e);
+    // Not npm:nats's kv.watch: a status line a member aimed at the key (stored with its header
+    // on nats-server 2.10) would end that watch (lib/wire/stream_follow.ts).
+    this.#watch = await followStream(this.#nc, {
+      stream: kvStreamName(this.bucket),
+      filter: `$KV.${this.bucket}.${LEASE_KEY}`,
+      from: "new",
+      onMessage: (m) => {
+        if (m.seq === this.#revision) return;
+        const h = m.headers;
+        const op = h === UNDECODABLE ? undefined : h?.get("KV-Operation");
+        const info = decodeLease({
+          operation: op === "DEL" || op === "PURGE" ? op : "PUT",
+          value: m.data,
+        });
         if (
           info && info !== "vacant" && info.holder === this.holder &&
           info.incarnation === this.incarnation
-        ) continue;
+        ) return;
         onForeign();
-      }
-    })().catch(() => {});
+      },
+      // A change may have been stored while the consumer was being recreated: look again.
+      onReset: () => onForeign(),
+    });
   }
 
   /**
