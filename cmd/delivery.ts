@@ -27,6 +27,12 @@ const command: CommandSpec = {
       description: "a delivery creds file (instead of the store's delivery key)",
       value: "file",
     },
+    "creds-dir": {
+      type: "string",
+      description:
+        "a directory holding the space's creds as files named by kind, delivery.creds and the membership feed's (systemd's $CREDENTIALS_DIRECTORY)",
+      value: "dir",
+    },
     "lock-file": {
       type: "string",
       description:

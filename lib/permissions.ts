@@ -73,6 +73,11 @@ export interface DeploymentLayout {
   agentEnvPassThrough?: string[];
   /** Where the supervisor makes its agents' sockets (see `agentSocketPath`). */
   agentSocketDir?: string;
+  /**
+   * Where systemd puts a unit's loaded credentials (`/run/credentials`, one dir per unit): the
+   * delivery daemon reads its space's creds there under systemd (`--creds-dir`).
+   */
+  credentialsDir?: string;
 }
 
 /**
@@ -248,6 +253,9 @@ function deliveryRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): v
   // Only its own cred key; the signer is denied outright even though the allow list
   // already leaves it out, so a widened read can never reach it.
   p.read = [layout.spaceKey ? `${d.store}/${layout.spaceKey}` : d.store];
+  // Under systemd its unit loads the space's creds for it (LoadCredential=): it reads them
+  // there, and its unit hides the store.
+  if (layout.credentialsDir) p.read.push(layout.credentialsDir);
   p.denyRead = [d.signer];
   p.write = [d.logDir];
   // Its holder lock, one exact file: what lets a successor prove it died (a kill -9) and
@@ -405,7 +413,7 @@ export function denoRunFlags(
  * signer records.
  */
 export function releaseLayout(root: string, broker: string[]): DeploymentLayout {
-  return { root, broker, remoteSigner: true };
+  return { root, broker, remoteSigner: true, credentialsDir: "/run/credentials" };
 }
 
 /**

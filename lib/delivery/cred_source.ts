@@ -1,6 +1,6 @@
 /**
- * Where the delivery daemon's cred comes from (an injected store, `--creds <file>` or the
- * workspace store at `--root`: exactly one of them) and its first read.
+ * Where the delivery daemon's cred comes from (an injected store, `--creds <file>`,
+ * `--creds-dir <dir>` or the workspace store at `--root`: exactly one of them) and its first read.
  *
  * @module
  */
@@ -10,6 +10,7 @@ import {
   deliveryCredsKey,
   type SecretStore,
   type SecretStoreComposition,
+  spaceKeyHex,
   workspaceSecretStore,
 } from "../workspace/mod.ts";
 import type { CredReader } from "./cred_renewal.ts";
@@ -33,6 +34,36 @@ export interface CredSource {
   injected: boolean;
 }
 
+/**
+ * One space's creds as files named by their kind (`delivery.creds`, `membership-rw.creds`,
+ * `membership-observer.creds`, ...) in one directory, read-only: what a systemd unit's
+ * `LoadCredential=` lines give it in `$CREDENTIALS_DIRECTORY`. Any other key reads as absent.
+ */
+export function credsDirStore(dir: string, space: string): SecretStore {
+  const prefix = `space.${spaceKeyHex(space)}/`;
+  const refuse = (): never => {
+    throw new CotalError(
+      "store_read_only",
+      `The creds dir ${dir} is read-only to the delivery daemon; its creds are re-signed into ` +
+        `the space's store, and its unit restarts onto them.`,
+    );
+  };
+  return {
+    async get(key: string) {
+      const kind = key.startsWith(prefix) ? key.slice(prefix.length) : "";
+      if (kind === "" || kind.includes("/") || kind.startsWith(".")) return undefined;
+      try {
+        return await Deno.readTextFile(`${dir}/${kind}`);
+      } catch (err) {
+        if (err instanceof Deno.errors.NotFound) return undefined;
+        throw err;
+      }
+    },
+    put: refuse,
+    delete: refuse,
+  };
+}
+
 /** The one cred source `args` and `store` name; refuses a conflict or none at all. */
 export function resolveCredSource(
   args: ParsedArgs,
@@ -41,6 +72,25 @@ export function resolveCredSource(
 ): CredSource {
   const credsPath = flagValue(args, "creds");
   const root = flagValue(args, "root");
+  const credsDir = flagValue(args, "creds-dir");
+  if (credsDir !== undefined) {
+    if (store || credsPath !== undefined || root !== undefined) {
+      throw new CotalError(
+        "cred_source_conflict",
+        "--creds-dir is the daemon's only cred source; drop --creds and --root (and any " +
+          "injected store).",
+      );
+    }
+    const dirStore = credsDirStore(credsDir, space);
+    const at = { injected: true } as const;
+    const key = deliveryCredsKey(space, at);
+    return {
+      reader: { describe: `${credsDir}/delivery.creds`, read: () => dirStore.get(key) },
+      store: dirStore,
+      composition: at,
+      injected: false,
+    };
+  }
   if (store) {
     if (credsPath !== undefined) {
       throw new CotalError(
@@ -88,7 +138,7 @@ export function resolveCredSource(
   throw new CotalError(
     "no_cred_source",
     "The delivery daemon has no cred source; pass --root <state dir> (the workspace store), " +
-      "--creds <file>, or inject a secret store.",
+      "--creds <file>, --creds-dir <dir>, or inject a secret store.",
   );
 }
 

@@ -85,7 +85,9 @@ const DEFAULT_SERVER = "nats://127.0.0.1:4222";
 function daemonArgs(args: ParsedArgs, store?: SecretStore) {
   const space = flagValue(args, "space");
   // Checked before the space, so an injected store with a local flag is refused however called.
-  if (store && flagValue(args, "creds") !== undefined) resolveCredSource(args, "-", store);
+  if (store && (flagValue(args, "creds") ?? flagValue(args, "creds-dir")) !== undefined) {
+    resolveCredSource(args, "-", store);
+  }
   if (space === undefined) {
     throw new CotalError("missing_space", "The delivery daemon needs --space <name>.");
   }
@@ -112,7 +114,8 @@ function durableMemberships(ctx: DeliveryContext): Map<string, string[]> {
  * Boots the delivery daemon for `args.values.space` on `args.values.server` (default
  * `nats://127.0.0.1:4222`) and resolves once it holds the lease and is serving. The cred
  * comes from `store` (under `deliveryCredsKey(space, { injected: true })`), or, without one,
- * from `--creds <file>` or the workspace store at `--root`; `--creds` with an injected store is
+ * from `--creds <file>`, `--creds-dir <dir>` (the space's creds as files named by kind, what a
+ * systemd unit loads) or the workspace store at `--root`; a flag with an injected store is
  * refused. `--lease-wait <s>` keeps retrying a held lease for that long before refusing;
  * `--lock-file <path>` (see `HolderLock`) lets it take over at once from a holder proven dead.
  *

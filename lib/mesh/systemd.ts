@@ -18,6 +18,7 @@ import { managerInstanceId } from "../manager/manager_types.ts";
 import {
   CONNECTION_EVICTOR_CREDS_KIND,
   DELIVERY_CREDS_KIND,
+  MEMBERSHIP_CONFIG_KIND,
   MEMBERSHIP_OBSERVER_CREDS_KIND,
   MEMBERSHIP_RW_CREDS_KIND,
   spaceKeyHex,
@@ -52,6 +53,12 @@ export interface SystemdLayout {
    * space's auth-service listen address (the next spaces listen on the following ports).
    */
   userAuth?: { idp: string; audience?: string; host: string; port: number };
+  /**
+   * The spaces whose `$SYS` creds (membership observer, connection evictor) the store holds:
+   * their delivery units load them. A unit whose `LoadCredential=` names a missing file does not
+   * start, so a space not listed runs with its membership view and evictions down.
+   */
+  sysCreds?: readonly string[];
 }
 
 /**
@@ -248,6 +255,15 @@ function brokerUnit(l: SystemdLayout, units: Record<string, string>): void {
   });
 }
 
+/** The creds a space's delivery unit loads, by kind (the file names in its store dir). */
+export function deliveryCredKinds(l: SystemdLayout, space: string): string[] {
+  const kinds = [DELIVERY_CREDS_KIND, MEMBERSHIP_RW_CREDS_KIND, MEMBERSHIP_CONFIG_KIND];
+  if (l.sysCreds?.includes(space)) {
+    kinds.push(MEMBERSHIP_OBSERVER_CREDS_KIND, CONNECTION_EVICTOR_CREDS_KIND);
+  }
+  return kinds;
+}
+
 /** A space's delivery daemon, and the path unit that restarts it onto a re-signed cred. */
 function deliveryUnits(l: SystemdLayout, space: string, units: Record<string, string>): void {
   const { S, url, hex, spaceStore } = where(l, space);
@@ -260,8 +276,10 @@ function deliveryUnits(l: SystemdLayout, space: string, units: Record<string, st
     Service: [
       `User=${UNIT_USERS.delivery}`,
       "Group=cotal",
-      `LoadCredential=delivery.creds:${spaceStore}/delivery.creds`,
-      `ExecStart=${l.binDir}/cotal-delivery --space ${space} --server ${url} --creds \${CREDENTIALS_DIRECTORY}/delivery.creds --lock-file ${S}/run/delivery/space.${hex}.lock --lease-wait 40`,
+      // Its creds, loaded by systemd (the store stays hidden from it): its own, the membership
+      // feed's, and the $SYS pair (the membership view, evictions) when the store has them.
+      ...deliveryCredKinds(l, space).map((k) => `LoadCredential=${k}:${spaceStore}/${k}`),
+      `ExecStart=${l.binDir}/cotal-delivery --space ${space} --server ${url} --creds-dir \${CREDENTIALS_DIRECTORY} --lock-file ${S}/run/delivery/space.${hex}.lock --lease-wait 40`,
       `InaccessiblePaths=${S}/secrets`,
       `ReadWritePaths=${S}/logs ${S}/run/delivery`,
       ...hardening({ jit: true, loopbackOnly: isLoopback(l.host) }),
@@ -273,6 +291,7 @@ function deliveryUnits(l: SystemdLayout, space: string, units: Record<string, st
     Unit: [`Description=Restart Cotal delivery for ${space} when its cred is re-signed`],
     Path: [
       `PathChanged=${spaceStore}/delivery.creds`,
+      `PathChanged=${spaceStore}/membership-rw.creds`,
       `Unit=cotal-delivery-restart-${space}.service`,
     ],
     Install: ["WantedBy=multi-user.target"],

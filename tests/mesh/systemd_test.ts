@@ -81,12 +81,29 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
     [...users].sort(),
     [...Object.values(UNIT_USERS), superviseUser("alpha"), superviseUser("beta")].sort(),
   );
+  // Its creds are loaded by systemd from the hidden store: its own, the membership feed's, and
+  // the $SYS pair only where the store has it (a missing file would stop the unit starting).
+  const loaded = (sp: string, kinds: string[]) =>
+    kinds.map((k) => `${k}:/var/lib/cotal/secrets/space.${spaceKeyHex(sp)}/${k}`);
+  const base = ["delivery.creds", "membership-rw.creds", "membership.json"];
   const delivery = directives(units["cotal-delivery-alpha.service"]);
-  assert.deepEqual(delivery.get("LoadCredential"), [
-    `delivery.creds:/var/lib/cotal/secrets/space.${spaceKeyHex("alpha")}/delivery.creds`,
-  ]);
-  assert.match(delivery.get("ExecStart")![0], /^\/usr\/local\/bin\/cotal-delivery /);
-  assert.match(units["cotal-delivery-alpha.path"], /PathChanged=.*delivery\.creds/);
+  assert.deepEqual(delivery.get("LoadCredential"), loaded("alpha", base));
+  assert.match(
+    delivery.get("ExecStart")![0],
+    /^\/usr\/local\/bin\/cotal-delivery .* --creds-dir \$\{CREDENTIALS_DIRECTORY\} /,
+  );
+  const withSys = renderUnits({ ...l, sysCreds: ["beta"] });
+  assert.deepEqual(
+    directives(withSys["cotal-delivery-beta.service"]).get("LoadCredential"),
+    loaded("beta", [...base, "membership-observer.creds", "connection-evictor.creds"]),
+  );
+  assert.deepEqual(
+    directives(withSys["cotal-delivery-alpha.service"]).get("LoadCredential"),
+    loaded("alpha", base),
+  );
+  // A re-signed cred of either kind restarts it onto the new one.
+  assert.match(units["cotal-delivery-alpha.path"], /PathChanged=.*\/delivery\.creds\n/);
+  assert.match(units["cotal-delivery-alpha.path"], /PathChanged=.*\/membership-rw\.creds\n/);
   const sysusers = renderSysusers(["alpha", "beta"]);
   assert.match(sysusers, /^u cotal-delivery -:cotal /m);
   for (const sp of ["alpha", "beta"]) {
@@ -281,12 +298,22 @@ Deno.test("systemd - install writes units into <dest>/systemd/system, prints eve
     }).output();
     assert.equal(placed.code, 0);
     assert.doesNotMatch(new TextDecoder().decode(placed.stderr), /not an executable file/);
+    // No $SYS creds in the (default, absent) state dir: said, with what stays down and the fix.
+    assert.match(
+      new TextDecoder().decode(placed.stderr),
+      /warning: space alpha has no \$SYS creds in the store .* membership view and connection evictions stay down; .* 'cotal up --rotate-sys'/,
+    );
     // A state dir whose broker last ran on another port: the units point there, not at 4222.
     await Deno.mkdir(`${dest}/state/run`, { recursive: true });
     await Deno.writeTextFile(
       `${dest}/state/run/mesh.json`,
       JSON.stringify({ root: `${dest}/state`, host: "127.0.0.1", port: 16222 }),
     );
+    const sys = `${dest}/state/secrets/space.${spaceKeyHex("alpha")}`;
+    await Deno.mkdir(sys, { recursive: true });
+    for (const k of ["membership-observer.creds", "connection-evictor.creds"]) {
+      await Deno.writeTextFile(`${sys}/${k}`, "x", { mode: 0o600 });
+    }
     const printed = await new Deno.Command(Deno.execPath(), {
       args: [
         "run",
@@ -306,6 +333,10 @@ Deno.test("systemd - install writes units into <dest>/systemd/system, prints eve
     const units = new TextDecoder().decode(printed.stdout);
     assert.match(units, /--server nats:\/\/127\.0\.0\.1:16222/);
     assert.doesNotMatch(units, /:4222\b/);
+    // Its store holds the $SYS pair: the delivery unit loads it, and nothing is said.
+    assert.match(units, /LoadCredential=membership-observer\.creds:/);
+    assert.match(units, /LoadCredential=connection-evictor\.creds:/);
+    assert.doesNotMatch(new TextDecoder().decode(printed.stderr), /no \$SYS creds/);
     // A nats-server from a checkout under /tmp or /home: the units could not see it; said.
     const hidden = await new Deno.Command(Deno.execPath(), {
       args: [

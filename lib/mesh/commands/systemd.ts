@@ -20,6 +20,11 @@ import {
 import { parsePort } from "./common.ts";
 import { readMeshRecord } from "../stack.ts";
 import { parseIdpUrl, readUserAuth } from "../user_auth.ts";
+import {
+  CONNECTION_EVICTOR_CREDS_KIND,
+  MEMBERSHIP_OBSERVER_CREDS_KIND,
+  spaceKeyHex,
+} from "../../workspace/mod.ts";
 
 const FLAGS = {
   "state-dir": {
@@ -125,7 +130,35 @@ async function layoutFrom(values: {
       values.port ?? String((await ownMeshRecord(values["state-dir"]))?.port ?? 4222),
     ),
     ...(userAuth ? { userAuth } : {}),
+    sysCreds: await spacesWithSysCreds(values["state-dir"], spaces),
   };
+}
+
+/**
+ * The spaces whose store dir holds both `$SYS` creds. A delivery unit that loaded a missing
+ * file would not start, so only these get them.
+ */
+async function spacesWithSysCreds(stateDir: string, spaces: string[]): Promise<string[]> {
+  const have: string[] = [];
+  for (const space of spaces) {
+    const dir = `${stateDir}/secrets/space.${spaceKeyHex(space)}`;
+    const kinds = [MEMBERSHIP_OBSERVER_CREDS_KIND, CONNECTION_EVICTOR_CREDS_KIND];
+    const found = await Promise.all(
+      kinds.map((k) => Deno.lstat(`${dir}/${k}`).then((st) => st.isFile, () => false)),
+    );
+    if (found.every(Boolean)) have.push(space);
+  }
+  return have;
+}
+
+/**
+ * One warning per space whose delivery unit starts without the `$SYS` creds, naming what stays
+ * down and how to mint them.
+ */
+export function sysCredsWarnings(l: SystemdLayout): string[] {
+  return l.spaces.filter((s) => !l.sysCreds?.includes(s)).map((s) =>
+    `warning: space ${s} has no $SYS creds in the store (or they cannot be read): its delivery unit starts without them, so its membership view and connection evictions stay down; stop the mesh, run 'cotal up --rotate-sys', then install again.`
+  );
 }
 
 /**
@@ -175,8 +208,10 @@ export const systemdPrintCommand = defineCommand({
   summary: "print the systemd units, sysusers and tmpfiles entries for this host",
   flags: FLAGS,
   async run({ values }) {
-    const files = allFiles(await layoutFrom(values));
+    const layout = await layoutFrom(values);
+    const files = allFiles(layout);
     for (const [name, text] of Object.entries(files)) console.log(`# ${name}\n${text}`);
+    for (const w of sysCredsWarnings(layout)) console.error(w);
   },
 });
 
@@ -208,7 +243,9 @@ export const systemdInstallCommand = defineCommand({
       // The restart oneshot runs only when its path unit fires.
       .filter((u) => !u.startsWith("cotal-delivery-restart-"));
     const missing = await missingPrograms(values, layout.userAuth !== undefined);
-    for (const w of [...hiddenPaths(values), ...missing]) console.error(w);
+    for (const w of [...hiddenPaths(values), ...missing, ...sysCredsWarnings(layout)]) {
+      console.error(w);
+    }
     console.log(nextSteps(values.dest, units).join("\n"));
   },
 });
