@@ -109,6 +109,7 @@ export function deprovisionerGrants(ctx: GrantContext, g: GrantSet): void {
   g.pub(JS_INFO);
   g.pub(js.consumerDelete(n.streams.dm, `dm_${key}`));
   g.pub(js.consumerDelete(n.streams.dlv, `dlv_${key}`));
+  g.pub(js.consumerDelete(n.streams.chat, `chathist_${key}`));
   g.pub(js.streamInfo(kvStream(n.buckets.acl)));
   g.pub(kvKey(n.buckets.acl, `${t.owner}.${t.actor}.${t.lifecycleUid}`));
 }

@@ -40,6 +40,7 @@ import {
 import {
   aclKey,
   bucketNames,
+  chathistDurableName,
   dlvDurableName,
   dmDurableName,
   streamNames,
@@ -303,6 +304,8 @@ export async function deprovisionAgent(opts: DeprovisionAgentOptions): Promise<D
       const [stream, name] of [
         [s.dm, dmDurableName(principal, opts.lifecycleUid)],
         [s.dlv, dlvDurableName(principal, opts.lifecycleUid)],
+        // Its history consumer goes by itself when idle; one a member left durable would not.
+        [s.chat, chathistDurableName(principal, opts.lifecycleUid)],
       ]
     ) {
       try {

@@ -31,7 +31,7 @@ const CLIENT = [
   "PUB cotal.s.chat.local.a.general 5\r\nhello\r\n",
   "PUB $JS.API.INFO _INBOX_UAGENT.abc 0\r\n\r\n",
   "HPUB cotal.s.inst.local.b.local.a _INBOX_UAGENT.r1 12 17\r\nNATS/1.0\r\n\r\nhello\r\n",
-  'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 46\r\n{"stream_name":"CHAT_s","config":{"name":"h"}}\r\n',
+  'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 79\r\n{"stream_name":"CHAT_s","config":{"name":"h","inactive_threshold":30000000000}}\r\n',
   "PUB $JS.API.STREAM.INFO.KV_x _INBOX_UAGENT.i 0\r\n\r\n",
   "UNSUB 1 5\r\n",
   "UNSUB 2\r\n",
@@ -91,7 +91,7 @@ Deno.test("protocol guard - a consumer create may not aim its deliveries, in any
   refused(create("not json"), /not JSON/);
   refused(
     `PUB $JS.API.CONSUMER.DURABLE.CREATE.CHAT_s.d _INBOX_UAGENT.c 40\r\n{"config":{"deliver_subject":"a.b.c.d"}}\r\n`,
-    aimed,
+    /an agent creates no durable consumer/,
   );
   // Headers first: the body after them is what is checked.
   const body = '{"config":{"deliver_subject":"evil"}}';
@@ -104,6 +104,28 @@ Deno.test("protocol guard - a consumer create may not aim its deliveries, in any
   );
   // Not even its own inbox: agents read by pulling.
   refused(create('{"config":{"deliver_subject":"_INBOX_UAGENT.d"}}'), aimed);
+});
+
+Deno.test("protocol guard - an agent's consumer goes when idle: durable, or idle past a minute, is refused (red team 20a)", () => {
+  const create = (body: string) =>
+    `PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c ${
+      enc.encode(body).length
+    }\r\n${body}\r\n`;
+  // What red team 20a sent: a history consumer made durable, left on CHAT after its despawn.
+  refused(
+    create('{"config":{"name":"h","durable_name":"h","ack_policy":"explicit"}}'),
+    /a consumer of an agent is not durable/,
+  );
+  const idle = /needs an inactive_threshold of at most 60 s/;
+  refused(create('{"config":{"name":"h"}}'), idle);
+  refused(create('{"config":{"name":"h","inactive_threshold":0}}'), idle);
+  refused(create('{"config":{"name":"h","inactive_threshold":60000000001}}'), idle);
+  refused(create('{"config":{"name":"h","inactive_threshold":"30s"}}'), idle);
+  refused(create('{"config":{"name":"h","inactive_threshold":1e300}}'), idle);
+  refused(create("{}"), idle);
+  // What a history read asks for passes.
+  const ok = create('{"config":{"name":"h","inactive_threshold":30000000000,"mem_storage":true}}');
+  assert.equal(feed(ok).refused, undefined);
 });
 
 Deno.test("protocol guard - a stream info may not list subjects or deletions (amplified answers)", () => {
@@ -206,14 +228,14 @@ Deno.test("protocol guard - the byte-level reading of canonical PUB lines decide
 Deno.test("protocol guard - the broker reads the JetStream API body the guard checked (red team 5: M, O, N)", () => {
   // A repeated key: JSON.parse keeps the last, nats-server merges the first into the struct.
   const dup =
-    '{"config":{"deliver_subject":"cotal.s.inst.local.a.local.a","name":"h"},"config":{}}';
+    '{"config":{"deliver_subject":"cotal.s.inst.local.a.local.a","name":"h"},"config":{"inactive_threshold":1}}';
   const r = feed(
     `PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c ${dup.length}\r\n${dup}\r\n`,
   );
   assert.equal(r.refused, undefined);
   assert.equal(
     r.out,
-    'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 13\r\n{"config":{}}\r\n',
+    'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 35\r\n{"config":{"inactive_threshold":1}}\r\n',
   );
   // Headers stay, the body is re-serialized, the sizes follow.
   const h = "NATS/1.0\r\nX: 1\r\n\r\n";

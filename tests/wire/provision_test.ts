@@ -8,6 +8,7 @@ import {
   bucketNames,
   buildMessage,
   channelCovers,
+  chathistDurableName,
   connectBroker,
   deprovisionAgent,
   dlvDurableName,
@@ -322,6 +323,24 @@ Deno.test("wire - deprovisionAgent removes the durables and the ACL row", async 
     "a deprovisioner pinned to another lifecycle cannot remove this one",
   );
 
+  // Alice's history consumer, made durable as red team 20a did (it would outlive her).
+  const hist = chathistDurableName(alice, uid);
+  const s = streamNames(sb.space);
+  const agentCreds = await sb.mint("agent", {
+    principal: alice,
+    lifecycleUid: uid,
+    allowSubscribe: ["general"],
+  });
+  await withConn(sb.url, agentCreds, async (nc) => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.consumers.add(s.chat, {
+      name: hist,
+      durable_name: hist,
+      filter_subject: `cotal.${sb.space}.chat.*.*.general`,
+      ack_policy: AckPolicy.Explicit,
+    });
+  });
+
   const creds = await sb.mint("deprovisioner", { deprovisionTarget: target });
   const d = await deprovisionAgent({
     servers: sb.url,
@@ -330,16 +349,19 @@ Deno.test("wire - deprovisionAgent removes the durables and the ACL row", async 
     principal: alice,
     lifecycleUid: uid,
   });
-  assert.deepEqual(d.removed, [r.durables.dm, r.durables.dlv]);
+  assert.deepEqual(d.removed, [r.durables.dm, r.durables.dlv, hist]);
   assert.equal(d.aclPurged, true);
 
-  const s = streamNames(sb.space);
   await withConn(sb.url, prov, async (nc) => {
     const jsm = await nc.jetstreamManager();
     await assert.rejects(jsm.consumers.info(s.dm, r.durables.dm), /not found/i);
     await assert.rejects(jsm.consumers.info(s.dlv, r.durables.dlv), /not found/i);
     const acl = bucketNames(sb.space).acl;
     assert.equal(await readAclRow(await bindKv(nc, acl), acl, alice, uid), undefined);
+  });
+  await withConn(sb.url, agentCreds, async (nc) => {
+    const jsm = await nc.jetstreamManager();
+    await assert.rejects(jsm.consumers.info(s.chat, hist), /not found/i);
   });
   const again = await deprovisionAgent({
     servers: sb.url,
@@ -349,7 +371,7 @@ Deno.test("wire - deprovisionAgent removes the durables and the ACL row", async 
     lifecycleUid: uid,
   });
   assert.deepEqual(again.removed, []);
-  assert.deepEqual(again.absent, [r.durables.dm, r.durables.dlv]);
+  assert.deepEqual(again.absent, [r.durables.dm, r.durables.dlv, hist]);
   // The alias is free again: a new lifecycle provisions.
   const next = await provisionAgentDurables({
     ...t,

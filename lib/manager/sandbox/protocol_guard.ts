@@ -14,8 +14,11 @@
  *   differently;
  * - a reply subject only under the agent's own inbox (`_INBOX_<id>.`), the one place its
  *   credentials may subscribe;
- * - a consumer create only without a `deliver_subject` outside that inbox (its fields in
- *   plain lowercase, the only spelling the guard and the broker read alike);
+ * - a consumer create only for a consumer that goes away by itself: no `deliver_subject`, no
+ *   `durable_name`, and an `inactive_threshold` of at most {@linkcode GUARD_MAX_CONSUMER_IDLE_NS}
+ *   (its fields in plain lowercase, the only spelling the guard and the broker read alike); a
+ *   consumer an agent left behind would hold one of the stream's consumer slots for good, and
+ *   enough of them (one per lifecycle) would refuse every history read in the space;
  * - a stream info request only without `subjects_filter` (whose answer lists every subject
  *   stored, up to the broker's payload limit: a ~70-byte request for a ~1 MB answer).
  *
@@ -45,6 +48,11 @@ export const GUARD_MAX_PAYLOAD = 1_048_576;
  * spends its time on, so a megabyte of keys is refused before it is read.
  */
 export const GUARD_MAX_API_BODY = 8 * 1024;
+/**
+ * The longest idle time an agent's consumer may live past its last use: its history reads ask
+ * for 30 s (lib/endpoint/history.ts).
+ */
+export const GUARD_MAX_CONSUMER_IDLE_NS = 60 * 1e9;
 
 /** What the guard checks a connection against. */
 export interface GuardPolicy {
@@ -466,10 +474,27 @@ export class ProtocolGuard {
     ) {
       refuse("a stream info request may not list subjects or deleted messages");
     }
-    if (api.startsWith("CONSUMER.CREATE.") || api.startsWith("CONSUMER.DURABLE.CREATE.")) {
+    if (api.startsWith("CONSUMER.DURABLE.CREATE.")) {
+      refuse("an agent creates no durable consumer (its durables are made for it)");
+    }
+    if (api.startsWith("CONSUMER.CREATE.")) {
       const cfg = r.config === undefined ? {} : plainKeys(r.config, "a consumer config");
       if (cfg.deliver_subject !== undefined) {
         refuse("a consumer of an agent has no deliver subject (agents read by pulling)");
+      }
+      if (cfg.durable_name !== undefined) {
+        refuse("a consumer of an agent is not durable (it goes when idle)");
+      }
+      const idle = cfg.inactive_threshold;
+      if (
+        typeof idle !== "number" || !Number.isSafeInteger(idle) || idle <= 0 ||
+        idle > GUARD_MAX_CONSUMER_IDLE_NS
+      ) {
+        refuse(
+          `a consumer of an agent needs an inactive_threshold of at most ${
+            GUARD_MAX_CONSUMER_IDLE_NS / 1e9
+          } s`,
+        );
       }
     }
     return enc.encode(JSON.stringify(r));
