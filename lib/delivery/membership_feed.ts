@@ -17,6 +17,7 @@ import { isCotalError } from "../errors.ts";
 import { credsAuthenticatorFast, MEMBERSHIP_INBOX_PREFIX } from "../trust/mod.ts";
 import { membershipRwCredsKey } from "../workspace/mod.ts";
 import { jsonBytes } from "../wire/kv.ts";
+import { isValidChannel } from "../wire/names.ts";
 import { scanConnz } from "./connz.ts";
 import type { DeliveryLogger } from "./context.ts";
 import { type CredReader, loadCred, RenewingCred } from "./cred_renewal.ts";
@@ -34,7 +35,16 @@ export interface FeedRow {
   /** Channels with an open durable membership. */
   durable: string[];
   observedAt: number;
+  /** Set when the row lists only the first channels that fit {@linkcode FEED_MAX_ROW_BYTES}. */
+  truncated?: true;
 }
+
+/**
+ * The most channel-name bytes one principal's row lists (frozen). A member may subscribe to
+ * hundreds of channels with names of up to 4 KiB each: unbounded, its row outgrew the broker's
+ * payload limit, every sweep failed on it, and the whole space's view froze (red team 20a).
+ */
+export const FEED_MAX_ROW_BYTES = 64 * 1024;
 
 /** The feed's state: `down` carries the reason (the graph is traffic-only meanwhile). */
 export type FeedStatus =
@@ -132,7 +142,10 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
     }
     const now = Date.now();
     const next = feedRows(scan.conns, chatPrefix, opts.durable(), now);
-    await writeRows(kv, written, next);
+    const refused = await writeRows(kv, written, next);
+    if (refused !== undefined) {
+      log.warn(`membership feed: a row was refused (${(refused as Error)?.message ?? refused})`);
+    }
     await kv.put(FEED_HEARTBEAT_KEY, jsonBytes({ observedAt: now, count: next.size }));
     status = { state: "up", lastSweepAt: now, principals: next.size };
     return true;
@@ -192,37 +205,67 @@ function feedRows(
   for (const c of conns) {
     if (!c.principal) continue;
     const set = live.get(c.principal) ?? new Set<string>();
-    for (const s of c.subs) if (s.startsWith(chatPrefix)) set.add(s.slice(chatPrefix.length));
+    for (const s of c.subs) {
+      if (!s.startsWith(chatPrefix)) continue;
+      // A subscription is whatever its member typed: only channel patterns are listed.
+      const ch = s.slice(chatPrefix.length);
+      if (isValidChannel(ch)) set.add(ch);
+    }
     live.set(c.principal, set);
   }
   const next = new Map<string, FeedRow>();
   for (const p of new Set([...live.keys(), ...durable.keys()])) {
     if ((live.get(p)?.size ?? 0) === 0 && (durable.get(p)?.length ?? 0) === 0) continue;
-    next.set(p, {
-      live: [...(live.get(p) ?? [])].sort(),
-      durable: [...(durable.get(p) ?? [])].sort(),
-      observedAt: now,
-    });
+    next.set(p, boundedRow([...(live.get(p) ?? [])], [...(durable.get(p) ?? [])], now));
   }
   return next;
 }
 
-/** Writes the rows that changed and deletes the ones gone, keeping `written` as the bucket is. */
+/** A row of at most {@linkcode FEED_MAX_ROW_BYTES} of channel names: durable ones first. */
+function boundedRow(live: string[], durable: string[], now: number): FeedRow {
+  let room = FEED_MAX_ROW_BYTES;
+  let truncated = false;
+  const take = (names: string[]) =>
+    names.sort().filter((n) => {
+      const cost = new TextEncoder().encode(n).length + 3;
+      if (cost > room) {
+        truncated = true;
+        return false;
+      }
+      room -= cost;
+      return true;
+    });
+  const d = take(durable);
+  const l = take(live);
+  return { live: l, durable: d, observedAt: now, ...(truncated ? { truncated: true } : {}) };
+}
+
+/**
+ * Writes the rows that changed and deletes the ones gone, keeping `written` as the bucket is.
+ * Resolves with the first write the bucket refused, if any (the other rows are written).
+ */
 async function writeRows(
   kv: KV,
   written: Map<string, FeedRow>,
   next: ReadonlyMap<string, FeedRow>,
-): Promise<void> {
+): Promise<unknown> {
+  let failed: unknown;
   for (const [p, row] of next) {
     if (same(written.get(p), row)) continue;
-    await kv.put(p, jsonBytes(row));
-    written.set(p, row);
+    try {
+      await kv.put(p, jsonBytes(row));
+      written.set(p, row);
+    } catch (err) {
+      // One row the bucket refuses does not hold back the others' (said after the sweep).
+      failed ??= err;
+    }
   }
   for (const p of [...written.keys()]) {
     if (next.has(p)) continue;
     await kv.delete(p);
     written.delete(p);
   }
+  return failed;
 }
 
 /**
