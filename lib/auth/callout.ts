@@ -21,7 +21,7 @@ import {
   XKeyPair,
   xkeySeal,
 } from "../nats/mod.ts";
-import { assertExplicitPermissions, principalTags } from "../trust/mint.ts";
+import { assertExplicitPermissions, CONNECTION_LIMITS, principalTags } from "../trust/mint.ts";
 import { permissionsFor } from "../trust/profiles.ts";
 import { assertConnId } from "../trust/space_token.ts";
 import { syncSigner } from "../trust/sync_keys.ts";
@@ -365,6 +365,8 @@ async function mintUser(
       pub: list(perms.pub),
       sub: list(perms.sub),
       tags: principalTags(principal),
+      // The same per-connection caps as a minted agent's.
+      ...CONNECTION_LIMITS.agent,
     },
   }, ctx.userSigner);
 }

@@ -48,14 +48,21 @@ export const SPACE_JETSTREAM_LIMITS: Readonly<JetStreamLimits> = Object.freeze({
   disk_max_stream_bytes: 2 * 1024 * MIB,
 });
 
+/** The connections one space's account may hold at once (frozen, server-side). */
+export const SPACE_MAX_CONNECTIONS = 4096;
+
 /**
- * A data account: connections and subjects unlimited, JetStream on within
+ * A data account: at most {@linkcode SPACE_MAX_CONNECTIONS} connections, subjects unlimited, JetStream on within
  * {@linkcode SPACE_JETSTREAM_LIMITS}. Without explicit limits a JWT account defaults to zero
  * connections and no JetStream.
  */
 const DATA_LIMITS: Readonly<OperatorLimits> = Object.freeze({
   ...DEFAULT_ACCOUNT_LIMITS,
   ...SPACE_JETSTREAM_LIMITS,
+  // A cred carries no connection limit of its own, so one member could open the broker's
+  // connections until every space was refused (red team 20a: 400 of 400 accepted on one cred).
+  // A space holds at most this many: the other spaces keep theirs.
+  conn: SPACE_MAX_CONNECTIONS,
 });
 
 /** Whether an account JWT already carries this build's data-account limits. */

@@ -111,13 +111,21 @@ function list(l: { allow: string[]; deny: string[] }) {
 }
 
 /**
- * Per-connection limits signed into the credentials of untrusted profiles (frozen): an agent's
- * endpoint holds a few dozen subscriptions (its inbox, its channels, two bucket watches), and
- * each one costs the broker memory, so millions on one connection are refused.
+ * Per-connection limits signed into the credentials of the profiles that speak as a member or
+ * for the operator (frozen): an agent's endpoint holds a few dozen subscriptions (its inbox, its
+ * channels, two bucket watches), an observer's tail or a CLI call fewer, and each one costs the
+ * broker memory. Unbounded, one observer cred held 200,000 on one connection, +300 MiB of broker
+ * memory (red team 20a). The daemons' profiles carry none: they are the operator's own.
  */
-export const CONNECTION_LIMITS: Readonly<{ agent: Readonly<{ subs: number }> }> = Object.freeze({
-  agent: Object.freeze({ subs: 1000 }),
-});
+export const CONNECTION_LIMITS: Readonly<Partial<Record<Profile, Readonly<{ subs: number }>>>> =
+  Object.freeze({
+    agent: Object.freeze({ subs: 1000 }),
+    observer: Object.freeze({ subs: 1000 }),
+    probe: Object.freeze({ subs: 100 }),
+    "control-caller": Object.freeze({ subs: 100 }),
+    admin: Object.freeze({ subs: 10_000 }),
+    operator: Object.freeze({ subs: 10_000 }),
+  });
 
 /**
  * Mints a `profile` credential for `identity` in `auth`'s space and returns the creds file
@@ -193,7 +201,7 @@ export async function signUserJwt(
         sub: list(perms.sub),
         issuer_account: auth.account.pub,
         tags: principalTags(principal),
-        ...(profile in CONNECTION_LIMITS ? CONNECTION_LIMITS[profile as "agent"] : {}),
+        ...(CONNECTION_LIMITS[profile] ?? {}),
       },
     },
     signer,
