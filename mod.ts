@@ -40,6 +40,7 @@ export {
   createSpaceAccountAuth,
   createSpaceAuth,
   CREDENTIAL_LIFETIMES,
+  keySigner,
   localSigner,
   mintConnectionEvictorCreds,
   mintCreds,
@@ -48,7 +49,9 @@ export {
   newIdentity,
   rotateDataAccountSigningKey,
   serverConfig,
+  setAccountSigningKey,
   signUserJwt,
+  signUserJwtWith,
   stripSpaceAuth,
 } from "./lib/trust/mod.ts";
 export type {
@@ -66,6 +69,8 @@ export type {
   SpaceAccountAuth,
   SpaceAuth,
 } from "./lib/trust/mod.ts";
+// What signs: an nkey seed in WebCrypto, or any key with the same two members (a KMS key)
+export { seedSigner, type Signer } from "./lib/nats/mod.ts";
 // The space's signer as a daemon, and the client a component signs through without a seed
 export { readAudit, remoteSigner, runSigner, SIGNER_POLICY } from "./lib/signer/mod.ts";
 export type {

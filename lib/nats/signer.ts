@@ -1,6 +1,6 @@
 /**
  * The signing seam: everything that signs a NATS JWT or nonce goes through {@linkcode Signer},
- * so a remote signer (a sidecar holding the seed) can replace {@linkcode seedSigner} later.
+ * so a key held elsewhere (a KMS or Vault-transit ed25519 key) can replace {@linkcode seedSigner}.
  *
  * @module
  */
@@ -10,7 +10,9 @@ import { decodePublicKey, parseSeed, pkcs8, publicKeyOf } from "./nkeys.ts";
 
 /** Signs bytes as one nkey. `publicKey` names the key (e.g. `A…`), so JWTs can set `iss`. */
 export interface Signer {
+  /** The nkey public key of the key that signs (`A…` for an account signing key). */
   readonly publicKey: string;
+  /** The 64-byte ed25519 signature of `data` (a KMS key signs it where it lives). */
   sign(data: Uint8Array): Promise<Uint8Array>;
 }
 

@@ -277,10 +277,52 @@ export function isStrippedSpaceAuth(auth: SpaceAuth): boolean {
  * refused. Needs the operator and account seeds (a stripped bundle is refused). SYS is untouched.
  */
 export async function rotateDataAccountSigningKey(auth: SpaceAuth): Promise<SpaceAuth> {
+  const signing = await createAccount();
+  const jwt = await accountJwtWithSigningKey(auth, signing.publicKey);
+  return {
+    ...auth,
+    operator: { ...auth.operator },
+    sys: { ...auth.sys },
+    account: { ...auth.account, jwt, signingSeed: signing.seed, signingPub: signing.publicKey },
+  };
+}
+
+/**
+ * Makes `signingPub` the space's only signing key, a key whose seed this process never sees (a
+ * KMS or Vault-transit ed25519 key): the account JWT is re-signed with `signing_keys:
+ * [signingPub]`, and the bundle returned holds no signing seed, so users are signed through
+ * `keySigner` with that key. As with {@linkcode rotateDataAccountSigningKey}, creds signed by
+ * the old key are refused once the broker reloads the re-rendered config.
+ *
+ * @example
+ * ```ts
+ * const auth = await createSpaceAuth("demo");
+ * const kms = await createAccount(); // stands in for the KMS key's public half
+ * const next = await setAccountSigningKey(auth, kms.publicKey);
+ * ```
+ */
+export async function setAccountSigningKey(
+  auth: SpaceAuth,
+  signingPub: string,
+): Promise<SpaceAuth> {
+  if (!isPublicKey(signingPub, "account")) {
+    refuse("invalid_signing_key", "The signing key is not an account public key (A…).");
+  }
+  const jwt = await accountJwtWithSigningKey(auth, signingPub);
+  return {
+    ...auth,
+    operator: { ...auth.operator },
+    sys: { ...auth.sys },
+    account: { ...auth.account, jwt, signingSeed: "", signingPub },
+  };
+}
+
+/** The account JWT re-signed by the operator with `signing_keys: [signingPub]`. */
+async function accountJwtWithSigningKey(auth: SpaceAuth, signingPub: string): Promise<string> {
   if (!auth.account.seed || !auth.account.jwt) {
     refuse(
       "stripped_bundle",
-      "Rotating the signing key needs the full trust bundle (operator and account seeds); a stripped bundle cannot re-sign the account.",
+      "Changing the signing key needs the full trust bundle (operator and account seeds); a stripped bundle cannot re-sign the account.",
     );
   }
   const signer = await operatorSigner(auth);
@@ -294,17 +336,10 @@ export async function rotateDataAccountSigningKey(auth: SpaceAuth): Promise<Spac
       "The account JWT was not issued by this operator for this account; the bundle is corrupt.",
     );
   }
-  const signing = await createAccount();
   const { version: _v, ...nats } = old.nats;
-  const jwt = await encodeJwt({
+  return await encodeJwt({
     sub: old.sub,
     name: old.name,
-    nats: { ...nats, signing_keys: [signing.publicKey] },
+    nats: { ...nats, signing_keys: [signingPub] },
   }, signer);
-  return {
-    ...auth,
-    operator: { ...auth.operator },
-    sys: { ...auth.sys },
-    account: { ...auth.account, jwt, signingSeed: signing.seed, signingPub: signing.publicKey },
-  };
 }

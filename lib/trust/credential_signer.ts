@@ -4,13 +4,13 @@
  * creds itself ({@linkcode mintWith}). {@linkcode localSigner} signs in process from a trust
  * bundle (an embedder's default); `remoteSigner` in lib/signer asks the `cotal-signer` daemon,
  * so the caller never holds the account's signing seed. Anything that can produce an ed25519
- * signature over the JWT's signing input (a KMS or Vault-transit key) can implement it without
- * exporting a seed (docs/SECURITY.md, "The signer").
+ * signature over the JWT's signing input (a KMS or Vault-transit key) signs through
+ * {@linkcode keySigner} without exporting a seed (docs/SECURITY.md, "The signer").
  *
  * @module
  */
-import { renderCreds } from "../nats/mod.ts";
-import { signUserJwt } from "./mint.ts";
+import { renderCreds, type Signer } from "../nats/mod.ts";
+import { signUserJwt, signUserJwtWith } from "./mint.ts";
 import type { Identity, MintAuth, MintOpts, Profile } from "./types.ts";
 
 /** What a signer is asked: whose key, which profile, and the mint options. */
@@ -31,6 +31,30 @@ export interface CredentialSigner {
   readonly where: "local" | "remote";
   /** The signed user JWT, or a `CotalError` naming why it was refused. */
   sign(req: SignRequest): Promise<string>;
+}
+
+/**
+ * A signer over any {@linkcode Signer} of the space's account signing key: a KMS or
+ * Vault-transit ed25519 key whose private half never leaves it (its `sign` sends the JWT's
+ * signing input and returns the 64-byte signature). The account JWT must list the key
+ * (`setAccountSigningKey`). No seed is in this process, so it counts as remote: a Manager
+ * signing through it leaves the daemon creds' re-signing to whoever holds a seed.
+ *
+ * @example
+ * ```ts
+ * const auth = await createSpaceAuth("demo");
+ * const kmsKey: Signer = await seedSigner(auth.account.signingSeed); // a KMS client in production
+ * const signer = keySigner("demo", auth.account.pub, kmsKey);
+ * const creds = await mintWith(signer, newIdentity(), "observer");
+ * ```
+ */
+export function keySigner(space: string, accountPub: string, key: Signer): CredentialSigner {
+  return {
+    space,
+    where: "remote",
+    sign: (req) =>
+      signUserJwtWith({ space, accountPub }, key, req.publicKey, req.profile, req.opts ?? {}),
+  };
 }
 
 /**

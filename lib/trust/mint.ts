@@ -168,6 +168,18 @@ export async function signUserJwt(
   profile: Profile,
   opts: MintOpts = {},
 ): Promise<string> {
+  checkProfile(profile);
+  checkSigner(auth);
+  return await signUserJwtWith(
+    { space: auth.space, accountPub: auth.account.pub },
+    await accountSigner(auth.account),
+    publicKey,
+    profile,
+    opts,
+  );
+}
+
+function checkProfile(profile: Profile): void {
   if (!isProfile(profile)) {
     const sys = profile === "membership-observer" || profile === "connection-evictor";
     refuse(
@@ -179,17 +191,51 @@ export async function signUserJwt(
         : `Unknown profile ${JSON.stringify(String(profile))}; use one of ${PROFILES.join(", ")}.`,
     );
   }
-  checkSigner(auth);
+}
+
+/**
+ * {@linkcode signUserJwt} with any {@linkcode Signer} of the account's signing key instead of
+ * its seed: a KMS or Vault-transit ed25519 key whose private half never leaves it. The account
+ * JWT must list `signer.publicKey` in its `signing_keys` ({@linkcode setAccountSigningKey}).
+ *
+ * @example
+ * ```ts
+ * const auth = await createSpaceAuth("demo");
+ * const signer = await seedSigner(auth.account.signingSeed); // or a KMS-backed Signer
+ * const jwt = await signUserJwtWith(
+ *   { space: "demo", accountPub: auth.account.pub },
+ *   signer,
+ *   newIdentity().id,
+ *   "observer",
+ * );
+ * ```
+ */
+export async function signUserJwtWith(
+  account: { readonly space: string; readonly accountPub: string },
+  signer: Signer,
+  publicKey: string,
+  profile: Profile,
+  opts: MintOpts = {},
+): Promise<string> {
+  checkProfile(profile);
+  if (!isPublicKey(account.accountPub, "account")) {
+    refuse("invalid_account", "The account public key is not an account public key (A…).");
+  }
+  if (!isPublicKey(signer?.publicKey, "account")) {
+    refuse(
+      "invalid_signing_key",
+      "The signer's public key is not an account signing key (A…); sign with a key the account JWT lists in signing_keys.",
+    );
+  }
   if (!isPublicKey(publicKey, "user")) {
     refuse("invalid_identity", "The identity id is not a user public key (U…); use newIdentity().");
   }
   const now = Math.floor(Date.now() / 1000);
   const exp = resolveExpiry(profile, opts, now);
   const connId = opts.connId ?? publicKey;
-  const perms = permissionsFor(auth.space, profile, { ...opts, connId });
+  const perms = permissionsFor(account.space, profile, { ...opts, connId });
   assertExplicitPermissions(perms, profile);
   const principal = opts.principal ?? { owner: "local", actor: connId };
-  const signer = await accountSigner(auth.account);
   const jwt = await encodeJwt(
     {
       sub: publicKey,
@@ -199,7 +245,7 @@ export async function signUserJwt(
         type: "user",
         pub: list(perms.pub),
         sub: list(perms.sub),
-        issuer_account: auth.account.pub,
+        issuer_account: account.accountPub,
         tags: principalTags(principal),
         ...(CONNECTION_LIMITS[profile] ?? {}),
       },

@@ -15,7 +15,9 @@ export {
   operatorName,
   rotateDataAccountSigningKey,
   rotateSystemAccount,
+  setAccountSigningKey,
   SPACE_JETSTREAM_LIMITS,
+  SPACE_MAX_CONNECTIONS,
   stripSpaceAuth,
 } from "./authorities.ts";
 export { credsAuthenticatorFast, type CredsSource } from "./connect_auth.ts";
@@ -39,6 +41,7 @@ export {
   principalFromTags,
   principalTags,
   signUserJwt,
+  signUserJwtWith,
 } from "./mint.ts";
 export { isProfile, type PermissionOpts, permissionsFor, PROFILES } from "./profiles.ts";
 export {
@@ -99,6 +102,7 @@ export type {
 } from "./types.ts";
 export {
   type CredentialSigner,
+  keySigner,
   localSigner,
   mintWith,
   type SignRequest,
