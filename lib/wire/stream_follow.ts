@@ -116,60 +116,132 @@ export async function followStream(
   nc: NatsConnection,
   opts: FollowOptions,
 ): Promise<StreamFollow> {
-  let lastSeq = 0;
-  let current: Incarnation | undefined;
-  let lastActivity = Date.now();
-  let stopped = false;
-  let recreating = false;
-  const inboxPrefix = (nc as unknown as { options?: { inboxPrefix?: string } }).options
-    ?.inboxPrefix;
+  const f = new Follower(nc, opts);
+  await f.open();
+  f.watch();
+  return f;
+}
 
-  const close = (inc: Incarnation | undefined) => {
+/** One follow: its consumer incarnation, the last sequence seen, the heartbeat watchdog. */
+class Follower implements StreamFollow {
+  #lastSeq = 0;
+  #current?: Incarnation;
+  #lastActivity = Date.now();
+  #stopped = false;
+  #recreating = false;
+  #watchdog?: ReturnType<typeof setInterval>;
+  readonly #nc: NatsConnection;
+  readonly #opts: FollowOptions;
+  readonly #inboxPrefix?: string;
+
+  constructor(nc: NatsConnection, opts: FollowOptions) {
+    this.#nc = nc;
+    this.#opts = opts;
+    this.#inboxPrefix = (nc as unknown as { options?: { inboxPrefix?: string } }).options
+      ?.inboxPrefix;
+  }
+
+  get lastSeq(): number {
+    return this.#lastSeq;
+  }
+
+  /** Creates the next consumer incarnation, resuming after the last message seen. */
+  async open(): Promise<void> {
+    const sub = this.#nc.subscribe(createInbox(this.#inboxPrefix), {
+      callback: (_err, m) => this.#onDelivery(inc, m),
+    });
+    const inc: Incarnation = { sub, dseq: 0 };
+    // Current before the create request: the broker delivers as soon as the consumer exists,
+    // before its answer arrives.
+    this.#current = inc;
+    const start = this.#lastSeq > 0
+      ? { deliver_policy: "by_start_sequence", opt_start_seq: this.#lastSeq + 1 }
+      : { deliver_policy: this.#opts.from === "new" ? "new" : "last_per_subject" };
+    try {
+      const info = await api<{ name: string }>(
+        this.#nc,
+        `$JS.API.CONSUMER.CREATE.${this.#opts.stream}`,
+        {
+          stream_name: this.#opts.stream,
+          config: {
+            ...start,
+            deliver_subject: sub.getSubject(),
+            filter_subject: this.#opts.filter,
+            ack_policy: "none",
+            replay_policy: "instant",
+            flow_control: true,
+            idle_heartbeat: FOLLOW_HEARTBEAT_MS * 1_000_000,
+            mem_storage: true,
+            num_replicas: 1,
+          },
+        },
+      );
+      inc.name = info.name;
+      this.#lastActivity = Date.now();
+    } catch (e) {
+      sub.unsubscribe();
+      if (this.#current === inc) this.#current = undefined;
+      throw e;
+    }
+  }
+
+  /** Starts the watchdog: heartbeats that stop mean the consumer is gone. */
+  watch(): void {
+    this.#watchdog = setInterval(() => {
+      if (this.#nc.isClosed()) return clearInterval(this.#watchdog);
+      if (Date.now() - this.#lastActivity > FOLLOW_HEARTBEAT_MS * MISSED_HEARTBEATS) {
+        this.#lastActivity = Date.now();
+        this.#recreate("heartbeats stopped");
+      }
+    }, FOLLOW_HEARTBEAT_MS);
+  }
+
+  #close(inc: Incarnation | undefined): void {
     if (!inc) return;
     inc.sub.unsubscribe();
-    if (inc.name && !nc.isClosed()) {
-      nc.request(`$JS.API.CONSUMER.DELETE.${opts.stream}.${inc.name}`, undefined, {
+    if (inc.name && !this.#nc.isClosed()) {
+      this.#nc.request(`$JS.API.CONSUMER.DELETE.${this.#opts.stream}.${inc.name}`, undefined, {
         timeout: REQUEST_TIMEOUT_MS,
       }).catch(() => {});
     }
-  };
+  }
 
-  const recreate = (why: string) => {
-    if (stopped || recreating) return;
-    recreating = true;
-    close(current);
-    current = undefined;
-    opts.onReset?.(why);
+  #recreate(why: string): void {
+    if (this.#stopped || this.#recreating) return;
+    this.#recreating = true;
+    this.#close(this.#current);
+    this.#current = undefined;
+    this.#opts.onReset?.(why);
     (async () => {
-      for (let wait = RETRY_FIRST_MS; !stopped; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
-        if (nc.isClosed()) break;
+      for (let wait = RETRY_FIRST_MS; !this.#stopped; wait = Math.min(wait * 2, RETRY_MAX_MS)) {
+        if (this.#nc.isClosed()) break;
         try {
-          await open();
+          await this.open();
           break;
         } catch {
           await new Promise((r) => setTimeout(r, wait));
         }
       }
-      recreating = false;
+      this.#recreating = false;
     })();
-  };
+  }
 
-  const onDelivery = (inc: Incarnation, m: Msg) => {
-    if (inc !== current) return;
-    lastActivity = Date.now();
+  #onDelivery(inc: Incarnation, m: Msg): void {
+    if (inc !== this.#current) return;
+    this.#lastActivity = Date.now();
     const reply = m.reply ?? "";
     if (reply.startsWith("$JS.FC.")) {
-      nc.publish(reply);
+      this.#nc.publish(reply);
       return;
     }
     if (reply.startsWith("$JS.ACK.")) {
       const s = ackSequences(reply);
-      if (!s) return recreate("a delivery with an unreadable reply subject");
-      if (s.dseq !== inc.dseq + 1) return recreate(`delivery ${s.dseq} after ${inc.dseq}`);
+      if (!s) return this.#recreate("a delivery with an unreadable reply subject");
+      if (s.dseq !== inc.dseq + 1) return this.#recreate(`delivery ${s.dseq} after ${inc.dseq}`);
       inc.dseq = s.dseq;
-      if (s.seq <= lastSeq) return;
-      lastSeq = s.seq;
-      opts.onMessage({
+      if (s.seq <= this.#lastSeq) return;
+      this.#lastSeq = s.seq;
+      this.#opts.onMessage({
         subject: m.subject,
         seq: s.seq,
         headers: headersOf(m),
@@ -183,80 +255,31 @@ export async function followStream(
     const h = headersOf(m);
     if (h === UNDECODABLE || !h) return;
     const stalled = h.get("Nats-Consumer-Stalled");
-    if (stalled) nc.publish(stalled);
+    if (stalled) this.#nc.publish(stalled);
     const last = h.get("Nats-Last-Consumer");
-    if (last && Number(last) !== inc.dseq) recreate(`the heartbeat names delivery ${last}`);
-  };
+    if (last && Number(last) !== inc.dseq) this.#recreate(`the heartbeat names delivery ${last}`);
+  }
 
-  const open = async (): Promise<Incarnation> => {
-    const sub = nc.subscribe(createInbox(inboxPrefix), {
-      callback: (_err, m) => onDelivery(inc, m),
-    });
-    const inc: Incarnation = { sub, dseq: 0 };
-    // Current before the create request: the broker delivers as soon as the consumer exists,
-    // before its answer arrives.
-    current = inc;
-    const start = lastSeq > 0
-      ? { deliver_policy: "by_start_sequence", opt_start_seq: lastSeq + 1 }
-      : { deliver_policy: opts.from === "new" ? "new" : "last_per_subject" };
+  async drained(): Promise<boolean> {
+    const inc = this.#current;
+    if (!inc?.name || this.#recreating) return false;
     try {
-      const info = await api<{ name: string }>(nc, `$JS.API.CONSUMER.CREATE.${opts.stream}`, {
-        stream_name: opts.stream,
-        config: {
-          ...start,
-          deliver_subject: sub.getSubject(),
-          filter_subject: opts.filter,
-          ack_policy: "none",
-          replay_policy: "instant",
-          flow_control: true,
-          idle_heartbeat: FOLLOW_HEARTBEAT_MS * 1_000_000,
-          mem_storage: true,
-          num_replicas: 1,
-        },
-      });
-      inc.name = info.name;
-      lastActivity = Date.now();
-      return inc;
-    } catch (e) {
-      sub.unsubscribe();
-      if (current === inc) current = undefined;
-      throw e;
+      const ci = await api<{ num_pending: number; delivered: { consumer_seq: number } }>(
+        this.#nc,
+        `$JS.API.CONSUMER.INFO.${this.#opts.stream}.${inc.name}`,
+        {},
+      );
+      return inc === this.#current && ci.num_pending === 0 &&
+        ci.delivered.consumer_seq <= inc.dseq;
+    } catch {
+      return false;
     }
-  };
+  }
 
-  await open();
-  const watchdog = setInterval(() => {
-    if (nc.isClosed()) return clearInterval(watchdog);
-    if (Date.now() - lastActivity > FOLLOW_HEARTBEAT_MS * MISSED_HEARTBEATS) {
-      lastActivity = Date.now();
-      recreate("heartbeats stopped");
-    }
-  }, FOLLOW_HEARTBEAT_MS);
-
-  return {
-    get lastSeq() {
-      return lastSeq;
-    },
-    async drained() {
-      const inc = current;
-      if (!inc?.name || recreating) return false;
-      try {
-        const ci = await api<{ num_pending: number; delivered: { consumer_seq: number } }>(
-          nc,
-          `$JS.API.CONSUMER.INFO.${opts.stream}.${inc.name}`,
-          {},
-        );
-        return inc === current && ci.num_pending === 0 &&
-          ci.delivered.consumer_seq <= inc.dseq;
-      } catch {
-        return false;
-      }
-    },
-    stop() {
-      stopped = true;
-      clearInterval(watchdog);
-      close(current);
-      current = undefined;
-    },
-  };
+  stop(): void {
+    this.#stopped = true;
+    clearInterval(this.#watchdog);
+    this.#close(this.#current);
+    this.#current = undefined;
+  }
 }
