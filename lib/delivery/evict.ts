@@ -151,3 +151,32 @@ export async function evictPrincipal(
     await ev?.close().catch(() => {});
   }
 }
+
+/**
+ * Kicks `conns` (from a scan of the source's account) through the `$SYS` evictor; resolves with
+ * how many the servers confirmed. Refuses (throws) when the `$SYS` creds cannot be used.
+ */
+export async function kickConnections(
+  src: SysSource,
+  servers: string[],
+  conns: readonly ConnRecord[],
+): Promise<number> {
+  if (conns.length === 0) return 0;
+  const evictor = await loadEvictor(src, await loadObserver(src));
+  const ev = await sysConnect(servers, evictor.text, EVICTOR_INBOX_PREFIX);
+  let kicked = 0;
+  try {
+    for (const c of conns) {
+      const reply = await ev.request(
+        `$SYS.REQ.SERVER.${c.serverId}.KICK`,
+        JSON.stringify({ cid: c.cid }),
+        { timeout: 2000 },
+      ).catch(() => undefined);
+      const body = reply ? JSON.parse(new TextDecoder().decode(reply.data)) : undefined;
+      if (body && body.error === undefined) kicked++;
+    }
+  } finally {
+    await ev.close().catch(() => {});
+  }
+  return kicked;
+}

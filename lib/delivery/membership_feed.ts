@@ -18,7 +18,9 @@ import { credsAuthenticatorFast, MEMBERSHIP_INBOX_PREFIX } from "../trust/mod.ts
 import { membershipRwCredsKey } from "../workspace/mod.ts";
 import { jsonBytes } from "../wire/kv.ts";
 import { isValidChannel } from "../wire/names.ts";
-import { scanConnz } from "./connz.ts";
+import { connectionsOverCap, MAX_CONNECTIONS_PER_CRED } from "./conn_cap.ts";
+import { type ConnRecord, scanConnz } from "./connz.ts";
+import { kickConnections } from "./evict.ts";
 import type { DeliveryLogger } from "./context.ts";
 import { type CredReader, loadCred, RenewingCred } from "./cred_renewal.ts";
 import { loadObserver, type SysSource } from "./sys_creds.ts";
@@ -129,6 +131,28 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
   let status: FeedStatus = { state: "up", principals: 0 };
   let running: Promise<boolean> | undefined;
 
+  let kicking: Promise<void> | undefined;
+  // A cred over its connection cap loses its newest extras (lib/delivery/conn_cap.ts); one
+  // round of kicks at a time, said once per round.
+  const capConnections = (conns: readonly ConnRecord[]) => {
+    const over = connectionsOverCap(conns);
+    if (over.length === 0 || kicking) return;
+    kicking = kickConnections(src, opts.servers, over).then(
+      (n) =>
+        log.warn(
+          `${over.length} connections over the cap of ${MAX_CONNECTIONS_PER_CRED} per cred (${
+            [...new Set(over.map((c) => c.principal ?? c.user))].join(", ")
+          }): kicked ${n}`,
+        ),
+      (err) =>
+        log.warn(
+          `connections over the cap of ${MAX_CONNECTIONS_PER_CRED} per cred could not be kicked (${
+            isCotalError(err) ? err.code : (err as Error)?.message ?? err
+          })`,
+        ),
+    ).finally(() => kicking = undefined);
+  };
+
   const sweepOnce = async (): Promise<boolean> => {
     const scan = await scanConnz(a, src.expectedAccount, { subscriptions: true });
     // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
@@ -140,6 +164,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       } as FeedStatus;
       return false;
     }
+    capConnections(scan.conns);
     const now = Date.now();
     const next = feedRows(scan.conns, chatPrefix, opts.durable(), now);
     const refused = await writeRows(kv, written, next);
@@ -184,6 +209,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       rw.stop();
       for (const s of subs) s.unsubscribe();
       await running?.catch(() => {});
+      await kicking;
       await a.close().catch(() => {});
       await b.close().catch(() => {});
     },

@@ -4,7 +4,7 @@
  * agent profile carried a subscription cap (1000 per connection), so one agent cred opened 400
  * of 400 connections (the broker's slots are shared by every space and daemon), and one observer
  * cred (`cotal mint --profile observer`) held 200,000 subscriptions on one connection, +300 MiB
- * of broker memory. Each test asserts the defence holds, or says in its name why it is skipped.
+ * of broker memory. Each test asserts the defence holds.
  */
 import assert from "node:assert/strict";
 import type { NatsConnection } from "nats";
@@ -13,28 +13,36 @@ import { SPACE_MAX_CONNECTIONS } from "../../lib/trust/authorities.ts";
 import { CONNECTION_LIMITS, newLifecycleUid, type Profile } from "../../lib/trust/mod.ts";
 import { subjectRoot } from "../../lib/wire/subjects.ts";
 import { waitFor } from "../_harness/broker.ts";
-import { connectAs, startDeliverySpace } from "../delivery/_helpers.ts";
+import { MAX_CONNECTIONS_PER_CRED } from "../../lib/delivery/conn_cap.ts";
+import { connectAs, startDaemonProcess, startDeliverySpace } from "../delivery/_helpers.ts";
 
-Deno.test({
-  name:
-    "redteam20a - one direct agent cred cannot hold hundreds of broker connections (skipped: known gap, not fixed; a NATS user JWT has no connection limit, so one cred may take its whole space's share, SPACE_MAX_CONNECTIONS, but no other space's)",
-  ignore: true,
-  fn: async () => {
-    await using s = await startDeliverySpace({ prefix: "rt20aconn" });
-    const mallory = await s.agent("mallory");
-    const conns: NatsConnection[] = [];
-    try {
-      for (let i = 0; i < 400; i += 50) {
-        const batch = await Promise.allSettled(
-          Array.from({ length: 50 }, () => connectAs(s.url, mallory.creds)),
-        );
-        for (const b of batch) if (b.status === "fulfilled") conns.push(b.value);
-      }
-      assert.ok(conns.length <= 64, `one agent cred holds ${conns.length} connections`);
-    } finally {
-      await Promise.all(conns.map((c) => c.close().catch(() => {})));
+Deno.test("redteam20a - one direct agent cred cannot hold hundreds of broker connections: the feed kicks its newest past 64", async () => {
+  await using s = await startDeliverySpace({ prefix: "rt20aconn" });
+  const daemon = startDaemonProcess(s);
+  const mallory = await s.agent("mallory");
+  const conns: NatsConnection[] = [];
+  try {
+    await daemon.waitForLine(/membership feed up/, 40_000);
+    for (let i = 0; i < 200; i += 50) {
+      const batch = await Promise.allSettled(
+        Array.from({ length: 50 }, () => connectAs(s.url, mallory.creds)),
+      );
+      for (const b of batch) if (b.status === "fulfilled") conns.push(b.value);
     }
-  },
+    const open = () => conns.filter((c) => !c.isClosed()).length;
+    await waitFor(() => open() <= MAX_CONNECTIONS_PER_CRED, {
+      what: `mallory's connections back to the cap of ${MAX_CONNECTIONS_PER_CRED}`,
+      timeoutMs: 30_000,
+    });
+    // The oldest stand (the first batch of 50 connected before any other): a cred's honest
+    // connections are not the ones cut.
+    assert.equal(conns.slice(0, 50).filter((c) => c.isClosed()).length, 0);
+    await daemon.waitForLine(/over the cap of 64 per cred \(local\.mallory\): kicked/, 10_000);
+  } finally {
+    await Promise.all(conns.map((c) => c.close().catch(() => {})));
+    daemon.kill();
+    await daemon.exited;
+  }
 });
 
 Deno.test("redteam20a - a space's account holds at most SPACE_MAX_CONNECTIONS connections, whoever opens them", async () => {
