@@ -78,7 +78,8 @@ export async function run(ctx) {
   await attempt("M_dup", async (nc) => {
     const body = '{"stream_name":"' + T.chatStream + '","config":{"name":"' + hist +
       '","filter_subject":"' + T.histFilter + '","deliver_subject":"' + T.aclKey +
-      '"},"config":{"name":"' + hist + '","filter_subject":"' + T.histFilter + '"}}';
+      '"},"config":{"name":"' + hist + '","filter_subject":"' + T.histFilter +
+      '","inactive_threshold":30000000000}}';
     const r = await nc.request(
       "$JS.API.CONSUMER.CREATE." + T.chatStream + "." + hist + "." + T.histFilter,
       body,
