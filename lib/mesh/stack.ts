@@ -32,6 +32,8 @@ export interface MeshRecord {
   agentIds?: string;
   /** The broker's HTTP monitoring address (`host:port`), when `up --monitor` asked for one. */
   monitor?: string;
+  /** The foreground `cotal up` that runs (and heals) the stack, when it is not detached. */
+  owner?: { pid: number; startTime: number };
 }
 
 /** One daemon of the stack, as `up` starts it and `down`/`status` find it. */

@@ -14,7 +14,8 @@ import { ManagerClient } from "../manager/control_client.ts";
 import { mintForRoot } from "./ops.ts";
 import { type SecretStore, workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
-import { registerMesh, unregisterMesh } from "./machine_registry.ts";
+import { listMeshes, registerMesh, unregisterMesh } from "./machine_registry.ts";
+import { processStartTime } from "./pidfile.ts";
 import { mintSysCreds, rotateSys } from "./sys_creds.ts";
 import { ensureDaemonCreds, type IsolationChoice, watchdogComponent } from "./daemons.ts";
 import { type UserAuthConfig, writeUserAuth } from "./user_auth.ts";
@@ -96,7 +97,7 @@ export async function up(
   const brokerRunning = (await listComponents(opts.root)).some((c) =>
     c.id === "nats-server" && c.state === "running"
   );
-  refuseUpOver(opts, previous, brokerRunning);
+  await refuseUpOver(opts, previous, brokerRunning);
   // A foreground `up` over a stack that runs detached attaches to it: it heals what is dead
   // (detached, like the rest) and Ctrl-C leaves it all running. It never owns it.
   const attach = !opts.detach && brokerRunning && previous?.detached === true;
@@ -225,6 +226,7 @@ function meshRecordFor(
     url: `nats://${opts.host}:${opts.port}`,
     ...(now.monitor ? { monitor: now.monitor } : {}),
     detached: now.detach,
+    ...(now.detach ? {} : foregroundOwner()),
     isolation,
     ...(agentLimits ? { agentLimits } : {}),
     ...(agentIds ? { agentIds } : {}),
@@ -234,12 +236,30 @@ function meshRecordFor(
   };
 }
 
+/** This process as the owner of a foreground stack (it heals it; a second one would too). */
+function foregroundOwner(): { owner?: { pid: number; startTime: number } } {
+  const startTime = processStartTime(Deno.pid);
+  return startTime === undefined ? {} : { owner: { pid: Deno.pid, startTime } };
+}
+
 /** The refusals an `up` makes before it touches anything. */
-function refuseUpOver(
+async function refuseUpOver(
   opts: UpOptions & { rotateSys?: boolean },
   previous: MeshRecord | undefined,
   brokerRunning: boolean,
-): void {
+): Promise<void> {
+  if (
+    brokerRunning && previous && !previous.detached && previous.owner &&
+    processStartTime(previous.owner.pid) === previous.owner.startTime
+  ) {
+    // Two ups healing one stack restart the same daemons against each other.
+    throw new CotalError(
+      "mesh_running_foreground",
+      `This root's stack runs in the foreground of another 'cotal up' (pid ${previous.owner.pid}), ` +
+        `which heals it; stop that one (Ctrl-C there, or '${cotalCommand()} down --root ` +
+        `${opts.root}') before starting it again.`,
+    );
+  }
   if (brokerRunning && previous && (previous.port !== opts.port || previous.host !== opts.host)) {
     throw new CotalError(
       "mesh_running_elsewhere",
@@ -248,9 +268,17 @@ function refuseUpOver(
     );
   }
   if (!brokerRunning && !portFree(opts.host, opts.port)) {
+    // Often this machine's own mesh under another root (an up run from another directory).
+    const url = `nats://${opts.host}:${opts.port}`;
+    const mine = (await listMeshes().catch(() => [])).find((m) =>
+      m.url === url && m.root !== opts.root
+    );
     throw new CotalError(
       "port_in_use",
-      `${opts.host}:${opts.port} is already in use; stop what listens there or pass --port <n>.`,
+      mine
+        ? `${opts.host}:${opts.port} is already in use by the Cotal mesh under ${mine.root}; ` +
+          `to use it, run from there or pass --root ${mine.root}; for a second mesh, pass --port <n>.`
+        : `${opts.host}:${opts.port} is already in use; stop what listens there or pass --port <n>.`,
     );
   }
   if (opts.rotateSys && brokerRunning) {

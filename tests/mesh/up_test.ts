@@ -209,3 +209,59 @@ Deno.test("mesh - a foreground up over a detached stack attaches, and Ctrl-C lea
     await removeTempDir(root);
   }
 });
+
+Deno.test("mesh - up over a stack another foreground up runs and heals is refused, naming it; once that up is gone, up --detach takes over", async () => {
+  const root = await tempDir("cotal-root-");
+  const port = freePort();
+  const fg = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", COTAL, "up", "--root", root, "--port", `${port}`],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let out = "";
+  const reading = (async () => {
+    for await (const c of fg.stdout.pipeThrough(new TextDecoderStream())) out += c;
+  })();
+  let killed = false;
+  try {
+    await waitFor(() => out.includes("press Ctrl-C"), {
+      timeoutMs: 60_000,
+      what: "the foreground up serving",
+    });
+    // Newcomer pass 5: this started a second watchdog, and both restarted the same daemons.
+    for (const args of [["up", "--detach"], ["up"]]) {
+      const r = await cotal([...args, "--root", root, "--port", `${port}`]);
+      assert.equal(r.code, 1, `${args.join(" ")}: ${r.stdout}`);
+      assert.match(
+        r.stderr,
+        new RegExp(`runs in the foreground of another 'cotal up' \\(pid ${fg.pid}\\)`),
+      );
+    }
+    // From another root (an up run from another directory), the port is named as this mesh's.
+    const other = await tempDir("cotal-root-");
+    try {
+      const r = await cotal(["up", "--detach", "--root", other, "--port", `${port}`]);
+      assert.equal(r.code, 1);
+      assert.ok(
+        r.stderr.includes(`is already in use by the Cotal mesh under ${root}; to use it`),
+        r.stderr,
+      );
+    } finally {
+      await removeTempDir(other);
+    }
+    // The foreground up dies without its Ctrl-C: it no longer heals the stack, so an up may.
+    fg.kill("SIGKILL");
+    killed = true;
+    await fg.status;
+    const taken = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
+    assert.equal(taken.code, 0, taken.stderr);
+    assert.equal((await cotal(["status", "--root", root])).code, 0);
+  } finally {
+    if (!killed) fg.kill("SIGINT");
+    await fg.status;
+    await reading;
+    await fg.stderr.cancel().catch(() => {});
+    await cotal(["down", "--root", root]);
+    await removeTempDir(root);
+  }
+});
