@@ -20,6 +20,7 @@ import {
 } from "./keys.ts";
 import { remintDaemonCreds, type RemintResult } from "./renewal.ts";
 import { TEMP_PREFIX } from "./store_key.ts";
+import { BROKER_AUTH_KEY } from "./trust_keys.ts";
 import type { SecretStore } from "./types.ts";
 
 /** A cred's health: past 75 % of its life is `near-expiry` (its renewal owner is late). */
@@ -29,7 +30,14 @@ export type CredHealth =
   | "expired"
   | "unbounded"
   | "unreadable"
-  | "missing";
+  | "missing"
+  | "foreign";
+
+/** The states that make a cred (and `status`, `doctor auth`) fail: its daemon cannot use it. */
+export function isFailingCred(status: CredHealth): boolean {
+  return status === "expired" || status === "unreadable" || status === "missing" ||
+    status === "foreign";
+}
 
 /** One row of the report. Never carries secret material. */
 export interface DoctorAuthRow {
@@ -75,16 +83,27 @@ const SPACE_KINDS = [
 const DAEMON_KINDS = new Set([DELIVERY_CREDS_KIND, MEMBERSHIP_RW_CREDS_KIND]);
 const SYS_KINDS = new Set([MEMBERSHIP_OBSERVER_CREDS_KIND, CONNECTION_EVICTOR_CREDS_KIND]);
 
-/** Health of one creds text at `now`; pure. */
+/**
+ * Health of one creds text at `now`; pure. With `issuer`, a cred another key signed is
+ * `foreign` (the broker would refuse it).
+ */
 export async function credHealth(
   text: string,
   now: number,
+  issuer?: string,
 ): Promise<
   Pick<DoctorAuthRow, "status" | "issuedAt" | "expiresAt" | "remainingSeconds" | "detail">
 > {
   try {
     const { jwt } = await parseCreds(text);
     const claims = await decodeJwt(jwt, { type: "user", ignoreTimes: true });
+    if (issuer !== undefined && claims.iss !== issuer) {
+      return {
+        status: "foreign",
+        detail:
+          "signed by another system account than this root's broker trust (a restore into another root?): cotal down --keep-agents, then cotal up --rotate-sys",
+      };
+    }
     const iat = claims.iat;
     const exp = claims.exp;
     if (exp === undefined || exp === 0) return { status: "unbounded", issuedAt: iat };
@@ -97,6 +116,16 @@ export async function credHealth(
       status: "unreadable",
       detail: err instanceof CotalError ? err.code : "unreadable",
     };
+  }
+}
+
+/** The system account of the store's broker trust, when it holds a readable one. */
+async function brokerSysPub(store: SecretStore): Promise<string | undefined> {
+  try {
+    const pub = JSON.parse(await store.get(BROKER_AUTH_KEY) ?? "")?.sys?.pub;
+    return typeof pub === "string" && pub !== "" ? pub : undefined;
+  } catch {
+    return undefined;
   }
 }
 
@@ -196,6 +225,7 @@ export async function doctorAuth(
   }
   if (fs) { for (const key of await walkCreds(fs.root)) keys.add(key); }
 
+  const sysPub = await brokerSysPub(target);
   const rows: DoctorAuthRow[] = [];
   for (const key of [...keys].sort()) {
     let text: string | undefined;
@@ -224,8 +254,10 @@ export async function doctorAuth(
       }
       continue;
     }
+    // A $SYS cred is the broker trust's own: one its system account did not sign is refused.
+    const issuer = SYS_KINDS.has(kind) ? sysPub : undefined;
     const health = text !== undefined
-      ? await credHealth(text, now)
+      ? await credHealth(text, now, issuer)
       : { status: "unreadable" as const, detail };
     rows.push({
       key,

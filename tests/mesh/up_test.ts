@@ -255,7 +255,10 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     await fg.status;
     const taken = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
     assert.equal(taken.code, 0, taken.stderr);
-    assert.equal((await cotal(["status", "--root", root])).code, 0);
+    const status = await cotal(["status", "--root", root]);
+    assert.equal(status.code, 0, status.stdout);
+    // Which root it found and the broker a client dials (newcomer pass 5).
+    assert.ok(status.stdout.startsWith(`root:    ${root}\nbroker:  nats://127.0.0.1:${port}\n`));
   } finally {
     if (!killed) fg.kill("SIGINT");
     await fg.status;

@@ -136,3 +136,26 @@ Deno.test("workspace - doctorAuth --fix refuses a broken continuity and needs sp
   assert.equal(rows[0].fix?.error?.code, "continuity_broken");
   assert.equal(await store.get(deliveryCredsKey("alpha", C)), delivery);
 });
+
+Deno.test("workspace - a $SYS cred another system account signed is foreign, with the fix named (newcomer pass 5: a restore into another root)", async () => {
+  const here = await createSpaceAuth("alpha");
+  const elsewhere = await createSpaceAuth("alpha");
+  const store = new MemorySecretStore();
+  await store.put(BROKER_AUTH_KEY, serializeBrokerAuth(here));
+  await store.put(spaceAccountKey("alpha"), serializeSpaceAccountAuth(here));
+  await store.put(
+    connectionEvictorCredsKey("alpha", C),
+    await mintConnectionEvictorCreds(elsewhere, newIdentity()),
+  );
+  const rows = await doctorAuth("/nonexistent", store, { spaces: ["alpha"] });
+  const evictor = rows.find((r) => r.kind === "connection-evictor.creds")!;
+  assert.equal(evictor.status, "foreign");
+  assert.match(evictor.detail!, /cotal up --rotate-sys/);
+  // Signed by this root's system account: healthy.
+  await store.put(
+    connectionEvictorCredsKey("alpha", C),
+    await mintConnectionEvictorCreds(here, newIdentity()),
+  );
+  const again = await doctorAuth("/nonexistent", store, { spaces: ["alpha"] });
+  assert.equal(again.find((r) => r.kind === "connection-evictor.creds")!.status, "healthy");
+});

@@ -6,7 +6,7 @@
  */
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
-import { doctorAuth, type DoctorAuthRow } from "../../workspace/doctor.ts";
+import { doctorAuth, type DoctorAuthRow, isFailingCred } from "../../workspace/doctor.ts";
 import { doctorStore, type StoreProblem } from "../../workspace/doctor_store.ts";
 import { workspaceSecretStore } from "../../workspace/mod.ts";
 import { resolveExistingRoot, ROOT_FLAG } from "./common.ts";
@@ -70,14 +70,15 @@ export const doctorAuthCommand = defineCommand({
       (r) =>
         [
           credRows(r.creds) || "no creds stored",
-          ...(r.store.length ? ["", "store:", storeRows(r.store)] : []),
+          "",
+          ...(r.store.length
+            ? ["store:", storeRows(r.store)]
+            : ["store: files and modes as they should be"]),
+          ...(fix && !r.creds.some((c) => c.fix) && r.store.length === 0 ? ["nothing to fix"] : []),
         ].join("\n"),
     );
     // Anything still wrong after the run (fixed or not) makes a non-zero exit.
-    const badCred = rows.some((r) =>
-      (r.status === "expired" || r.status === "unreadable" || r.status === "missing") &&
-      !(fix && r.fix?.ok)
-    );
+    const badCred = rows.some((r) => isFailingCred(r.status) && !(fix && r.fix?.ok));
     const badStore = store.some((p) => !p.fixed);
     return badCred || badStore ? 1 : 0;
   },

@@ -18,7 +18,7 @@ import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
 import { parsePort, resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common.ts";
-import { doctorAuth } from "../../workspace/doctor.ts";
+import { doctorAuth, isFailingCred } from "../../workspace/doctor.ts";
 import { credRows, storeRows } from "./doctor.ts";
 import { doctorStore } from "../../workspace/doctor_store.ts";
 import { spaceKeyHex, workspaceSecretStore } from "../../workspace/mod.ts";
@@ -239,9 +239,7 @@ export const statusCommand = defineCommand({
     }
     const components = await listComponents(root);
     const creds = components.length ? await doctorAuth(root).catch(() => []) : [];
-    const credsOk = creds.every((c) =>
-      c.status !== "expired" && c.status !== "unreadable" && c.status !== "missing"
-    );
+    const credsOk = creds.every((c) => !isFailingCred(c.status));
     const store = components.length ? await doctorStore(workspaceSecretStore(root)) : [];
     // A running broker that logged a storage fault since it started refuses writes.
     const brokerFault = components.some((c) => c.id === "nats-server" && c.state === "running")
@@ -280,6 +278,8 @@ export const statusCommand = defineCommand({
       { json: values.json === true },
       {
         healthy,
+        root,
+        ...(rec ? { broker: rec.url } : {}),
         components,
         ...(brokerFault ? { brokerFault } : {}),
         creds,
@@ -291,6 +291,9 @@ export const statusCommand = defineCommand({
       (r) =>
         r.components.length
           ? [
+            `root:    ${safeText(root)}`,
+            ...(r.broker ? [`broker:  ${safeText(r.broker)}`] : []),
+            "",
             // By kind and space name (the ids carry the space's hex, for --json and the files).
             ...r.components.map((c) =>
               `${label(c.id).padEnd(32)} ${c.state}${c.pid ? ` (pid ${c.pid})` : ""}`
