@@ -34,7 +34,7 @@ export function overviewText(registry: Registry, program = "cotal"): string {
     "Commands:",
     ...(rows.length > 0 ? rows : ["  (none registered)"]),
     "",
-    `Run "${program} <command> --help" for a command's flags.`,
+    `Run "${program} <command> --help" for a command's flags, "${program} --version" for the version.`,
     "",
   ].join("\n");
 }

@@ -162,7 +162,7 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
         [["mint", "--space", "ops", "--profile", "root"], /'root' is not a Cotal profile/],
         [
           ["mint", "--space", "ops", "--profile", "observer", "--ttl", "1e9"],
-          /--ttl must be a whole number/,
+          /--ttl takes seconds or a number with s, m, h or d \(3600, 90m, 12h, 1d\), not '1e9'/,
         ],
         [["send", "--space", "ops", "hi"], /exactly one of --channel, --to or --role/],
         [["send", "--space", "ops", "--channel", "a", "--role", "b", "hi"], /exactly one/],
@@ -195,6 +195,21 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     );
     assert.equal(huge.code, 1);
     assert.match(huge.stderr, /above|maximum|exceeds/i);
+    // The lifetimes as --help writes them (newcomer pass 5): 1d is a day, 31d over the cap.
+    const day = await run(
+      ["mint", "--space", "ops", "--profile", "observer", "--ttl", "1d", "--json"],
+      env,
+      elsewhere,
+    );
+    assert.equal(day.code, 0, day.stderr);
+    const left = Date.parse(JSON.parse(day.stdout).expiresAt) - Date.now();
+    assert.ok(left > 86_000_000 && left <= 86_400_000, day.stdout);
+    const month = await run(
+      ["mint", "--space", "ops", "--profile", "observer", "--ttl", "31d"],
+      env,
+      elsewhere,
+    );
+    assert.equal(month.code, 1);
   } finally {
     if (before === undefined) Deno.env.delete("COTAL_HOME");
     else Deno.env.set("COTAL_HOME", before);

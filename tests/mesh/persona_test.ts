@@ -142,7 +142,24 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     // Refusals: a persona that is not there names the ones that are; a bad one its line.
     const nosuch = await cotal(["spawn", "nosuch", "--root", root]);
     assert.equal(nosuch.code, 1);
-    assert.match(nosuch.stderr, /There is no persona 'nosuch' .*; the personas are: reviewer\./);
+    assert.match(nosuch.stderr, /There is no persona 'nosuch' .*; the personas are: reviewer;/);
+    // A program given by name, not path (newcomer pass 5): both readings are said.
+    const byName = await cotal([
+      "spawn",
+      "--root",
+      root,
+      "--agent",
+      "program",
+      "--",
+      "sh",
+      "-c",
+      "x",
+    ]);
+    assert.equal(byName.code, 1);
+    assert.match(
+      byName.stderr,
+      /There is no persona 'sh' .*; a program is given after -- by its absolute path \(e\.g\. -- \/bin\/sh -c/,
+    );
     await Deno.writeTextFile(`${root}/personas/bad.md`, "---\nagent: program\nrole [x]\n---\n");
     const bad = await cotal(["spawn", "bad", "--root", root]);
     assert.equal(bad.code, 1);

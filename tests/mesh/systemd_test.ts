@@ -342,6 +342,7 @@ Deno.test("systemd - install writes units into <dest>/systemd/system, prints eve
       args: [
         ...["run", "-A", COTAL, "systemd", "install", "--space", "alpha", "--dest", `${dest}/h`],
         ...["--nats-server", "/home/me/cotal/.cache/nats-server/bin/nats-server"],
+        ...["--state-dir", "/tmp/cotal-state"],
       ],
       stdout: "piped",
       stderr: "piped",
@@ -350,6 +351,10 @@ Deno.test("systemd - install writes units into <dest>/systemd/system, prints eve
     assert.match(
       new TextDecoder().decode(hidden.stderr),
       /warning: --nats-server \/home\/me\/.* is under a directory the units cannot see/,
+    );
+    assert.match(
+      new TextDecoder().decode(hidden.stderr),
+      /warning: --state-dir \/tmp\/cotal-state is under a directory the units cannot see .*; use a state dir outside them, such as \/var\/lib\/cotal\./,
     );
     // No user auth here: no auth-service unit.
     assert.equal(

@@ -7,7 +7,7 @@
  */
 import { cotalCommand } from "../../cli/invocation.ts";
 import { defineCommand, denoIo, JSON_FLAG, printList, printResult } from "../../cli/mod.ts";
-import { CotalError } from "../../errors.ts";
+import { CotalError, isCotalError } from "../../errors.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
 import type { AgentRow } from "../../manager/managed_agent.ts";
 import { registry } from "../../registry.ts";
@@ -245,7 +245,19 @@ export const spawnCommand = defineCommand({
     const root = positionals[0] !== undefined && !positionals[0].startsWith("/")
       ? await resolveMeshRoot(values.root, assertValidSpaceName(values.space))
       : undefined;
-    const persona = root ? await readPersona(root, positionals[0]) : undefined;
+    const persona = root
+      ? await readPersona(root, positionals[0]).catch((err) => {
+        if (!isCotalError(err, "persona_unknown")) throw err;
+        // Often a program given by name (`-- sh -c ...`): say both readings.
+        throw new CotalError(
+          "persona_unknown",
+          `${err.message.replace(/\.$/, "")}; a program is given after -- by its absolute ` +
+            `path (e.g. -- /bin/sh -c '...', or -- $(command -v ${
+              safeText(positionals[0].slice(0, 64))
+            }) ...).`,
+        );
+      })
+      : undefined;
     const spawnable = root && persona?.spawn.length
       ? await childRequests(root, persona)
       : undefined;

@@ -24,15 +24,17 @@ const SPACE_FLAG = {
   space: { type: "string", default: "default", description: "the space" },
 } as const;
 
+/** A lifetime as `mint --help` writes them: seconds, or a number with s, m, h or d. */
 function parseTtl(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
-  if (!/^\d+$/.test(text)) {
+  const m = /^(\d+)([smhd]?)$/.exec(text);
+  if (!m) {
     throw new CotalError(
       "usage",
-      `--ttl must be a whole number of seconds, not '${text}'; each profile caps it (see docs/SECURITY.md).`,
+      `--ttl takes seconds or a number with s, m, h or d (3600, 90m, 12h, 1d), not '${text}'; each profile caps it (see 'cotal mint --help').`,
     );
   }
-  return Number(text);
+  return Number(m[1]) * { "": 1, s: 1, m: 60, h: 3600, d: 86_400 }[m[2] as "" | "s"]!;
 }
 
 /** Each profile `cotal mint` offers, with its default and longest lifetime (the frozen policy). */
@@ -97,8 +99,9 @@ export const mintCommand = defineCommand({
     },
     ttl: {
       type: "string",
-      value: "seconds",
-      description: "lifetime (default: the profile's, listed at --profile); capped by the profile",
+      value: "time",
+      description:
+        "lifetime in seconds or with s, m, h, d (90m, 12h, 1d; default: the profile's, listed at --profile); capped by the profile",
     },
     provision: {
       type: "boolean",

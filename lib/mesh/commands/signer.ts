@@ -26,7 +26,8 @@ export const signerAuditCommand = defineCommand({
   async run({ values }) {
     const space = assertValidSpaceName(String(values.space ?? "default"));
     const root = await resolveExistingRoot(values.root);
-    let rows = await readAudit(signerAuditPath(root, space));
+    const all = await readAudit(signerAuditPath(root, space));
+    let rows = all;
     if (values.refused === true) rows = rows.filter((e) => e.decision === "refused");
     if (values.last !== undefined) {
       const n = Number(values.last);
@@ -59,7 +60,9 @@ export const signerAuditCommand = defineCommand({
               }${e.code ? ` (${e.code})` : ""}`,
           ].join(" "),
         ),
-      `no signer decisions recorded for space '${space}' yet`,
+      all.length && values.refused === true
+        ? `no refusals among the ${all.length} signer decisions recorded for space '${space}'`
+        : `no signer decisions recorded for space '${space}' yet`,
     );
   },
 });

@@ -41,7 +41,7 @@ export const spaceAddCommand = defineCommand({
         `added space '${space}'\n` +
         `its delivery daemon runs without its membership feed until the space has its $SYS creds, ` +
         `which only the system seed mints: 'cotal down --keep-agents', then ` +
-        `'cotal up --rotate-sys' (agents come back) ` +
+        `'cotal up --rotate-sys' (with --detach if it ran detached; agents come back) ` +
         `('cotal status' lists them as missing until then)`,
     );
   },

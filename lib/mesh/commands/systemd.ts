@@ -282,15 +282,26 @@ export async function missingPrograms(
 }
 
 /**
- * Programs the units run from where the units cannot see them: ProtectHome= and PrivateTmp=
- * hide /home, /root, /run/user and /tmp from every Cotal unit (a project cache is often there).
+ * Programs (or the state dir) the units would use from where they cannot see them: ProtectHome=
+ * and PrivateTmp= hide /home, /root, /run/user and /tmp from every Cotal unit (a project cache
+ * is often there).
  */
-export function hiddenPaths(values: { "nats-server": string; "bin-dir": string }): string[] {
+export function hiddenPaths(
+  values: { "nats-server": string; "bin-dir": string; "state-dir"?: string },
+): string[] {
   const hidden = /^\/(home|root|run\/user|tmp|var\/tmp)(\/|$)/;
-  return [["--nats-server", values["nats-server"]], ["--bin-dir", values["bin-dir"]]]
+  return [
+    ["--nats-server", values["nats-server"]],
+    ["--bin-dir", values["bin-dir"]],
+    ["--state-dir", values["state-dir"] ?? ""],
+  ]
     .filter(([, path]) => hidden.test(path))
     .map(([flag, path]) =>
-      `warning: ${flag} ${path} is under a directory the units cannot see (ProtectHome=, PrivateTmp=); copy it to /usr/local (e.g. /usr/local/sbin/nats-server) and pass that.`
+      `warning: ${flag} ${path} is under a directory the units cannot see (ProtectHome=, PrivateTmp=); ${
+        flag === "--state-dir"
+          ? "use a state dir outside them, such as /var/lib/cotal."
+          : "copy it to /usr/local (e.g. /usr/local/sbin/nats-server) and pass that."
+      }`
     );
 }
 

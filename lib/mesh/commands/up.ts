@@ -198,7 +198,7 @@ export const downCommand = defineCommand({
       const rows = Object.entries(r);
       return rows.length
         ? rows.map(([id, what]) => safeText(`${label(id)}: ${what}`)).join("\n")
-        : "nothing ran";
+        : `nothing is running under ${safeText(root)}`;
     });
     return 0;
   },
