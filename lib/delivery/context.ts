@@ -88,6 +88,12 @@ export interface DeliveryCounters {
   terminated: number;
   /** Errors met. */
   errors: number;
+  /**
+   * Since when a loop has only failed (every message it handled since was redelivered), and
+   * the last failure: what `cotal status` shows as a stall. Cleared by the next success.
+   */
+  stalledSince?: number;
+  lastError?: string;
 }
 
 /** Members of one channel, keyed by their member-registry key. */

@@ -38,11 +38,14 @@ export async function startPullLoop(
   const run = (async () => {
     for await (const m of messages) {
       if (!ctx.fence.mayAct(token)) break;
-      const p: Promise<void> = opts.handle(m, token).catch((err) => {
+      const p: Promise<void> = opts.handle(m, token).then(() => {
+        ctx.counters.stalledSince = undefined;
+      }, (err) => {
         ctx.counters.errors++;
-        ctx.log.warn(
-          `${opts.name}: ${(err as Error)?.message ?? err}; the message will be redelivered`,
-        );
+        const what = `${opts.name}: ${(err as Error)?.message ?? err}`;
+        ctx.counters.stalledSince ??= Date.now();
+        ctx.counters.lastError = what;
+        ctx.log.warn(`${what}; the message will be redelivered`);
         if (ctx.fence.mayAct(token)) m.nak(1000);
       }).finally(() => {
         inflight.delete(p);

@@ -1,7 +1,8 @@
 /**
  * The daemon's request rails: `ctl.delivery` (agents: durableJoin, durableLeave,
  * listMemberships, readHistory), `ctl.delivery-admin` (the supervisor and the operator's
- * control caller: evictPrincipal, reloadCreds, setAside) and the `live.delivery` liveness probe.
+ * control caller: evictPrincipal, reloadCreds, setAside, health) and the `live.delivery`
+ * liveness probe.
  *
  * The caller is the subject's `<owner>.<actor>`, which the broker forge-locks through the
  * caller's publish grant; a payload naming anyone else is never consulted. A reply is sent only
@@ -224,6 +225,17 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
     "ctl.delivery-admin",
     "ctl.delivery-admin",
     async (_caller, { op, args: body }) => {
+      if (op === "health") {
+        // What `cotal status` asks: serving, and whether a loop has only failed since when.
+        const c = ctx.counters;
+        return {
+          ready: hooks.ready(),
+          ...(c.stalledSince !== undefined
+            ? { stalledSince: c.stalledSince, lastError: c.lastError }
+            : {}),
+          counters: { ...c },
+        };
+      }
       if (op === "setAside") {
         // What could not be delivered: dead letters (no bodies) and members' pending gaps.
         if (!ctx.setaside) throw new CotalError("unavailable", "Nothing is set aside yet.");
@@ -239,7 +251,7 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
           "unknown_op",
           `Unknown ctl.delivery-admin op ${
             JSON.stringify(op)
-          }; use evictPrincipal, reloadCreds or setAside.`,
+          }; use evictPrincipal, reloadCreds, setAside or health.`,
         );
       }
       if (!hook) {

@@ -14,6 +14,8 @@ import { safeText } from "../../cli/terminal.ts";
 import { readSpaceIndex } from "../trust_state.ts";
 import { mintForRoot } from "../ops.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
+import { deliveryRequest } from "../../delivery/client.ts";
+import { connectBroker } from "../../wire/connect.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
@@ -204,6 +206,30 @@ export const downCommand = defineCommand({
   },
 });
 
+/** How long a delivery loop fails without a success before `status` calls it stalled. */
+const STALL_REPORTED_MS = 30_000;
+
+async function deliveryHealth(
+  root: string,
+  space: string,
+  url: string,
+): Promise<{ stalledSince?: number; lastError?: string }> {
+  const creds = await mintForRoot(root, space, {
+    profile: "control-caller",
+    actor: "status",
+    expiresInSeconds: 60,
+  });
+  const nc = await connectBroker({ servers: url.split(","), creds });
+  try {
+    return await deliveryRequest(nc, space, { owner: "local", actor: "status" }, "health", {}, {
+      service: "delivery-admin",
+      timeoutMs: 3_000,
+    }) as { stalledSince?: number; lastError?: string };
+  } finally {
+    await nc.close();
+  }
+}
+
 async function supervisorStatus(
   root: string,
   space: string,
@@ -265,6 +291,19 @@ export const statusCommand = defineCommand({
         ? "local: the supervisor loads the space's signer records"
         : "unknown";
     }
+    // Each running delivery daemon says whether a loop has only failed for a while (a stall
+    // its process state would never show).
+    const stalled: Record<string, string> = {};
+    for (const space of spaces) {
+      const id = spaceComponentId("delivery", space);
+      if (!rec || !components.some((c) => c.id === id && c.state === "running")) continue;
+      const h = await deliveryHealth(root, space, rec.url).catch(() => undefined);
+      if (h?.stalledSince !== undefined && Date.now() - h.stalledSince >= STALL_REPORTED_MS) {
+        stalled[space] = `stalled since ${new Date(h.stalledSince).toISOString()}: ${
+          h.lastError ?? "unknown"
+        } (its log: ${componentFiles(root, id).logFile})`;
+      }
+    }
     const byHex = new Map(spaces.map((sp) => [spaceKeyHex(sp), sp]));
     const label = (id: string) => {
       const [kind, hex] = id.split(".");
@@ -272,7 +311,8 @@ export const statusCommand = defineCommand({
       return sp ? `${kind}.${safeText(sp)}` : id;
     };
     const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
-      credsOk && store.length === 0 && brokerFault === undefined;
+      credsOk && store.length === 0 && brokerFault === undefined &&
+      Object.keys(stalled).length === 0;
     printResult(
       denoIo(),
       { json: values.json === true },
@@ -286,6 +326,7 @@ export const statusCommand = defineCommand({
         store,
         isolation,
         signing,
+        stalled,
         ...(rec?.monitor ? { monitor: rec.monitor } : {}),
       },
       (r) =>
@@ -302,6 +343,9 @@ export const statusCommand = defineCommand({
             ...(r.brokerFault
               ? [`broker cannot write: ${safeText(r.brokerFault)} (the watchdog restarts it)`]
               : []),
+            ...Object.entries(r.stalled).map(([sp, what]) =>
+              `delivery (${safeText(sp)}): ${safeText(what)}`
+            ),
             ...Object.entries(r.isolation).map(([sp, iso]) => `isolation (${sp}): ${iso}`),
             ...Object.entries(r.signing).map(([sp, how]) => `signing (${sp}): ${how}`),
             "",
