@@ -52,6 +52,9 @@ const command: CommandSpec = {
 // never stacks, so this process captures none.
 Error.stackTraceLimit = 0;
 
+/** How long a stop asked for during start-up waits for the start to finish. */
+const BOOT_STOP_GRACE_MS = 10_000;
+
 async function main(argv: string[]): Promise<number> {
   if (helpRequested(command, argv)) {
     // The daemon is its own executable: drop the subcommand word the shared help adds.
@@ -68,6 +71,14 @@ async function main(argv: string[]): Promise<number> {
     Deno.addSignalListener(sig, () => {
       stopRequested = true;
       void daemon?.stop();
+      // A start stuck on the broker (every wait inside has its own deadline, but a stop must
+      // not depend on them): the process goes anyway, and its lease row ages out by its TTL.
+      if (!daemon) {
+        setTimeout(() => {
+          console.error("cotal-delivery: stopped while still starting");
+          Deno.exit(1);
+        }, BOOT_STOP_GRACE_MS);
+      }
     });
   }
   try {

@@ -16,7 +16,7 @@ import { connect } from "../nats/connect.ts";
 import { isCotalError } from "../errors.ts";
 import { credsAuthenticatorFast, MEMBERSHIP_INBOX_PREFIX } from "../trust/mod.ts";
 import { membershipRwCredsKey } from "../workspace/mod.ts";
-import { jsonBytes } from "../wire/kv.ts";
+import { jsonBytes, listKeys } from "../wire/kv.ts";
 import { isValidChannel } from "../wire/names.ts";
 import { connectionsOverCap, MAX_CONNECTIONS_PER_CRED } from "./conn_cap.ts";
 import { type ConnRecord, scanConnz } from "./connz.ts";
@@ -121,7 +121,9 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
   }
   const written = new Map<string, FeedRow>();
   try {
-    for await (const k of await kv.keys()) {
+    // Listed from the stream's subjects, not npm:nats's kv.keys(): a status line a member aimed
+    // at a key (stored with its header on nats-server 2.10) never let that listing end.
+    for (const k of await listKeys(await b.jetstreamManager(), opts.bucket)) {
       if (k !== FEED_HEARTBEAT_KEY) written.set(k, { live: [], durable: [], observedAt: 0 });
     }
   } catch {
@@ -131,28 +133,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
   let status: FeedStatus = { state: "up", principals: 0 };
   let running: Promise<boolean> | undefined;
 
-  let kicking: Promise<void> | undefined;
-  // A cred over its connection cap loses its newest extras (lib/delivery/conn_cap.ts); one
-  // round of kicks at a time, said once per round.
-  const capConnections = (conns: readonly ConnRecord[]) => {
-    const over = connectionsOverCap(conns);
-    if (over.length === 0 || kicking) return;
-    kicking = kickConnections(src, opts.servers, over).then(
-      (n) =>
-        log.warn(
-          `${over.length} connections over the cap of ${MAX_CONNECTIONS_PER_CRED} per cred (${
-            [...new Set(over.map((c) => c.principal ?? c.user))].join(", ")
-          }): kicked ${n}`,
-        ),
-      (err) =>
-        log.warn(
-          `connections over the cap of ${MAX_CONNECTIONS_PER_CRED} per cred could not be kicked (${
-            isCotalError(err) ? err.code : (err as Error)?.message ?? err
-          })`,
-        ),
-    ).finally(() => kicking = undefined);
-  };
-
+  const capConnections = connectionCapper(src, opts.servers, log);
   const sweepOnce = async (): Promise<boolean> => {
     const scan = await scanConnz(a, src.expectedAccount, { subscriptions: true });
     // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
@@ -209,11 +190,37 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       rw.stop();
       for (const s of subs) s.unsubscribe();
       await running?.catch(() => {});
-      await kicking;
+      await capConnections.settled();
       await a.close().catch(() => {});
       await b.close().catch(() => {});
     },
   };
+}
+
+/**
+ * What a sweep calls with its scan: a cred over its connection cap loses its newest extras
+ * (lib/delivery/conn_cap.ts); one round of kicks at a time, said once per round.
+ */
+function connectionCapper(src: SysSource, servers: string[], log: DeliveryLogger) {
+  let kicking: Promise<void> | undefined;
+  const cap = (conns: readonly ConnRecord[]) => {
+    const over = connectionsOverCap(conns);
+    if (over.length === 0 || kicking) return;
+    const who = [...new Set(over.map((c) => c.principal ?? c.user))].join(", ");
+    kicking = kickConnections(src, servers, over).then(
+      (n) =>
+        log.warn(
+          `${over.length} connections over the cap of ${MAX_CONNECTIONS_PER_CRED} per cred (${who}): kicked ${n}`,
+        ),
+      (err) =>
+        log.warn(
+          `connections over the cap of ${MAX_CONNECTIONS_PER_CRED} per cred (${who}) could not be kicked (${
+            isCotalError(err) ? err.code : (err as Error)?.message ?? err
+          })`,
+        ),
+    ).finally(() => kicking = undefined);
+  };
+  return Object.assign(cap, { settled: () => kicking ?? Promise.resolve() });
 }
 
 /**

@@ -19,6 +19,7 @@
  */
 import { headers, type KV, type MsgHdrs } from "nats";
 import { dlvSubject } from "../wire/mod.ts";
+import { listKeys } from "../wire/kv.ts";
 import { GAP_MARKER_HEADER, type GapEnd, type GapMarker as Gap } from "../wire/gap_marker.ts";
 import type { DeliveryContext } from "./context.ts";
 
@@ -115,7 +116,7 @@ export class SetAside {
   static async open(ctx: DeliveryContext): Promise<SetAside> {
     const kv = await ctx.js.views.kv(ctx.buckets.setaside, { bindOnly: true });
     const s = new SetAside(ctx, kv);
-    for (const key of await keysOf(kv, "gap.>")) {
+    for (const key of await listKeys(ctx.jsm, ctx.buckets.setaside, "gap.>")) {
       const e = await kv.get(key).catch(() => null);
       if (!e || e.operation !== "PUT") continue;
       try {
@@ -292,7 +293,7 @@ export class SetAside {
 
   async #records<T>(prefix: string): Promise<T[]> {
     const out: T[] = [];
-    for (const key of await keysOf(this.#kv, `${prefix}.>`)) {
+    for (const key of await listKeys(this.#ctx.jsm, this.#ctx.buckets.setaside, `${prefix}.>`)) {
       const e = await this.#kv.get(key).catch(() => null);
       if (!e || e.operation !== "PUT") continue;
       try {
@@ -319,16 +320,6 @@ export class SetAside {
     for (const g of this.#gaps.values()) pending.set(id(g), g);
     return { deadLetters, gaps: [...pending.values()], told, trimmed };
   }
-}
-
-/**
- * Every key under `filter`, listed before any is read: a read awaited inside nats.js's key
- * iterator ends the iteration after the first key (a listing of twelve records returned one).
- */
-async function keysOf(kv: KV, filter: string): Promise<string[]> {
-  const keys: string[] = [];
-  for await (const key of await kv.keys(filter)) keys.push(key);
-  return keys;
 }
 
 function gapHeaders(): MsgHdrs {
