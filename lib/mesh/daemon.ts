@@ -31,7 +31,9 @@ export interface DaemonSpec {
   env?: Record<string, string>;
   /**
    * Foreground daemons die with the process that started them (parent-death signal); detached
-   * ones get their own session so a Ctrl-C in the operator's terminal does not reach them.
+   * ones outlive it. Both get their own session, so a Ctrl-C in the operator's terminal reaches
+   * only the `up` that started them, whose stop is a `down` (agents despawned first), never the
+   * daemons directly (a supervisor so stopped kept its agents for the next up).
    */
   detach: boolean;
 }
@@ -61,7 +63,7 @@ export async function startDaemon(spec: DaemonSpec): Promise<StartedDaemon> {
   // reader is gone) and execs, as do setsid and setpriv: the child's pid stays the daemon's.
   const wrap = spec.detach
     ? ["/usr/bin/setsid", spec.command]
-    : ["/usr/bin/setpriv", "--pdeathsig", "SIGTERM", "--", spec.command];
+    : ["/usr/bin/setsid", "/usr/bin/setpriv", "--pdeathsig", "SIGTERM", "--", spec.command];
   const statFile = `${spec.pidFile}.stat`;
   await Deno.remove(statFile).catch(() => {});
   // The wrapper's redirections follow links: each file is made (or found) ours first.

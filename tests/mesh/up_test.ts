@@ -268,3 +268,50 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     await removeTempDir(root);
   }
 });
+
+Deno.test("mesh - a terminal's Ctrl-C on a foreground up (its whole process group) despawns the agents, as down does, not just the up", async () => {
+  const root = await tempDir("cotal-root-");
+  const port = freePort();
+  // As a terminal runs it: its own process group, which the Ctrl-C is sent to.
+  const fg = new Deno.Command("/usr/bin/setsid", {
+    args: [Deno.execPath(), "run", "-A", COTAL, "up", "--root", root, "--port", `${port}`],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let out = "";
+  const reading = (async () => {
+    for await (const c of fg.stdout.pipeThrough(new TextDecoderStream())) out += c;
+  })();
+  let stopped = false;
+  try {
+    await waitFor(() => out.includes("press Ctrl-C"), {
+      timeoutMs: 60_000,
+      what: "the foreground up serving",
+    });
+    const spawned = await cotal([
+      ...["spawn", "--root", root, "--role", "upper", "--", "/bin/sh", "-c", "tr a-z A-Z"],
+    ]);
+    assert.equal(spawned.code, 0, spawned.stderr);
+    Deno.kill(-fg.pid, "SIGINT");
+    const st = await fg.status;
+    stopped = true;
+    assert.equal(st.code, 0, out);
+    assert.match(out, /stopping/);
+    const again = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.doesNotMatch(again.stdout, /brought back/);
+  } finally {
+    if (!stopped) {
+      try {
+        Deno.kill(-fg.pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+      await fg.status;
+    }
+    await reading;
+    await fg.stderr.cancel().catch(() => {});
+    await cotal(["down", "--root", root]);
+    await removeTempDir(root);
+  }
+});
