@@ -5,11 +5,11 @@
  *
  * @module
  */
-import type { NatsConnection } from "nats";
+import type { KV, NatsConnection } from "nats";
 import { connectWhenUp } from "../nats/connect.ts";
 import { CotalError } from "../errors.ts";
 import type { AclRecord } from "../wire/acl.ts";
-import type { ChannelConfig } from "../wire/channels.ts";
+import { type ChannelConfig, strictChannelRow } from "../wire/channels.ts";
 import { bucketNames, streamNames, subjectRoot } from "../wire/mod.ts";
 import {
   type ChannelMembers,
@@ -80,18 +80,25 @@ export async function openDeliveryContext(opts: {
   let ctx: DeliveryContext | undefined;
   const mirrors: { stop(): void }[] = [];
   try {
+    // A row overwritten by something no writer wrote (a broker answer a member aimed at the
+    // key) is put back while this daemon holds the lease: compare-and-set on the bad revision,
+    // the last good bytes, so a restart does not read the junk as the row.
+    const putBack = (bucket: string, what: string) => {
+      let kv: Promise<KV> | undefined;
+      return (key: string, raw: Uint8Array, revision: number) => {
+        if (!opts.holdsLease()) return;
+        kv ??= nc.jetstream().views.kv(bucket, { bindOnly: true });
+        kv.then((b) => b.update(key, raw, revision)).then(
+          () =>
+            log.warn(`${what} ${JSON.stringify(key)} was overwritten by no writer; put it back`),
+          () => {},
+        );
+      };
+    };
     const members = await KvMirror.start<MembershipRecord>(nc, {
       bucket: buckets.members,
       decode: (_k, v) => parseMemberRecord(v),
-      // This daemon writes member rows: one overwritten by something that is no row is put
-      // back (compare-and-set on the bad revision) while it holds the lease.
-      onUndecodable: (key, raw, revision) => {
-        if (!ctx?.membersKv || !opts.holdsLease()) return;
-        ctx.membersKv.update(key, raw, revision).then(
-          () => log.warn(`member row ${key} was overwritten by no writer; put it back`),
-          () => {},
-        );
-      },
+      onUndecodable: putBack(buckets.members, "member row"),
       onChange: (key, rec) => {
         const k = parseMemberKey(key);
         if (!k) return;
@@ -104,7 +111,11 @@ export async function openDeliveryContext(opts: {
     });
     mirrors.push(members);
     const [channels, acl] = await Promise.all([
-      KvMirror.start<ChannelConfig>(nc, { bucket: buckets.channels, decode: decodeJson }),
+      KvMirror.start<ChannelConfig>(nc, {
+        bucket: buckets.channels,
+        decode: strictChannelRow,
+        onUndecodable: putBack(buckets.channels, "channel row"),
+      }),
       KvMirror.start<AclRecord>(nc, {
         bucket: buckets.acl,
         decode: (_k, v) => {
@@ -119,6 +130,7 @@ export async function openDeliveryContext(opts: {
             updatedAt: typeof raw.updatedAt === "number" ? raw.updatedAt : 0,
           };
         },
+        onUndecodable: putBack(buckets.acl, "ACL row"),
       }),
     ]);
     mirrors.push(channels, acl);

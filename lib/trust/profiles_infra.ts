@@ -144,6 +144,9 @@ export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
   );
   g.pub(...kvRead(b.presence), ...kvRead(b.channels), ...kvRead(b.members), ...kvRead(b.acl));
   g.pub(kvKey(b.members, ">"));
+  // It puts back a channel or ACL row a member's aimed broker answer overwrote (the last good
+  // bytes, compare-and-set on the junk revision): a restart would read the junk as the row.
+  g.pub(kvKey(b.channels, ">"), kvKey(b.acl, ">"));
   // The rows of ended lifecycles go whole (a purge marker would keep a long key's bytes).
   g.pub(js.streamPurge(kvStream(b.members)));
   g.pub(...kvRead(b.delivery), kvKey(b.delivery, "lease.*"));

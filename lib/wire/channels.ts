@@ -109,6 +109,26 @@ export function validateChannelConfig(
   return { ...cfg };
 }
 
+/**
+ * A stored registry row (`key` is a channel or `=defaults`) as the delivery daemon takes it, or
+ * undefined when it is none: every field known and valid. Lenient reads would take any JSON
+ * object for a config with no fields, and a member can aim a broker answer (a publish ack, an
+ * API reply: JSON objects) at any key, silently resetting that channel to the defaults.
+ */
+export function strictChannelRow(key: string, value: Uint8Array): ChannelConfig | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(new TextDecoder().decode(value));
+  } catch {
+    return undefined;
+  }
+  try {
+    return validateChannelConfig(v as ChannelConfig, { defaults: key === CHANNEL_DEFAULTS_KEY });
+  } catch {
+    return undefined;
+  }
+}
+
 /** Keep only the known fields of a stored row (unknown fields from newer writers are ignored). */
 function readConfig(raw: Record<string, unknown>, fields: string[]): ChannelConfig {
   const out: Record<string, unknown> = {};
