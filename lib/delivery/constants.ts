@@ -5,6 +5,8 @@
  * @module
  */
 
+import { DELIVERY_LEASE_KEY } from "../wire/streams.ts";
+
 /** Header every framed DLV copy carries; an agent terminates a DLV entry without it. */
 export const DELIVERY_FRAME_HEADER = "Cotal-Delivery-Frame";
 /** The only frame version this build writes and reads. */
@@ -25,7 +27,7 @@ export const READER_NAK_DELAY_MS = 2000;
 export const READER_MAX_DELIVERIES = 10;
 
 /** The single-flight lease key (one shard per space). */
-export const LEASE_KEY = "lease.0";
+export const LEASE_KEY: string = DELIVERY_LEASE_KEY;
 /** Renew period of the lease (the bucket TTL is 30 s). */
 export const LEASE_RENEW_MS = 5_000;
 /**

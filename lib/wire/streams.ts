@@ -25,6 +25,8 @@ import { subjectRoot } from "./subjects.ts";
 export const PRESENCE_TTL_MS = 6_000;
 /** Delivery-daemon lease bucket TTL (the crash-safe release of `lease.0`). */
 export const DELIVERY_LEASE_TTL_MS = 30_000;
+/** The delivery lease's one key (one shard per space), and the only key its bucket stores. */
+export const DELIVERY_LEASE_KEY = "lease.0";
 /** Manager lease bucket TTL. */
 export const MANAGER_LEASE_TTL_MS = 10_000;
 /** Per-subject cap of CHAT (per sender and channel), INBOX and DLV (per member lifecycle). */
@@ -213,6 +215,8 @@ function kvBucket(
     maxBytes?: number;
     maxRowBytes?: number;
     rollups?: boolean;
+    /** The only keys the bucket stores (default: any). */
+    keys?: string[];
   } = {},
 ): CanonicalStream {
   const ttl = opts.ttlMs ?? 0;
@@ -220,7 +224,7 @@ function kvBucket(
     ttlMs: opts.ttlMs,
     config: {
       name: kvStreamName(bucket),
-      subjects: [`$KV.${bucket}.>`],
+      subjects: (opts.keys ?? [">"]).map((k) => `$KV.${bucket}.${k}`),
       retention: RetentionPolicy.Limits,
       storage: opts.storage ?? StorageType.File,
       num_replicas: replicas,
@@ -265,10 +269,14 @@ export function spaceBucketConfigs(space: string, opts: SpaceSetupOptions = {}):
     kvBucket(b.members, r, { maxRowBytes: COORDINATION_MAX_ROW_BYTES }),
     kvBucket(b.acl, r, { maxRowBytes: COORDINATION_MAX_ROW_BYTES }),
     kvBucket(b.membership, r, { maxBytes: MEMBERSHIP_FEED_MAX_BYTES }),
+    // The delivery lease has one key: the bucket stores nothing else, so answers a member aims
+    // at other keys are not stored at all and cannot fill it (red team 20b filled 1 MiB with
+    // 4,000 of them, and the next start could not create the row).
     kvBucket(b.delivery, r, {
       ttlMs: DELIVERY_LEASE_TTL_MS,
       maxBytes: MIB,
       maxRowBytes: COORDINATION_MAX_ROW_BYTES,
+      keys: [DELIVERY_LEASE_KEY],
     }),
     kvBucket(b.manager, r, {
       ttlMs: MANAGER_LEASE_TTL_MS,
@@ -395,6 +403,7 @@ function limitDrift(c: CanonicalStream, info: StreamInfo): Partial<StreamConfig>
     drift.max_age = want.max_age;
   }
   if (want.allow_rollup_hdrs === false && have.allow_rollup_hdrs) drift.allow_rollup_hdrs = false;
+  if (narrows(have, want)) drift.subjects = want.subjects;
   // A space set up when Direct Get was on (CHAT and the buckets) has it turned off in place.
   if (want.allow_direct === false && have.allow_direct) drift.allow_direct = false;
   if (want.discard !== undefined && have.discard !== want.discard) drift.discard = want.discard;
@@ -407,6 +416,14 @@ function limitDrift(c: CanonicalStream, info: StreamInfo): Partial<StreamConfig>
     drift.retention = RetentionPolicy.Interest;
   }
   return drift;
+}
+
+/** A bucket that stored any key, set up before it was narrowed to the keys it uses. */
+function narrows(have: StreamConfig, want: { name: string; subjects: string[] }): boolean {
+  const any = `$KV.${want.name.slice("KV_".length)}.>`;
+  return have.subjects?.length === 1 && have.subjects[0] === any &&
+    JSON.stringify(want.subjects) !== JSON.stringify([any]) &&
+    want.subjects.every((s) => s.startsWith(any.slice(0, -1)));
 }
 
 /** Limits → interest is the one retention change the broker makes in place (DLV, DM). */
@@ -425,7 +442,8 @@ function checkCompatible(c: CanonicalStream, info: StreamInfo): void {
   const have = info.config;
   const problems: string[] = [];
   if (
-    JSON.stringify([...have.subjects ?? []].sort()) !== JSON.stringify([...want.subjects].sort())
+    JSON.stringify([...have.subjects ?? []].sort()) !== JSON.stringify([...want.subjects].sort()) &&
+    !narrows(have, want)
   ) {
     problems.push(
       `subjects ${JSON.stringify(have.subjects)} instead of ${JSON.stringify(want.subjects)}`,

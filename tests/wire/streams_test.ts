@@ -176,6 +176,26 @@ Deno.test("wire - setupSpaceStreams turns Direct Get off in place on streams and
   }
 });
 
+Deno.test("wire - the delivery lease bucket stores its one key only; a space set up before is narrowed in place", async () => {
+  await using sb = await startSpaceBroker();
+  const creds = await sb.mint("provisioner");
+  const nc = await connectBroker({ servers: sb.url, creds });
+  try {
+    const jsm = await nc.jetstreamManager();
+    await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+    const bucket = bucketNames(sb.space).delivery;
+    const lease = kvStreamName(bucket);
+    assert.deepEqual((await jsm.streams.info(lease)).config.subjects, [`$KV.${bucket}.lease.0`]);
+    // As an older setup made it: any key.
+    await jsm.streams.update(lease, { subjects: [`$KV.${bucket}.>`] });
+    const r = await setupSpaceStreams({ servers: sb.url, space: sb.space, creds });
+    assert.ok(r.limited.includes(lease), JSON.stringify(r));
+    assert.deepEqual((await jsm.streams.info(lease)).config.subjects, [`$KV.${bucket}.lease.0`]);
+  } finally {
+    await nc.close();
+  }
+});
+
 Deno.test("wire - setupSpaceStreams with an agent cred is refused by the broker", async () => {
   await using sb = await startSpaceBroker();
   const creds = await sb.mint("agent", {
