@@ -220,10 +220,13 @@ export class Fleet {
     const req = parseSpawnRequest(rawArgs);
     if (req.command) await assertProgram(req.command);
     const connector = findConnector(req.agent);
-    // A kept lifecycle's own stale presence row does not hold its name.
+    // A kept lifecycle's own stale presence row does not hold its name. Names that differ only
+    // by case are one name (`Prog` and `prog` read as one agent to anyone but the broker).
+    const names = () => [...this.#agents.keys(), ...(resume ? [] : this.#kept.keys())];
     const taken = (n: string) =>
-      this.#agents.has(n) || (!resume && this.#kept.has(n)) ||
+      names().some((k) => k.toLowerCase() === n.toLowerCase()) ||
       presenceHolds(this.#roster(), n, this.#ended, resume?.lifecycleUid);
+    if (req.role !== undefined && !resume) assertRoleCase(req.role, this.#agents.values());
     // One plan at a time, its name held before the next is chosen (two spawns of one role at
     // once took the same name, and one's cleanup removed the other's dir).
     const planned = this.#planning.then(() => {
@@ -454,4 +457,20 @@ export interface DespawnResult {
 
 function childrenEnded(names: string[]): { childrenEnded?: string[] } {
   return names.length ? { childrenEnded: names } : {};
+}
+
+/**
+ * Refuses a role that differs only by case from one an agent here serves: `send --role lower`
+ * would find no agent while `Lower` has one (a task queue is named by the exact role).
+ */
+function assertRoleCase(role: string, agents: Iterable<ManagedAgent>): void {
+  for (const a of agents) {
+    const other = a.plan.role;
+    if (other !== undefined && other !== role && other.toLowerCase() === role.toLowerCase()) {
+      throw new CotalError(
+        "role_case_clash",
+        `The role ${role} differs only by case from the role ${other} that ${a.plan.name} serves; use ${other}.`,
+      );
+    }
+  }
 }

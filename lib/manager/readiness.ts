@@ -27,9 +27,14 @@ export function recordCrash(
   agent.crashes.push(now);
   while (agent.crashes.length && agent.crashes[0] < now - windowMs) agent.crashes.shift();
   if (agent.crashes.length <= restarts) return undefined;
+  // What it last printed is often the why (a harness that cannot reach its provider): kept with
+  // the reason, since its terminal is gone once it is retired.
+  const said = agent.lastLines(3).slice(-300);
   return `retired: exited ${agent.crashes.length} times within ${
     Math.round(windowMs / 1000)
-  } s, over its limit of ${restarts} restarts (last: ${describeExit(exit)})`;
+  } s, over its limit of ${restarts} restarts (last: ${describeExit(exit)}${
+    said ? `; its last output: ${said}` : ""
+  })`;
 }
 
 /**

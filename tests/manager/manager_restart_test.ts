@@ -10,10 +10,11 @@ import { tempDir, waitFor } from "../_harness/broker.ts";
 import { processesMentioning, startManagerMesh } from "./_manager_mesh.ts";
 import { agentDirOf } from "../../lib/manager/sandbox/isolation.ts";
 
-// Comes up (presence), then crashes with exit code 3.
+// Comes up (presence), says why, then crashes with exit code 3.
 const CRASHER = `
 export async function run(ctx) {
   await ctx.endpoint();
+  console.log("cannot reach api.example.test");
   await new Promise((r) => setTimeout(r, 300));
   return 3;
 }
@@ -41,9 +42,10 @@ Deno.test("manager - a crashing agent is restarted within its limit, then retire
     what: "the crasher retired",
   });
   assert.equal(last!.restarts, 2);
-  assert.equal(
-    last!.reason,
-    "retired: exited 3 times within 60 s, over its limit of 2 restarts (last: exit code 3)",
+  // What it last printed is kept with the reason (newcomer pass 5: its terminal is gone).
+  assert.match(
+    last!.reason!,
+    /^retired: exited 3 times within 60 s, over its limit of 2 restarts \(last: exit code 3; its last output: (cannot reach api\.example\.test( \| )?)+\)$/,
   );
   assert.equal(last!.pid, undefined);
   // Retired means gone from the mesh: no runner, no creds, no dir.
@@ -79,4 +81,25 @@ Deno.test("manager - an agent that exits before its presence appears fails its s
   );
   assert.deepEqual((await ctl.request<{ agents: AgentRow[] }>("ps")).agents, []);
   await assert.rejects(Deno.stat(`${agentDirOf(mesh, mesh.space, "early")}`), Deno.errors.NotFound);
+});
+
+Deno.test("manager - names and roles that differ only by case are one: the second is refused", async () => {
+  await using mesh = await startManagerMesh("case");
+  await mesh.manager();
+  const ctl = await mesh.control();
+  const sleeper = { agent: "program", command: "/bin/sleep", args: ["600"] };
+  await ctl.request<AgentRow>("spawn", { ...sleeper, name: "Prog" }, { timeoutMs: 40_000 });
+  await assert.rejects(
+    ctl.request("spawn", { ...sleeper, name: "prog" }),
+    (e) => isCotalError(e, "name_taken") && /differing only by case/.test(e.message),
+  );
+  const upper = { agent: "task-runner", command: "/bin/cat" };
+  await ctl.request<AgentRow>("spawn", { ...upper, role: "Lower" }, { timeoutMs: 40_000 });
+  await assert.rejects(
+    ctl.request("spawn", { ...upper, role: "lower" }),
+    (e) =>
+      isCotalError(e, "role_case_clash") &&
+      /The role lower differs only by case from the role Lower that Lower_1 serves; use Lower\./
+        .test(e.message),
+  );
 });
