@@ -21,6 +21,7 @@ if (Deno.args[0] === "mcp") {
     import("../lib/mesh/commands/doctor.ts"),
     import("../lib/mesh/commands/agents.ts"),
     import("../lib/mesh/commands/delivery.ts"),
+    import("../lib/mesh/commands/logs.ts"),
     import("../lib/mcp/command.ts"),
   ]);
 }

@@ -26,9 +26,11 @@ export interface DeliveryLogger {
   error(line: string): void;
 }
 
-/** A logger writing `cotal-delivery: <level>: <line>` to stderr. */
+/** A logger writing `<ISO time> cotal-delivery: <level>: <line>` to stderr. */
 export function stderrLogger(prefix = "cotal-delivery"): DeliveryLogger {
-  const out = (level: string) => (line: string) => console.error(`${prefix}: ${level}: ${line}`);
+  // Timestamped as the supervisor's and the signer's lines are: its log file is read after the fact.
+  const out = (level: string) => (line: string) =>
+    console.error(`${new Date().toISOString()} ${prefix}: ${level}: ${line}`);
   return { info: out("info"), warn: out("warning"), error: out("error") };
 }
 

@@ -259,6 +259,17 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     assert.equal(status.code, 0, status.stdout);
     // Which root it found and the broker a client dials (newcomer pass 5).
     assert.ok(status.stdout.startsWith(`root:    ${root}\nbroker:  nats://127.0.0.1:${port}\n`));
+    // A component's log by the name status gives it, its lines timestamped.
+    await waitFor(
+      async () =>
+        /^\d{4}-\d\d-\d\dT\S+ cotal-delivery: info: delivery daemon up/m.test(
+          (await cotal(["logs", "delivery.default", "--root", root, "--lines", "20"])).stdout,
+        ),
+      { what: "the delivery daemon's log through cotal logs", timeoutMs: 20_000 },
+    );
+    const unknown = await cotal(["logs", "delivery.nope", "--root", root]);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /No log for "delivery\.nope" .*; the logs are: .*delivery\.default/);
   } finally {
     if (!killed) fg.kill("SIGINT");
     await fg.status;

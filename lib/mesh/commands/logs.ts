@@ -1,0 +1,101 @@
+/**
+ * `cotal logs <component>`: the newest lines of one component's log, named as `status` names it
+ * (`nats-server`, `watchdog`, `delivery.default`, `supervise.default`, `signer.default`). The
+ * files are named by the space's hash (`logs/delivery.<hex>.log`); nobody should have to map
+ * them by hand.
+ *
+ * @module
+ */
+import { defineCommand } from "../../cli/mod.ts";
+import { safeText } from "../../cli/terminal.ts";
+import { CotalError } from "../../errors.ts";
+import { registry } from "../../registry.ts";
+import { spaceKeyHex } from "../../workspace/mod.ts";
+import { meshPaths } from "../layout.ts";
+import { componentFiles } from "../stack.ts";
+import { readSpaceIndex } from "../trust_state.ts";
+import { resolveExistingRoot, ROOT_FLAG } from "./common.ts";
+
+/** The most of a log read for its tail (a log is capped at 32 MiB). */
+const TAIL_BYTES = 1024 * 1024;
+
+/** Each log of the root, by the name `status` gives its component. */
+async function logsByName(root: string): Promise<Map<string, string>> {
+  const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+  const byHex = new Map(spaces.map((s) => [spaceKeyHex(s), s]));
+  const out = new Map<string, string>();
+  let entries: Deno.DirEntry[] = [];
+  try {
+    entries = await Array.fromAsync(Deno.readDir(meshPaths(root).logDir));
+  } catch {
+    // No logs yet.
+  }
+  for (const e of entries) {
+    if (!e.isFile || !e.name.endsWith(".log")) continue;
+    const id = e.name.slice(0, -".log".length);
+    const [kind, hex] = id.split(".");
+    const space = hex ? byHex.get(hex) : undefined;
+    if (hex && !space) continue;
+    out.set(space ? `${kind}.${space}` : id, componentFiles(root, id).logFile);
+  }
+  return out;
+}
+
+/** The last `n` lines of `path`, read from at most its last megabyte. */
+async function tail(path: string, n: number): Promise<string[]> {
+  using f = await Deno.open(path, { read: true });
+  const size = (await f.stat()).size;
+  const from = Math.max(0, size - TAIL_BYTES);
+  await f.seek(from, Deno.SeekMode.Start);
+  const buf = new Uint8Array(size - from);
+  let got = 0;
+  while (got < buf.length) {
+    const r = await f.read(buf.subarray(got));
+    if (r === null) break;
+    got += r;
+  }
+  const lines = new TextDecoder().decode(buf.subarray(0, got)).split("\n");
+  if (lines.at(-1) === "") lines.pop();
+  // A cut first line is not shown half.
+  if (from > 0) lines.shift();
+  return lines.slice(-n);
+}
+
+/** `cotal logs <component>`. */
+export const logsCommand = defineCommand({
+  kind: "command",
+  name: "logs",
+  summary: "show the newest lines of one component's log (named as status names it)",
+  flags: {
+    ...ROOT_FLAG,
+    lines: { type: "string", value: "n", description: "how many lines (default 50)" },
+  },
+  positionals: [{
+    name: "component",
+    description: "nats-server, watchdog, or <kind>.<space> such as delivery.default",
+    required: true,
+  }],
+  async run({ values, positionals }) {
+    const root = await resolveExistingRoot(values.root);
+    const n = values.lines === undefined ? 50 : Number(values.lines);
+    if (!Number.isSafeInteger(n) || n <= 0) {
+      throw new CotalError(
+        "usage",
+        `--lines takes a positive whole number; ${JSON.stringify(String(values.lines))} is not one.`,
+      );
+    }
+    const logs = await logsByName(root);
+    const path = logs.get(positionals[0]);
+    if (!path) {
+      throw new CotalError(
+        "log_unknown",
+        `No log for ${JSON.stringify(positionals[0])} under ${root}; the logs are: ${
+          [...logs.keys()].sort().join(", ") || "none yet"
+        }.`,
+      );
+    }
+    for (const line of await tail(path, n)) console.log(safeText(line));
+  },
+});
+
+registry.register([logsCommand]);
