@@ -269,7 +269,10 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     );
     const unknown = await cotal(["logs", "delivery.nope", "--root", root]);
     assert.equal(unknown.code, 1);
-    assert.match(unknown.stderr, /No log for "delivery\.nope" .*; the logs are: .*delivery\.default/);
+    assert.match(
+      unknown.stderr,
+      /No log for "delivery\.nope" .*; the logs are: .*delivery\.default/,
+    );
   } finally {
     if (!killed) fg.kill("SIGINT");
     await fg.status;

@@ -81,7 +81,9 @@ export const logsCommand = defineCommand({
     if (!Number.isSafeInteger(n) || n <= 0) {
       throw new CotalError(
         "usage",
-        `--lines takes a positive whole number; ${JSON.stringify(String(values.lines))} is not one.`,
+        `--lines takes a positive whole number; ${
+          JSON.stringify(String(values.lines))
+        } is not one.`,
       );
     }
     const logs = await logsByName(root);
