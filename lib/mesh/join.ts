@@ -7,8 +7,16 @@ import { cotalCommand } from "../cli/invocation.ts";
 import { CotalEndpoint, type CotalMessageEvent } from "../endpoint/mod.ts";
 import { safeText } from "../cli/terminal.ts";
 import { CotalError } from "../errors.ts";
-import { mintCreds, newIdentity, newLifecycleUid } from "../trust/mod.ts";
-import { deprovisionAgent, provisionAgent } from "../wire/mod.ts";
+import { type MintAuth, mintCreds, newIdentity, newLifecycleUid } from "../trust/mod.ts";
+import {
+  bindKv,
+  bucketNames,
+  connectBroker,
+  deprovisionAgent,
+  listKeys,
+  liveAclUids,
+  provisionAgent,
+} from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
 import { assertRecipient } from "./ops.ts";
 import { runningBroker } from "./space.ts";
@@ -80,7 +88,7 @@ export async function join(opts: JoinOptions): Promise<number> {
   if (opts.channels.length === 0) {
     throw new CotalError("usage", "Name at least one channel to join with --channel <name>.");
   }
-  const { live, auth, principal, lifecycleUid, creds } = await provisionSession(opts);
+  const { live, auth, principal, lifecycleUid, creds, resumed } = await provisionSession(opts);
   const ep = new CotalEndpoint({
     space: opts.space,
     servers: live.url,
@@ -118,6 +126,11 @@ export async function join(opts: JoinOptions): Promise<number> {
   opts.print(
     `joined space '${opts.space}' as local.${opts.actor} in #${current}; /help for commands`,
   );
+  if (resumed) {
+    opts.print(
+      `(took over the session local.${opts.actor} left without its cleanup: what was sent to it since follows)`,
+    );
+  }
   for (const line of early) opts.print(line);
   early = undefined;
   try {
@@ -203,8 +216,11 @@ async function provisionSession(opts: JoinOptions) {
   }
   const auth = { space: opts.space, account: account.account };
   const principal = { owner: "local", actor: opts.actor };
-  const lifecycleUid = newLifecycleUid();
   const provisioner = await mintCreds(auth, newIdentity(), "provisioner");
+  // A session that ended without its cleanup (killed) left its lifecycle: DMs sent to it since
+  // were accepted and wait in its DM durable. This session takes it over and reads them.
+  const left = await leftSession(live.url, auth, opts.space, principal);
+  const lifecycleUid = left ?? newLifecycleUid();
   const agent = await provisionAgent({
     servers: live.url,
     creds: provisioner,
@@ -218,7 +234,39 @@ async function provisionSession(opts: JoinOptions) {
     allowPublish: opts.channels,
     expiresInSeconds: 12 * 3600,
   });
-  return { live, auth, principal, lifecycleUid, creds: agent.creds };
+  return { live, auth, principal, lifecycleUid, creds: agent.creds, resumed: left !== undefined };
+}
+
+/**
+ * The lifecycle an earlier session of `principal` left (its ACL row still live) when nobody is
+ * present under that name now, or undefined. One present is another live session: refused.
+ */
+async function leftSession(
+  url: string,
+  auth: MintAuth,
+  space: string,
+  principal: { owner: string; actor: string },
+): Promise<string | undefined> {
+  const creds = await mintCreds(auth, newIdentity(), "provisioner", { expiresInSeconds: 60 });
+  const nc = await connectBroker({ servers: url.split(","), creds }, { name: "cotal join" });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const b = bucketNames(space);
+    const id = `${principal.owner}.${principal.actor}`;
+    const uids = await liveAclUids(jsm, await bindKv(nc, b.acl), b.acl, principal);
+    if (uids.length !== 1) return undefined;
+    // A presence row lives while its session beats (it ages out 6 s after a kill).
+    if ((await listKeys(jsm, b.presence, id)).length > 0) {
+      throw new CotalError(
+        "session_live",
+        `${id} is joined in another session now; join under another name (--as), or end ` +
+          `that one first.`,
+      );
+    }
+    return uids[0];
+  } finally {
+    await nc.close();
+  }
 }
 
 /**

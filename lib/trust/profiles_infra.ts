@@ -88,8 +88,8 @@ export function provisionerGrants(ctx: GrantContext, g: GrantSet): void {
   const { names: n } = ctx;
   const b = n.buckets;
   g.pub(JS_INFO);
-  // Create, and bring an older space's caps and TTLs in line (a create never updates). An
-  // update cannot delete or purge; the broker refuses a change of subjects or storage.
+  // Create, and bring an older space's caps, TTLs and key sets in line (a create never updates).
+  // An update cannot delete or purge; the broker refuses a change of storage.
   for (const st of [...allStreams(ctx), ...allBucketStreams(ctx)]) {
     g.pub(js.streamInfo(st), js.streamCreate(st), js.streamUpdate(st));
   }

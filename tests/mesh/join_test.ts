@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { connectBroker, streamNames } from "../../lib/wire/mod.ts";
+import { bucketNames, connectBroker, listKeys, streamNames } from "../../lib/wire/mod.ts";
+import { readMeshRecord } from "../../lib/mesh/stack.ts";
 import { mintForRoot, sendText, tail } from "../../lib/mesh/ops.ts";
 import { down, up } from "../../lib/mesh/up.ts";
 import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
@@ -188,6 +189,85 @@ Deno.test("mesh - join: at the end of its input a session waits for the replies 
     const q = await cotal(["join", "--as", "quitter"], "/task slow again\n/quit\n");
     assert.equal(q.code, 0, q.out);
     assert.doesNotMatch(q.out, /waiting up to/);
+  } finally {
+    await down(root);
+    await removeTempDir(root);
+    await removeTempDir(home);
+  }
+});
+
+Deno.test("mesh - join: a session killed without its cleanup is taken over by the next join of its name, with the DMs sent to it since", async () => {
+  const root = await tempDir("cotal-root-");
+  const home = await tempDir("cotal-home-");
+  try {
+    await up({
+      root,
+      space: "jk",
+      host: "127.0.0.1",
+      port: freePort(),
+      detach: true,
+      say: () => {},
+      untilStopped: Promise.resolve(),
+    });
+    const session = () =>
+      new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", COTAL, "join", "--root", root, "--space", "jk", "--as", "zed"],
+        env: { COTAL_HOME: home },
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+    const first = session();
+    let out = "";
+    const reading = (async () => {
+      for await (const c of first.stdout.pipeThrough(new TextDecoderStream())) out += c;
+    })();
+    await waitFor(() => out.includes("joined space 'jk' as local.zed"), { what: "join" });
+    // While it is joined, a second session of the name is refused.
+    const twice = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, "join", "--root", root, "--space", "jk", "--as", "zed"],
+      env: { COTAL_HOME: home },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.notEqual(twice.code, 0);
+    assert.match(new TextDecoder().decode(twice.stderr), /local\.zed is joined in another session/);
+    first.kill("SIGKILL");
+    await first.status;
+    await reading;
+    await first.stderr.cancel().catch(() => {});
+    // Newcomer pass 5: accepted, then lost to the next session of the name.
+    await sendText(root, "jk", { to: "local.zed" }, "while you were away");
+    // The killed session's presence row ages out (6 s); until then the name reads as joined.
+    const adm = await connectBroker({
+      servers: (await readMeshRecord(root))!.url,
+      creds: await mintForRoot(root, "jk", { profile: "admin" }),
+    });
+    await waitFor(
+      async () =>
+        !(await listKeys(await adm.jetstreamManager(), bucketNames("jk").presence))
+          .includes("local.zed"),
+      { what: "the killed session's presence gone", timeoutMs: 20_000, intervalMs: 500 },
+    );
+    await adm.close();
+    const next = session();
+    let got = "";
+    const reading2 = (async () => {
+      for await (const c of next.stdout.pipeThrough(new TextDecoderStream())) got += c;
+    })();
+    try {
+      await waitFor(() => got.includes("(dm) local.operator: while you were away"), {
+        what: "the DM sent while the name was away",
+        timeoutMs: 30_000,
+      });
+      assert.match(got, /took over the session local\.zed left without its cleanup/);
+    } finally {
+      await next.stdin.close();
+      await next.status;
+      await reading2;
+      await next.stderr.cancel().catch(() => {});
+    }
   } finally {
     await down(root);
     await removeTempDir(root);
