@@ -62,27 +62,11 @@ export function watchBuckets(g: GrantSet, ...buckets: string[]): void {
   }
 }
 
-/**
- * Channel-history reads over the whole CHAT stream (observer and admin) through one consumer
- * named for the cred (`hist_<its key>`, any filter): a cred that may create consumers at will
- * fills the stream's 1024 (red team 20b: every member's history read was then refused).
- */
+/** Channel-history read verbs over the whole CHAT stream (observer and admin). */
 function chatHistoryRead(ctx: GrantContext, g: GrantSet): void {
   const chat = ctx.names.streams.chat;
-  const name = `hist_${ctx.connId}`;
-  g.pub(js.streamInfo(chat), ...pinnedConsumer(chat, name));
-}
-
-/** Create (with any filter), read, ack and delete one named consumer of `st`. */
-function pinnedConsumer(st: string, name: string): string[] {
-  return [
-    `$JS.API.CONSUMER.CREATE.${st}.${name}`,
-    `$JS.API.CONSUMER.CREATE.${st}.${name}.>`,
-    js.consumerInfo(st, name),
-    js.msgNext(st, name),
-    js.consumerDelete(st, name),
-    js.ack(st, name),
-  ];
+  g.pub(js.streamInfo(chat), ...js.consumerCreate(chat), js.consumerInfo(chat));
+  g.pub(js.msgNext(chat), js.consumerDelete(chat), js.ack(chat));
 }
 
 /** An observer: every channel live and in history, presence, channels and the membership feed; writes nothing. */
@@ -100,7 +84,8 @@ export function adminGrants(ctx: GrantContext, g: GrantSet): void {
   observerGrants(ctx, g);
   const n = ctx.names;
   const dm = n.streams.dm;
-  g.pub(js.streamInfo(dm), ...pinnedConsumer(dm, `hist_${ctx.connId}`));
+  g.pub(js.streamInfo(dm), ...js.consumerCreate(dm), js.consumerInfo(dm), js.msgNext(dm));
+  g.pub(js.consumerDelete(dm), js.ack(dm));
   // The messaging planes only: a space-wide `>` would also collect request nonces.
   g.sub(`${n.root}.inst.>`, `${n.root}.svc.>`);
 }
