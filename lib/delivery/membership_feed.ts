@@ -135,6 +135,10 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
 
   const capConnections = connectionCapper(src, opts.servers, log);
   const sweepOnce = async (): Promise<boolean> => {
+    // The connection cap from a scan without subscription lists: small whatever members
+    // subscribe to, so nothing they subscribe can keep it from completing (red team 20c).
+    const counted = await scanConnz(a, src.expectedAccount, { subscriptions: false });
+    if (counted.complete) capConnections(counted.conns);
     const scan = await scanConnz(a, src.expectedAccount, { subscriptions: true });
     // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
     if (!scan.complete || !scan.conns.some((c) => c.user === rw.current.nkey)) {
@@ -145,7 +149,6 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
       } as FeedStatus;
       return false;
     }
-    capConnections(scan.conns);
     const now = Date.now();
     const next = feedRows(scan.conns, chatPrefix, opts.durable(), now);
     const refused = await writeRows(kv, written, next);

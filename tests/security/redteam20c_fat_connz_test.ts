@@ -1,0 +1,113 @@
+/**
+ * Red team 20c: blind the connection cap with a fat CONNZ. The membership feed enforces the
+ * per-cred connection cap (64) from an account CONNZ scan that asks for every connection's
+ * subscription list, and skips the cap whenever that scan is incomplete (no reply within 1.5 s,
+ * a cut observer connection). A member with its own agent cred subscribes 1000 times (its cap)
+ * under its own `_INBOX_<key>.>` with ~4 KB subjects on a few connections: each connection then
+ * weighs ~4 MB in every CONNZ page. Then it opens far more connections than the cap on the same
+ * cred. The defence holds if the extras are still kicked and the feed's heartbeat still moves.
+ * Result when written: 48 fat connections (~190 MB of CONNZ) made every sweep incomplete; 168
+ * connections stood on the one cred for 45 s and the feed's heartbeat was 49 s old, silently
+ * (the feed stays `up` with `lastIncomplete`); 24 fat connections (~96 MB) did the same, 12 did
+ * not. The reply is one message: the broker drops the daemon's `$SYS` observer connection
+ * rather than deliver it, so no sweep completes while the fat connections stand. Same on
+ * nats-server 2.10.27 and 2.15.1.
+ */
+import assert from "node:assert/strict";
+import type { NatsConnection } from "nats";
+import { connect } from "nats";
+import { waitFor } from "../_harness/broker.ts";
+import { MAX_CONNECTIONS_PER_CRED } from "../../lib/delivery/conn_cap.ts";
+import { credsAuthenticatorFast } from "../../lib/trust/mod.ts";
+import { bucketNames, kvStreamName } from "../../lib/wire/resources.ts";
+import { connectAs, startDaemonProcess, startDeliverySpace } from "../delivery/_helpers.ts";
+
+const FAT = 32;
+const SUBJ = 3_900;
+
+function subOf(creds: string): string {
+  const jwt = /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1];
+  return JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub;
+}
+
+async function fatAttack(judge: "cap" | "view"): Promise<void> {
+  await using s = await startDeliverySpace({ prefix: "rt20cfat" });
+  const daemon = startDaemonProcess(s);
+  const mallory = await s.agent("mallory");
+  const key = subOf(mallory.creds);
+  const conns: NatsConnection[] = [];
+  const obsCreds = await s.mint("observer");
+  const obs = await connect({
+    servers: s.url,
+    authenticator: credsAuthenticatorFast(obsCreds),
+    inboxPrefix: `_INBOX_${subOf(obsCreds)}`,
+  }).catch(() => undefined);
+  try {
+    await daemon.waitForLine(/membership feed up/, 40_000);
+    const pad = "x".repeat(SUBJ);
+    for (let k = 0; k < FAT; k++) {
+      const nc = await connectAs(s.url, mallory.creds);
+      conns.push(nc);
+      for (let i = 0; i < 1000; i++) nc.subscribe(`_INBOX_${key}.${pad}.${i}`);
+      await nc.flush();
+    }
+    // Far past the cap on the same cred.
+    for (let i = 0; i < 120; i += 40) {
+      const batch = await Promise.allSettled(
+        Array.from({ length: 40 }, () => connectAs(s.url, mallory.creds)),
+      );
+      for (const b of batch) if (b.status === "fulfilled") conns.push(b.value);
+    }
+    const open = () => conns.filter((c) => !c.isClosed()).length;
+    console.log(`mallory holds ${open()} connections`);
+    let ok = true;
+    let hbAge = -1;
+    try {
+      await waitFor(() => open() <= MAX_CONNECTIONS_PER_CRED, {
+        what: `mallory's connections back to the cap of ${MAX_CONNECTIONS_PER_CRED}`,
+        timeoutMs: 45_000,
+      });
+    } catch {
+      ok = false;
+    }
+    console.log(`after the wait mallory holds ${open()} connections`);
+    console.log(
+      daemon.stderr().split("\n").filter((l) => /cap|feed|CONNZ/.test(l)).slice(-8).join("\n"),
+    );
+    // The feed's heartbeat, as the delivery daemon's own bucket reader sees it.
+    if (obs) {
+      const jsm = await obs.jetstreamManager();
+      const bucket = bucketNames(s.space).membership;
+      const hb = await jsm.streams.getMessage(kvStreamName(bucket), {
+        last_by_subj: `$KV.${bucket}.=feed`,
+      }).catch(() => undefined);
+      const at = hb ? JSON.parse(new TextDecoder().decode(hb.data)).observedAt : 0;
+      hbAge = Date.now() - at;
+      console.log(`feed heartbeat ${hbAge} ms old`);
+    }
+    if (judge === "view") {
+      // The sweep runs every 15 s and on every connect: a heartbeat over 30 s old is frozen.
+      assert.ok(hbAge >= 0 && hbAge < 30_000, `the membership feed's heartbeat is ${hbAge} ms old`);
+      return;
+    }
+    assert.ok(
+      ok,
+      `mallory still holds ${open()} connections past the cap of ${MAX_CONNECTIONS_PER_CRED}`,
+    );
+  } finally {
+    await Promise.all(conns.map((c) => c.close().catch(() => {})));
+    await obs?.close().catch(() => {});
+    daemon.kill();
+    await daemon.exited;
+  }
+}
+
+Deno.test("redteam20c - fat subscription lists do not blind the per-cred connection cap", () =>
+  fatAttack("cap"));
+
+Deno.test({
+  name:
+    "redteam20c - fat subscription lists do not freeze the membership view (skipped: known gap, not fixed; the feed's account scan lists every connection's subscriptions, and ~4 MB of them per connection can make its CONNZ replies too large to arrive, so its display-only rows stop updating while the connection cap, scanned without subscriptions, still holds)",
+  ignore: true,
+  fn: () => fatAttack("view"),
+});
