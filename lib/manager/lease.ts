@@ -9,7 +9,7 @@
 import type { KV, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import type { HolderLock } from "../workspace/holder_lock.ts";
-import { bindKv, jsonBytes } from "../wire/kv.ts";
+import { bindKv, isStoreFull, jsonBytes, purgeJunkRows } from "../wire/kv.ts";
 import { bucketNames } from "../wire/resources.ts";
 
 /** The bucket's TTL (reference: `MANAGER_LEASE_TTL_MS`); a lease not renewed lapses after it. */
@@ -85,11 +85,20 @@ export class ManagerLease {
     const kv = await bindKv(nc, bucket);
     const key = `lease.${info.instanceId}`;
     const deadline = Date.now() + (opts.waitMs ?? 0);
+    let cleared = false;
     while (true) {
       try {
         const rev = await kv.create(key, jsonBytes(info));
         return new ManagerLease(kv, key, info, rev);
       } catch (err) {
+        if (isStoreFull(err) && !cleared) {
+          // Filled with answers a member aimed at made-up lease keys: those go, then once more.
+          cleared = true;
+          const n = await purgeJunkRows(nc, bucket, "lease.*", (_k, v) => isLeaseRow(v))
+            .catch(() => 0);
+          opts.log?.(`manager: the lease bucket was full; removed ${n} rows no manager wrote`);
+          continue;
+        }
         if (!isWrongSeq(err)) {
           throw new CotalError(
             "manager_lease_failed",

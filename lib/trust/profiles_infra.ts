@@ -23,6 +23,8 @@ export function supervisorGrants(ctx: GrantContext, g: GrantSet): void {
   const P = n.root;
   const mgr = n.buckets.manager;
   g.pub(JS_INFO, ...kvGet(mgr), kvKey(mgr, "lease.*"), kvKey(mgr, "renewal"));
+  // A lease bucket filled with answers a member aimed at made-up keys: it purges those rows.
+  g.pub(js.streamPurge(kvStream(mgr)));
   g.pub(kvKey(n.buckets.presence, `${o}.${a}`));
   // Its CotalEndpoint (presence, the roster that tells it an agent is ready) watches the
   // channel registry too; the registry holds no secret.

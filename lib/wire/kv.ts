@@ -61,3 +61,33 @@ export function jsonObject(e: KvEntry): Record<string, unknown> | undefined {
 export function jsonBytes(v: unknown): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(v));
 }
+
+/**
+ * Purges every key of `bucket` under `filter` whose stored row `isRow` does not take (a broker
+ * answer a member aimed at the key), reading each row with the stream's message get (its JSON
+ * answer, which no status line or header block can confuse). Resolves with how many it purged.
+ * For a bucket full of such rows: its owner clears them before writing again.
+ */
+export async function purgeJunkRows(
+  nc: NatsConnection,
+  bucket: string,
+  filter: string,
+  isRow: (key: string, value: Uint8Array) => boolean,
+): Promise<number> {
+  const jsm = await nc.jetstreamManager();
+  const stream = kvStreamName(bucket);
+  let purged = 0;
+  for (const key of await listKeys(jsm, bucket, filter)) {
+    const subject = `$KV.${bucket}.${key}`;
+    const m = await jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => null);
+    if (m && isRow(key, m.data)) continue;
+    await jsm.streams.purge(stream, { filter: subject }).then(() => purged++, () => {});
+  }
+  return purged;
+}
+
+/** True when a JetStream write was refused because its stream or bucket is full. */
+export function isStoreFull(err: unknown): boolean {
+  const code = (err as { api_error?: { err_code?: number } })?.api_error?.err_code;
+  return code === 10047 || /maximum bytes exceeded|insufficient resources/i.test(String(err));
+}

@@ -278,10 +278,12 @@ export function spaceBucketConfigs(space: string, opts: SpaceSetupOptions = {}):
       maxRowBytes: COORDINATION_MAX_ROW_BYTES,
       keys: [DELIVERY_LEASE_KEY],
     }),
+    // The supervisors' leases (one per instance) and the renewal row: nothing else is stored.
     kvBucket(b.manager, r, {
       ttlMs: MANAGER_LEASE_TTL_MS,
       maxBytes: MIB,
       maxRowBytes: COORDINATION_MAX_ROW_BYTES,
+      keys: ["lease.*", "renewal"],
     }),
     kvBucket(b.setaside, r, {
       ttlMs: SETASIDE_TTL_MS,
