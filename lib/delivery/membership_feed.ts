@@ -16,7 +16,7 @@ import { connect } from "../nats/connect.ts";
 import { isCotalError } from "../errors.ts";
 import { credsAuthenticatorFast, MEMBERSHIP_INBOX_PREFIX } from "../trust/mod.ts";
 import { membershipRwCredsKey } from "../workspace/mod.ts";
-import { jsonBytes, listKeys } from "../wire/kv.ts";
+import { isStoreFull, jsonBytes, listKeys, purgeJunkRows } from "../wire/kv.ts";
 import { isValidChannel } from "../wire/names.ts";
 import { connectionsOverCap, MAX_CONNECTIONS_PER_CRED } from "./conn_cap.ts";
 import { type ConnRecord, scanConnz } from "./connz.ts";
@@ -134,6 +134,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
   let running: Promise<boolean> | undefined;
 
   const capConnections = connectionCapper(src, opts.servers, log);
+  let cleared = 0;
   const sweepOnce = async (): Promise<boolean> => {
     // The connection cap from a scan without subscription lists: small whatever members
     // subscribe to, so nothing they subscribe can keep it from completing (red team 20c).
@@ -151,7 +152,15 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
     }
     const now = Date.now();
     const next = feedRows(scan.conns, chatPrefix, opts.durable(), now);
-    const refused = await writeRows(kv, written, next);
+    let refused = await writeRows(kv, written, next);
+    if (refused !== undefined && isStoreFull(refused) && now - cleared > 60_000) {
+      // Full of rows no sweep wrote (answers a member aimed at made-up keys): those go, at
+      // most once a minute, and the rows are written again.
+      cleared = now;
+      const n = await purgeJunkRows(b, opts.bucket, ">", (_k, v) => isFeedRow(v));
+      log.warn(`membership feed: the bucket was full; removed ${n} rows no sweep wrote`);
+      refused = await writeRows(kv, written, next);
+    }
     if (refused !== undefined) {
       log.warn(`membership feed: a row was refused (${(refused as Error)?.message ?? refused})`);
     }
@@ -274,6 +283,16 @@ function boundedRow(live: string[], durable: string[], now: number): FeedRow {
   const d = take(durable);
   const l = take(live);
   return { live: l, durable: d, observedAt: now, ...(truncated ? { truncated: true } : {}) };
+}
+
+/** True for a row a sweep wrote: a principal's row or the heartbeat, both dated. */
+function isFeedRow(value: Uint8Array): boolean {
+  try {
+    const v = JSON.parse(new TextDecoder().decode(value));
+    return typeof v === "object" && v !== null && typeof v.observedAt === "number";
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -19,7 +19,7 @@
  */
 import { headers, type KV, type MsgHdrs } from "nats";
 import { dlvSubject } from "../wire/mod.ts";
-import { listKeys } from "../wire/kv.ts";
+import { isStoreFull, listKeys, purgeJunkRows } from "../wire/kv.ts";
 import { GAP_MARKER_HEADER, type GapEnd, type GapMarker as Gap } from "../wire/gap_marker.ts";
 import type { DeliveryContext } from "./context.ts";
 
@@ -103,6 +103,7 @@ export class SetAside {
   readonly #gaps = new Map<string, Gap>();
   #timer?: ReturnType<typeof setInterval>;
   #flushing = false;
+  #cleared = 0;
   deadLetters = 0;
   copiesMissed = 0;
   markersDelivered = 0;
@@ -153,7 +154,7 @@ export class SetAside {
     this.#ctx.log.warn(
       `set aside ${d.subject} #${d.seq}${d.member ? ` for ${d.member}` : ""} (${d.reason})`,
     );
-    await this.#kv.put(key, ENC.encode(JSON.stringify(d))).catch((err) =>
+    await this.#put(key, d).catch((err) =>
       this.#ctx.log.error(`could not record a dead letter (${(err as Error)?.message ?? err})`)
     );
   }
@@ -172,7 +173,7 @@ export class SetAside {
         `${member}'s backlog is full (${lifecycleUid}); missed copies are counted for a gap marker`,
       );
     }
-    await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
+    await this.#put(key, next).catch(() => {});
   }
 
   /** Adds a trim to the pair's running total (the warden logs the sweep). Never throws. */
@@ -185,7 +186,7 @@ export class SetAside {
       bytes: (prev?.bytes ?? 0) + t.bytes,
       trims: (prev?.trims ?? 0) + 1,
     };
-    await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
+    await this.#put(key, next).catch(() => {});
   }
 
   /**
@@ -212,7 +213,25 @@ export class SetAside {
       last: end(cut.lastSeq),
     };
     this.#gaps.set(key, next);
-    await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
+    await this.#put(key, next).catch(() => {});
+  }
+
+  /**
+   * Writes a record. A bucket full of rows no record is (answers a member aimed at made-up
+   * keys: the broker checks no reply subject) is cleared of them, at most once a minute, and
+   * the write tried once more.
+   */
+  async #put(key: string, value: unknown): Promise<void> {
+    const bytes = ENC.encode(JSON.stringify(value));
+    try {
+      await this.#kv.put(key, bytes);
+    } catch (err) {
+      if (!isStoreFull(err) || Date.now() - this.#cleared < 60_000) throw err;
+      this.#cleared = Date.now();
+      const n = await purgeJunkRows(this.#ctx.nc, this.#ctx.buckets.setaside, ">", isRecord);
+      this.#ctx.log.warn(`the set-aside bucket was full; removed ${n} rows no record is`);
+      await this.#kv.put(key, bytes);
+    }
   }
 
   async #read<T>(key: string): Promise<T | undefined> {
@@ -288,7 +307,7 @@ export class SetAside {
       last: g.last,
       at: Date.now(),
     };
-    await this.#kv.put(key, ENC.encode(JSON.stringify(next))).catch(() => {});
+    await this.#put(key, next).catch(() => {});
   }
 
   async #records<T>(prefix: string): Promise<T[]> {
@@ -319,6 +338,16 @@ export class SetAside {
     const pending = new Map((await this.#records<Gap>("gap")).map((g) => [id(g), g]));
     for (const g of this.#gaps.values()) pending.set(id(g), g);
     return { deadLetters, gaps: [...pending.values()], told, trimmed };
+  }
+}
+
+/** True for a stored set-aside record: a JSON object this daemon wrote (versioned or dated). */
+function isRecord(_key: string, value: Uint8Array): boolean {
+  try {
+    const v = JSON.parse(new TextDecoder().decode(value));
+    return typeof v === "object" && v !== null && (v.version === 1 || typeof v.at === "number");
+  } catch {
+    return false;
   }
 }
 

@@ -154,6 +154,8 @@ export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
   g.pub(...kvRead(b.delivery), kvKey(b.delivery, "lease.*"));
   // What it set aside (dead letters, members' pending gap markers): its own records.
   g.pub(...kvRead(b.setaside), kvKey(b.setaside, ">"));
+  // A set-aside bucket filled with answers a member aimed at made-up keys: it purges those.
+  g.pub(js.streamPurge(kvStream(b.setaside)));
   g.pub(`${P}.dinbox.*.*.*`, `${P}.dlv.*.*.*`);
   g.pub(`${P}.ctl.delivery.*.*.reply.>`, `${P}.ctl.delivery-admin.*.*.reply.>`);
   g.pub(`${P}.live.delivery.*.*.reply.>`);
@@ -164,6 +166,8 @@ export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
 export function membershipRwGrants(ctx: GrantContext, g: GrantSet): void {
   const b = ctx.names.buckets;
   g.pub(JS_INFO, ...kvRead(b.members), ...kvRead(b.membership), kvKey(b.membership, ">"));
+  // A bucket filled with answers a member aimed at made-up keys: the feed purges those.
+  g.pub(js.streamPurge(kvStream(b.membership)));
 }
 
 /** History clear: purges CHAT and DM, reads nothing. */

@@ -268,7 +268,8 @@ export function spaceBucketConfigs(space: string, opts: SpaceSetupOptions = {}):
     kvBucket(b.channels, r, { maxBytes: 16 * MIB, maxRowBytes: COORDINATION_MAX_ROW_BYTES }),
     kvBucket(b.members, r, { maxRowBytes: COORDINATION_MAX_ROW_BYTES }),
     kvBucket(b.acl, r, { maxRowBytes: COORDINATION_MAX_ROW_BYTES }),
-    kvBucket(b.membership, r, { maxBytes: MEMBERSHIP_FEED_MAX_BYTES }),
+    // One row per principal (`owner.actor`) and the feed's heartbeat (`=feed`).
+    kvBucket(b.membership, r, { maxBytes: MEMBERSHIP_FEED_MAX_BYTES, keys: ["*.*", "=feed"] }),
     // The delivery lease has one key: the bucket stores nothing else, so answers a member aims
     // at other keys are not stored at all and cannot fill it (red team 20b filled 1 MiB with
     // 4,000 of them, and the next start could not create the row).
@@ -285,10 +286,12 @@ export function spaceBucketConfigs(space: string, opts: SpaceSetupOptions = {}):
       maxRowBytes: COORDINATION_MAX_ROW_BYTES,
       keys: ["lease.*", "renewal"],
     }),
+    // The delivery daemon's records by kind: dead letters, gaps owed, gaps told, trims.
     kvBucket(b.setaside, r, {
       ttlMs: SETASIDE_TTL_MS,
       maxBytes: 16 * MIB,
       maxRowBytes: COORDINATION_MAX_ROW_BYTES,
+      keys: ["dead.>", "gap.>", "told.>", "trim.>"],
     }),
   ];
 }
