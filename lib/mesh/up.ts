@@ -12,7 +12,7 @@ import type { BringBackReport } from "../manager/manager_types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { ManagerClient } from "../manager/control_client.ts";
 import { mintForRoot } from "./ops.ts";
-import { type SecretStore, workspaceSecretStore } from "../workspace/mod.ts";
+import { type SecretStore, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { listMeshes, registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { processStartTime } from "./pidfile.ts";
@@ -187,8 +187,16 @@ export async function up(
     opts.say("detached; the stack keeps running");
     return result;
   }
+  await serveForeground(opts, accounts.map((a) => a.space));
+  return result;
+}
+
+/**
+ * A foreground stack until Ctrl-C: it heals like a detached one (the same watchdog loop, in this
+ * process), and its stop is a down, said line by line.
+ */
+async function serveForeground(opts: UpOptions, spaces: string[]): Promise<void> {
   opts.say("stop:    press Ctrl-C");
-  // The foreground stack heals like a detached one: the same watchdog loop, in this process.
   const stop = new AbortController();
   const watching = new Watchdog({ root: opts.root, detach: false, log: opts.say })
     .run(stop.signal);
@@ -196,8 +204,13 @@ export async function up(
   stop.abort();
   await watching;
   opts.say("stopping");
-  await down(opts.root);
-  return result;
+  // Said as `cotal down` says it: what each component and agent became.
+  const byHex = new Map(spaces.map((s) => [spaceKeyHex(s), s]));
+  for (const [id, what] of Object.entries(await down(opts.root))) {
+    const [kind, hex] = id.split(".");
+    const space = hex ? byHex.get(hex) : undefined;
+    opts.say(`${space ? `${kind}.${space}` : id}: ${what}`);
+  }
 }
 
 /** The order `down` stops components in: the watchdog, dependants, the broker last. */
@@ -379,10 +392,28 @@ export async function down(
   root: string,
   opts: { keepAgents?: boolean } = {},
 ): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  // A foreground up heals its stack: stopped first, or it restarts what this down stops. Asked
+  // to stop (its stop is a down, agents despawned), or with --keep-agents killed (its daemons,
+  // told by their parent-death signal, stop keeping their agents for the next up).
+  const owner = (await readMeshRecord(root).catch(() => undefined))?.owner;
+  if (
+    owner && owner.pid !== Deno.pid && processStartTime(owner.pid) === owner.startTime
+  ) {
+    Deno.kill(owner.pid, opts.keepAgents ? "SIGKILL" : "SIGTERM");
+    const deadline = Date.now() + FOREGROUND_STOP_WAIT_MS;
+    while (processStartTime(owner.pid) === owner.startTime && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    out.up = processStartTime(owner.pid) === owner.startTime
+      ? `the foreground up (pid ${owner.pid}) did not stop within ${
+        FOREGROUND_STOP_WAIT_MS / 1000
+      } s`
+      : `the foreground up (pid ${owner.pid}) stopped`;
+  }
   const listed = await listComponents(root);
   const components = listed.sort((a, b) => stopOrder(a.id) - stopOrder(b.id));
   const watchdog = components.find((c) => c.id === "watchdog");
-  const out: Record<string, string> = {};
   // The watchdog first: nothing it would restart is stopped while it runs.
   if (watchdog) out[watchdog.id] = await stopComponent(root, watchdog.id);
   Object.assign(out, await settleAgents(root, opts.keepAgents === true, listed));
@@ -393,6 +424,9 @@ export async function down(
   for (const space of spaces) await unregisterMesh(space, root).catch(() => {});
   return out;
 }
+
+/** How long `down` waits for the foreground up it asked to stop (its own down takes this long). */
+const FOREGROUND_STOP_WAIT_MS = 60_000;
 
 /** How long `up` waits for a fresh supervisor to bring back the agents a down kept. */
 export const BRING_BACK_WAIT_MS = 90_000;

@@ -311,6 +311,9 @@ Deno.test("mesh - a terminal's Ctrl-C on a foreground up (its whole process grou
     stopped = true;
     assert.equal(st.code, 0, out);
     assert.match(out, /stopping/);
+    // Said as down says it (newcomer pass 6).
+    assert.match(out, /agents\.default: despawned upper_1/);
+    assert.match(out, /nats-server: stopped/);
     const again = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
     assert.equal(again.code, 0, again.stderr);
     assert.doesNotMatch(again.stdout, /brought back/);
@@ -323,6 +326,45 @@ Deno.test("mesh - a terminal's Ctrl-C on a foreground up (its whole process grou
       }
       await fg.status;
     }
+    await reading;
+    await fg.stderr.cancel().catch(() => {});
+    await cotal(["down", "--root", root]);
+    await removeTempDir(root);
+  }
+});
+
+Deno.test("mesh - down from another shell stops a foreground up's stack for good: its up stops, nothing restarts", async () => {
+  const root = await tempDir("cotal-root-");
+  const port = freePort();
+  const fg = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", COTAL, "up", "--root", root, "--port", `${port}`],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let out = "";
+  const reading = (async () => {
+    for await (const c of fg.stdout.pipeThrough(new TextDecoderStream())) out += c;
+  })();
+  let done = false;
+  try {
+    await waitFor(() => out.includes("press Ctrl-C"), {
+      timeoutMs: 60_000,
+      what: "the foreground up serving",
+    });
+    // Newcomer pass 6: down said stopped, and the foreground up's watchdog restarted it all.
+    const d = await cotal(["down", "--root", root]);
+    assert.equal(d.code, 0, d.stderr);
+    assert.match(d.stdout, new RegExp(`up: the foreground up \\(pid ${fg.pid}\\) stopped`));
+    const st = await fg.status;
+    done = true;
+    assert.equal(st.code, 0, out);
+    await new Promise((r) => setTimeout(r, 1_000));
+    const status = await cotal(["status", "--root", root]);
+    assert.notEqual(status.code, 0);
+    assert.doesNotMatch(out, /restarted nats-server/);
+  } finally {
+    if (!done) fg.kill("SIGKILL");
+    await fg.status;
     await reading;
     await fg.stderr.cancel().catch(() => {});
     await cotal(["down", "--root", root]);
