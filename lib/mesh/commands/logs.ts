@@ -36,7 +36,10 @@ async function logsByName(root: string): Promise<Map<string, string>> {
     const [kind, hex] = id.split(".");
     const space = hex ? byHex.get(hex) : undefined;
     if (hex && !space) continue;
-    out.set(space ? `${kind}.${space}` : id, componentFiles(root, id).logFile);
+    const file = componentFiles(root, id).logFile;
+    out.set(space ? `${kind}.${space}` : id, file);
+    // Also by its id, as --json, the watchdog and the file names say it.
+    if (space) out.set(id, file);
   }
   return out;
 }
@@ -92,7 +95,8 @@ export const logsCommand = defineCommand({
       throw new CotalError(
         "log_unknown",
         `No log for ${JSON.stringify(positionals[0])} under ${root}; the logs are: ${
-          [...logs.keys()].sort().join(", ") || "none yet"
+          [...logs.keys()].filter((k) => !/\.[0-9a-f]{32}$/.test(k)).sort().join(", ") ||
+          "none yet"
         }.`,
       );
     }

@@ -300,6 +300,8 @@ export function hiddenPaths(
       `warning: ${flag} ${path} is under a directory the units cannot see (ProtectHome=, PrivateTmp=); ${
         flag === "--state-dir"
           ? "use a state dir outside them, such as /var/lib/cotal."
+          : flag === "--bin-dir"
+          ? "put the binaries under /usr/local (the default --bin-dir is /usr/local/bin)."
           : "copy it to /usr/local (e.g. /usr/local/sbin/nats-server) and pass that."
       }`
     );
