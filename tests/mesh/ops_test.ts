@@ -85,7 +85,7 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     assert.ok(claims.exp! - claims.iat! <= 60);
     // What the CLI handed out is in the space's signing trail, marked as the CLI's.
     const audit = await run(["signer", "audit", "--space", "ops", "--json"], env, elsewhere);
-    assert.equal(audit.code, 0, audit.stderr);
+    assert.equal(audit.code, 0, audit.stderr + audit.stdout);
     const handed = (JSON.parse(audit.stdout) as Record<string, unknown>[])
       .filter((e) => e.subject === claims.sub);
     assert.deepEqual(

@@ -9,7 +9,7 @@ import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
 import { readAudit, signerAuditPath } from "../../signer/mod.ts";
 import { assertValidSpaceName } from "../names.ts";
-import { resolveExistingRoot, ROOT_FLAG } from "./common.ts";
+import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
 
 /** `cotal signer audit`: what the space's signer signed and refused, oldest first. */
 export const signerAuditCommand = defineCommand({
@@ -25,7 +25,9 @@ export const signerAuditCommand = defineCommand({
   },
   async run({ values }) {
     const space = assertValidSpaceName(String(values.space ?? "default"));
-    const root = await resolveExistingRoot(values.root);
+    // Found by its space, as ps and send find theirs: another root of this machine is no
+    // ambiguity for a command that names its space.
+    const root = await resolveMeshRoot(values.root, space);
     const all = await readAudit(signerAuditPath(root, space));
     let rows = all;
     if (values.refused === true) rows = rows.filter((e) => e.decision === "refused");
