@@ -253,6 +253,12 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     fg.kill("SIGKILL");
     killed = true;
     await fg.status;
+    // Its daemons died with it (parent-death signal): said as such, with the way back.
+    await waitFor(async () => {
+      const st = await cotal(["status", "--root", root]);
+      return st.code === 1 && /nats-server +not running \(pid \d+ is gone\)/.test(st.stdout) &&
+        /restart what is not running: .* up --root /.test(st.stdout);
+    }, { what: "status naming what died", timeoutMs: 15_000 });
     const taken = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
     assert.equal(taken.code, 0, taken.stderr);
     const status = await cotal(["status", "--root", root]);

@@ -337,8 +337,15 @@ export const statusCommand = defineCommand({
             "",
             // By kind and space name (the ids carry the space's hex, for --json and the files).
             ...r.components.map((c) =>
-              `${label(c.id).padEnd(32)} ${c.state}${c.pid ? ` (pid ${c.pid})` : ""}`
+              `${label(c.id).padEnd(32)} ${
+                c.state === "running"
+                  ? `running${c.pid ? ` (pid ${c.pid})` : ""}`
+                  : `not running${c.pid ? ` (pid ${c.pid} is gone)` : ""}`
+              }`
             ),
+            ...(r.components.some((c) => c.state !== "running")
+              ? [`restart what is not running: ${cotalCommand()} up --root ${safeText(root)}`]
+              : []),
             ...(r.monitor ? [`monitor: http://${r.monitor}/ (varz, connz, jsz)`] : []),
             ...(r.brokerFault
               ? [`broker cannot write: ${safeText(r.brokerFault)} (the watchdog restarts it)`]
