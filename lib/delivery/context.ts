@@ -91,10 +91,11 @@ export interface DeliveryCounters {
   /** Errors met. */
   errors: number;
   /**
-   * Since when a loop has only failed (every message it handled since was redelivered), and
-   * the last failure: what `cotal status` shows as a stall. Cleared by the next success.
+   * Since when a loop has only failed (every message it handled since was redelivered): what
+   * `cotal status` shows as a stall. Cleared by the next success.
    */
   stalledSince?: number;
+  /** The last failure of a loop (`<loop>: <why>`), kept beside `stalledSince`. */
   lastError?: string;
 }
 
