@@ -61,6 +61,21 @@ async function sysConnect(servers: string[], creds: string, inboxPrefix: string)
   }
 }
 
+/** KICKs each connection on the server that reported it; how many the servers confirmed. */
+async function kickEach(ev: NatsConnection, conns: readonly ConnRecord[]): Promise<number> {
+  let kicked = 0;
+  for (const c of conns) {
+    const reply = await ev.request(
+      `$SYS.REQ.SERVER.${c.serverId}.KICK`,
+      JSON.stringify({ cid: c.cid }),
+      { timeout: 2000 },
+    ).catch(() => undefined);
+    const body = reply ? JSON.parse(new TextDecoder().decode(reply.data)) : undefined;
+    if (body && body.error === undefined) kicked++;
+  }
+  return kicked;
+}
+
 /** Refuses anything that is not `<owner>.<actor>` with a real principal owner. */
 export function assertEvictablePrincipal(principal: string): void {
   const [owner, actor, extra] = principal.split(".");
@@ -123,15 +138,7 @@ export async function evictPrincipal(
         const evictor = await loadEvictor(src, observer);
         ev = await sysConnect(servers, evictor.text, EVICTOR_INBOX_PREFIX);
       }
-      for (const c of found) {
-        const reply = await ev.request(
-          `$SYS.REQ.SERVER.${c.serverId}.KICK`,
-          JSON.stringify({ cid: c.cid }),
-          { timeout: 2000 },
-        ).catch(() => undefined);
-        const body = reply ? JSON.parse(new TextDecoder().decode(reply.data)) : undefined;
-        if (body && body.error === undefined) result.kicked++;
-      }
+      result.kicked += await kickEach(ev, found);
       await new Promise((r) => setTimeout(r, settle));
       const again = await find();
       if (!again) {
@@ -164,19 +171,9 @@ export async function kickConnections(
   if (conns.length === 0) return 0;
   const evictor = await loadEvictor(src, await loadObserver(src));
   const ev = await sysConnect(servers, evictor.text, EVICTOR_INBOX_PREFIX);
-  let kicked = 0;
   try {
-    for (const c of conns) {
-      const reply = await ev.request(
-        `$SYS.REQ.SERVER.${c.serverId}.KICK`,
-        JSON.stringify({ cid: c.cid }),
-        { timeout: 2000 },
-      ).catch(() => undefined);
-      const body = reply ? JSON.parse(new TextDecoder().decode(reply.data)) : undefined;
-      if (body && body.error === undefined) kicked++;
-    }
+    return await kickEach(ev, conns);
   } finally {
     await ev.close().catch(() => {});
   }
-  return kicked;
 }

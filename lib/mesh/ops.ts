@@ -24,6 +24,7 @@ import {
   svcDurableName,
 } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
+import { deliveryRequest } from "../delivery/client.ts";
 import { isReservedAgentName } from "../manager/spawn_request.ts";
 import { runningBroker } from "./space.ts";
 import { loadSpaceAccount } from "./trust_state.ts";
@@ -153,6 +154,34 @@ export async function connectAs(
   }
   const creds = await mintForRoot(root, space, { profile, actor, expiresInSeconds: 300 });
   return await connectBroker({ servers: live.url, creds }, { name: `cotal ${profile}` });
+}
+
+/**
+ * One request on a space's delivery-admin rail (`setAside`, `health`, ...), asked as the local
+ * `actor` with a one-minute control-caller cred of the root.
+ */
+export async function deliveryAdmin(
+  root: string,
+  space: string,
+  url: string,
+  op: string,
+  opts: { actor?: string; timeoutMs?: number } = {},
+): Promise<unknown> {
+  const actor = opts.actor ?? "operator";
+  const creds = await mintForRoot(root, space, {
+    profile: "control-caller",
+    actor,
+    expiresInSeconds: 60,
+  });
+  const nc = await connectBroker({ servers: url.split(","), creds });
+  try {
+    return await deliveryRequest(nc, space, { owner: "local", actor }, op, {}, {
+      service: "delivery-admin",
+      timeoutMs: opts.timeoutMs ?? 10_000,
+    });
+  } finally {
+    await nc.close();
+  }
 }
 
 /** Where a message goes: exactly one of a channel, a peer (`owner.actor`) or a role. */

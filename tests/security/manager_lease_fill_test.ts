@@ -7,22 +7,10 @@
  * it full purges the rows no manager wrote, then takes its lease.
  */
 import assert from "node:assert/strict";
-import { connect } from "../../lib/nats/connect.ts";
-import { credsAuthenticator } from "nats";
 import { mintCreds, newIdentity, newLifecycleUid } from "../../lib/trust/mod.ts";
 import { bucketNames, kvStreamName } from "../../lib/wire/mod.ts";
+import { connectAs } from "../delivery/_helpers.ts";
 import { startManagerMesh } from "../manager/_manager_mesh.ts";
-
-/** Connects with `creds` under the inbox prefix its grants allow. */
-function connectCreds(url: string, creds: string) {
-  const jwt = /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1];
-  const key = JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub;
-  return connect({
-    servers: url,
-    authenticator: credsAuthenticator(new TextEncoder().encode(creds)),
-    inboxPrefix: `_INBOX_${key}`,
-  });
-}
 
 Deno.test("manager lease - a bucket filled with aimed answers at made-up lease keys does not keep the supervisor from starting", async () => {
   await using mesh = await startManagerMesh("mgrfill");
@@ -30,7 +18,7 @@ Deno.test("manager lease - a bucket filled with aimed answers at made-up lease k
     principal: { owner: "local", actor: "mallory" },
     lifecycleUid: newLifecycleUid(),
   });
-  const mallory = await connectCreds(mesh.url, creds);
+  const mallory = await connectAs(mesh.url, creds);
   const bucket = bucketNames(mesh.space).manager;
   try {
     for (let i = 0; i < 4000; i++) {
@@ -42,7 +30,7 @@ Deno.test("manager lease - a bucket filled with aimed answers at made-up lease k
     mallory.publish("$JS.API.INFO", new Uint8Array(), { reply: `$KV.${bucket}.elsewhere` });
     await mallory.flush();
     await new Promise((r) => setTimeout(r, 1000));
-    const prov = await connectCreds(
+    const prov = await connectAs(
       mesh.url,
       await mintCreds(mesh.auth, newIdentity(), "provisioner"),
     );

@@ -11,12 +11,10 @@ import { cotalCommand } from "../../cli/invocation.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { CotalError } from "../../errors.ts";
-import { deliveryRequest } from "../../delivery/client.ts";
 import type { DeadLetter, Gap, ToldGap, TrimRecord } from "../../delivery/setaside.ts";
 import { registry } from "../../registry.ts";
-import { connectBroker } from "../../wire/connect.ts";
 import { assertValidSpaceName } from "../names.ts";
-import { mintForRoot } from "../ops.ts";
+import { deliveryAdmin } from "../ops.ts";
 import { runningBroker } from "../space.ts";
 import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
 
@@ -100,22 +98,8 @@ export const deadLettersCommand = defineCommand({
         `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}'.`,
       );
     }
-    const caller = { owner: "local", actor: "operator" };
-    const creds = await mintForRoot(root, space, {
-      profile: "control-caller",
-      actor: caller.actor,
-      expiresInSeconds: 60,
-    });
-    const nc = await connectBroker({ servers: url.split(","), creds });
-    try {
-      const r = await deliveryRequest(nc, space, caller, "setAside", {}, {
-        service: "delivery-admin",
-        timeoutMs: 10_000,
-      }) as unknown as SetAsideListing;
-      printResult(denoIo(), { json: values.json === true }, r, setAsideText);
-    } finally {
-      await nc.close();
-    }
+    const r = await deliveryAdmin(root, space, url, "setAside") as SetAsideListing;
+    printResult(denoIo(), { json: values.json === true }, r, setAsideText);
   },
 });
 

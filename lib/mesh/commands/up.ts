@@ -12,10 +12,8 @@ import { componentFiles, listComponents, readMeshRecord, spaceComponentId } from
 import { lastStorageFault } from "../storage_fault.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { readSpaceIndex } from "../trust_state.ts";
-import { mintForRoot } from "../ops.ts";
+import { deliveryAdmin, mintForRoot } from "../ops.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
-import { deliveryRequest } from "../../delivery/client.ts";
-import { connectBroker } from "../../wire/connect.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
@@ -209,25 +207,15 @@ export const downCommand = defineCommand({
 /** How long a delivery loop fails without a success before `status` calls it stalled. */
 const STALL_REPORTED_MS = 30_000;
 
-async function deliveryHealth(
+function deliveryHealth(
   root: string,
   space: string,
   url: string,
 ): Promise<{ stalledSince?: number; lastError?: string }> {
-  const creds = await mintForRoot(root, space, {
-    profile: "control-caller",
+  return deliveryAdmin(root, space, url, "health", {
     actor: "status",
-    expiresInSeconds: 60,
-  });
-  const nc = await connectBroker({ servers: url.split(","), creds });
-  try {
-    return await deliveryRequest(nc, space, { owner: "local", actor: "status" }, "health", {}, {
-      service: "delivery-admin",
-      timeoutMs: 3_000,
-    }) as { stalledSince?: number; lastError?: string };
-  } finally {
-    await nc.close();
-  }
+    timeoutMs: 3_000,
+  }) as Promise<{ stalledSince?: number; lastError?: string }>;
 }
 
 async function supervisorStatus(
