@@ -21,7 +21,12 @@ import {
   XKeyPair,
   xkeySeal,
 } from "../nats/mod.ts";
-import { assertExplicitPermissions, CONNECTION_LIMITS, principalTags } from "../trust/mint.ts";
+import {
+  assertExplicitPermissions,
+  calloutUserName,
+  CONNECTION_LIMITS,
+  principalTags,
+} from "../trust/mint.ts";
 import { permissionsFor } from "../trust/profiles.ts";
 import { assertConnId } from "../trust/space_token.ts";
 import { syncSigner } from "../trust/sync_keys.ts";
@@ -356,7 +361,7 @@ async function mintUser(
     l.deny.length > 0 ? { allow: l.allow, deny: l.deny } : { allow: l.allow };
   return await encodeJwt({
     sub: userNkey,
-    name: `${bearer.owner}-${bearer.actor}`,
+    name: calloutUserName(principal),
     // Broker access dies with the bearer: nats-server disconnects at the user JWT's exp.
     exp: bearer.exp,
     nats: {

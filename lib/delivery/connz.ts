@@ -1,21 +1,33 @@
 /**
  * An account-scoped CONNZ scan through the membership observer: every server answers for its
  * own connections, pages are followed while any server returns a full one, and each
- * connection is attributed to a principal by its signed `principal:` tag (anything without
- * one is dropped: attribution fails closed).
+ * connection is attributed only by what the broker itself vouches for:
+ *
+ * - a cred connection (CONNZ shows its `jwt`) by the JWT's signed `principal:` tag, and its user
+ *   by the JWT's subject. Its `authorized_user` is not used: a client sets it by sending any
+ *   `nkey` beside its JWT in CONNECT, which would let one cred spread its connections over
+ *   invented users past the per-cred cap, or pile them onto another member's key;
+ * - a user-mode connection (the auth callout's user, CONNZ shows no `jwt` and no tags) by its
+ *   `authorized_user`, which the server takes from the name the callout signed
+ *   (`calloutUserName`) and the client cannot set.
+ *
+ * Anything else is nobody's: attribution fails closed.
  *
  * @module
  */
 
 import { type NatsConnection, RequestStrategy } from "nats";
+import { decodeJwtUnverified } from "../nats/jwt.ts";
+import { principalFromCalloutName, principalFromTags } from "../trust/mint.ts";
+import type { Principal } from "../trust/types.ts";
 
 /** One attributed (or unattributed) connection. */
 export interface ConnRecord {
   cid: number;
   serverId: string;
-  /** The `principal:<owner>.<actor>` tag, when the cred carries one. */
+  /** `<owner>.<actor>`, when the broker vouches for one (see the module doc). */
   principal?: string;
-  /** The connection's user nkey. */
+  /** The user the connection authenticated as: its JWT's subject, or the callout user's name. */
   user?: string;
   /** Its subscriptions, when asked for. */
   subs: string[];
@@ -90,9 +102,7 @@ export async function scanConnz(
       const conns = r.data?.connections ?? [];
       if (conns.length >= PAGE) full = true;
       for (const c of conns) {
-        const tags = Array.isArray(c.tags) ? c.tags as string[] : [];
-        const principal = tags.find((t) => typeof t === "string" && t.startsWith("principal:"))
-          ?.slice("principal:".length);
+        const { principal, user } = attribute(c);
         if (typeof c.cid !== "number") {
           if (principal) {
             return { complete: false, conns: [], reason: "an attributable connection had no cid" };
@@ -103,7 +113,7 @@ export async function scanConnz(
           cid: c.cid,
           serverId,
           ...(principal ? { principal } : {}),
-          ...(typeof c.authorized_user === "string" ? { user: c.authorized_user } : {}),
+          ...(user ? { user } : {}),
           subs: Array.isArray(c.subscriptions_list) ? c.subscriptions_list as string[] : [],
         });
       }
@@ -114,5 +124,31 @@ export async function scanConnz(
     complete: false,
     conns: [...byKey.values()],
     reason: "more connections than the scan pages",
+  };
+}
+
+/** Who one CONNZ entry is, from what the broker vouches for (see the module doc). */
+function attribute(c: Record<string, unknown>): { principal?: string; user?: string } {
+  const dotted = (p: Principal | undefined) => p ? `${p.owner}.${p.actor}` : undefined;
+  if (typeof c.jwt === "string") {
+    // The broker authenticated this JWT for the connection (signature over its nonce, issuer
+    // trusted by the account): reading its claims is reading what the broker checked.
+    try {
+      const claims = decodeJwtUnverified(c.jwt);
+      const tags = (claims.nats as { tags?: unknown } | undefined)?.tags;
+      return {
+        principal: dotted(
+          principalFromTags(Array.isArray(tags) ? tags.filter((t) => typeof t === "string") : []),
+        ),
+        user: typeof claims.sub === "string" ? claims.sub : undefined,
+      };
+    } catch {
+      return {};
+    }
+  }
+  if (typeof c.authorized_user !== "string" || c.authorized_user === "") return {};
+  return {
+    principal: dotted(principalFromCalloutName(c.authorized_user)),
+    user: c.authorized_user,
   };
 }

@@ -49,6 +49,26 @@ export function principalFromTags(tags: readonly string[] | undefined): Principa
   return owner && actor ? { owner, actor } : undefined;
 }
 
+/**
+ * The name the auth callout gives the user JWT it mints for a user-mode member. nats-server
+ * drops a callout user's tags from CONNZ but reports this name as the connection's
+ * `authorized_user`, which the client cannot set, so it is how an account scan attributes a
+ * user-mode connection ({@linkcode principalFromCalloutName}).
+ */
+export function calloutUserName(p: Principal): string {
+  return `${p.owner}-${p.actor}`;
+}
+
+// Owner and actor are principal tokens (`[A-Za-z0-9_]{1,64}`, lib/wire/names.ts): no `-`, so the
+// one `-` splits the name unambiguously.
+const CALLOUT_NAME_RE = /^([A-Za-z0-9_]{1,64})-([A-Za-z0-9_]{1,64})$/;
+
+/** The principal a callout user's name ({@linkcode calloutUserName}) carries, if it is one. */
+export function principalFromCalloutName(name: string): Principal | undefined {
+  const m = CALLOUT_NAME_RE.exec(name);
+  return m ? { owner: m[1], actor: m[2] } : undefined;
+}
+
 function nativeSigner(seed: string): Promise<Signer> {
   try {
     const s = syncSigner(seed);

@@ -12,21 +12,28 @@
  * Attack B (collateral): 70 honest bearers of 70 different members open one connection each. The
  * defence holds if the cap kicks none of them.
  * Finding C (not an attack, found on the way): CONNZ carries no `tags` for a callout user on
- * either broker version, and `scanConnz` attributes a connection only by its signed
- * `principal:` tag, so a user-mode member's connections are nobody's: the membership feed never
- * lists its live channels and `evictPrincipal` finds nothing to kick (and reports it gone). The
+ * either broker version, and `scanConnz` attributed a connection only by its signed
+ * `principal:` tag, so a user-mode member's connections were nobody's: the membership feed never
+ * listed its live channels and `evictPrincipal` found nothing to kick (and reported it gone). The
  * defence holds if the scan attributes the bearer's connection to its principal.
+ * Attack D (found while fixing C): CONNZ's `authorized_user` for a cred connection is whatever
+ * `nkey` the client sends beside its JWT in CONNECT. A member spreading its connections over
+ * invented keys would pass the per-cred cap; one naming a victim's key would pile its
+ * connections onto the victim's. The defence holds if the scan counts a cred connection by its
+ * JWT's subject, whatever the client claims.
  */
 import assert from "node:assert/strict";
-import { connect, type NatsConnection } from "nats";
+import { type Authenticator, connect, type NatsConnection } from "nats";
 import { connectionsOverCap, MAX_CONNECTIONS_PER_CRED } from "../../lib/delivery/conn_cap.ts";
 import { scanConnz } from "../../lib/delivery/connz.ts";
 import {
   credsAuthenticatorFast,
   MEMBERSHIP_INBOX_PREFIX,
+  mintCreds,
   mintMembershipObserverCreds,
   newIdentity,
 } from "../../lib/trust/mod.ts";
+import { decodeJwtUnverified } from "../../lib/nats/jwt.ts";
 import { connectUser, startCalloutMesh, startResponder } from "../auth/_callout_mesh.ts";
 
 async function scanOver(mesh: Awaited<ReturnType<typeof startCalloutMesh>>) {
@@ -96,8 +103,7 @@ Deno.test("redteam20c - 70 honest bearers of 70 members are not one cred to the 
 
 Deno.test({
   name:
-    "redteam20c - a user-mode member's connection is attributed to its principal by the account scan (skipped: known gap, not fixed; CONNZ carries no tags for a callout-issued user, so the membership feed lists no live channels for user-mode members and evictPrincipal finds nothing to kick)",
-  ignore: true,
+    "redteam20c - a user-mode member's connection is attributed to its principal by the account scan",
 }, async () => {
   const mesh = await startCalloutMesh({ streams: true });
   const r = await startResponder(mesh);
@@ -115,6 +121,52 @@ Deno.test({
   } finally {
     await nc.close().catch(() => {});
     await r.stop();
+    await mesh.close();
+  }
+});
+
+Deno.test("redteam20c - a cred's connections count as that cred whatever nkey its CONNECT claims", async () => {
+  const mesh = await startCalloutMesh({ streams: true });
+  const conns: NatsConnection[] = [];
+  try {
+    const victimCreds = await mintCreds(mesh.auth, newIdentity(), "observer");
+    const victimKey = decodeJwtUnverified(victimCreds.split("\n")[1]).sub;
+    const victim = await connect({
+      servers: mesh.broker.url,
+      authenticator: credsAuthenticatorFast(victimCreds),
+    });
+    const mallory = credsAuthenticatorFast(await mintCreds(mesh.auth, newIdentity(), "observer"));
+    // Half claim invented keys (to slip under the cap), half claim the victim's (to pile onto it).
+    const claims = (i: number) => i % 2 === 0 ? `U${crypto.randomUUID()}` : victimKey;
+    for (let i = 0; i < MAX_CONNECTIONS_PER_CRED + 6; i += 10) {
+      const batch = await Promise.allSettled(
+        Array.from({ length: 10 }, (_, j) =>
+          connect({
+            servers: mesh.broker.url,
+            authenticator:
+              ((nonce?: string) => ({ ...mallory(nonce), nkey: claims(i + j) })) as Authenticator,
+          })),
+      );
+      for (const b of batch) if (b.status === "fulfilled") conns.push(b.value);
+    }
+    const { conns: seen, over } = await scanOver(mesh);
+    console.log(
+      `mallory holds ${conns.length}; the scan sees ${
+        new Set(seen.map((c) => c.user)).size
+      } distinct users; ${over.length} over the cap`,
+    );
+    assert.ok(
+      over.length >= conns.length - MAX_CONNECTIONS_PER_CRED,
+      `the cap would kick ${over.length} of mallory's ${conns.length} connections`,
+    );
+    assert.equal(
+      seen.filter((c) => c.user === victimKey).length,
+      1,
+      "the victim's key counts only the victim's own connection",
+    );
+    conns.push(victim);
+  } finally {
+    await Promise.all(conns.map((c) => c.close().catch(() => {})));
     await mesh.close();
   }
 });
