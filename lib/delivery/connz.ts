@@ -31,6 +31,8 @@ export interface ConnRecord {
   user?: string;
   /** Its subscriptions, when asked for. */
   subs: string[];
+  /** How many subscriptions it holds (every scan reports the count). */
+  subCount: number;
 }
 
 /** The outcome of a scan. `complete` false means "unknown", never "gone". */
@@ -55,7 +57,16 @@ interface ConnzReply {
 export async function scanConnz(
   nc: NatsConnection,
   account: string,
-  opts: { subscriptions: boolean },
+  opts: {
+    subscriptions: boolean;
+    /**
+     * Only connections with interest in this subject (nats-server's `filter_subject`); their
+     * subscription lists stay whole.
+     */
+    interestIn?: string;
+    /** Only this connection (nats-server's `cid`). */
+    cid?: number;
+  },
 ): Promise<ConnzScan> {
   const byKey = new Map<string, ConnRecord>();
   for (let page = 0; page < MAX_PAGES; page++) {
@@ -64,6 +75,8 @@ export async function scanConnz(
       auth: true,
       offset: page * PAGE,
       limit: PAGE,
+      ...(opts.interestIn ? { filter_subject: opts.interestIn } : {}),
+      ...(opts.cid !== undefined ? { cid: opts.cid } : {}),
     });
     let replies: ConnzReply[] = [];
     try {
@@ -115,6 +128,7 @@ export async function scanConnz(
           ...(principal ? { principal } : {}),
           ...(user ? { user } : {}),
           subs: Array.isArray(c.subscriptions_list) ? c.subscriptions_list as string[] : [],
+          subCount: typeof c.subscriptions === "number" ? c.subscriptions : 0,
         });
       }
     }

@@ -19,7 +19,7 @@ import { membershipRwCredsKey } from "../workspace/mod.ts";
 import { isStoreFull, jsonBytes, listKeys, purgeJunkRows } from "../wire/kv.ts";
 import { isValidChannel } from "../wire/names.ts";
 import { connectionsOverCap, MAX_CONNECTIONS_PER_CRED } from "./conn_cap.ts";
-import { type ConnRecord, scanConnz } from "./connz.ts";
+import { type ConnRecord, type ConnzScan, scanConnz } from "./connz.ts";
 import { kickConnections } from "./evict.ts";
 import type { DeliveryLogger } from "./context.ts";
 import { type CredReader, loadCred, RenewingCred } from "./cred_renewal.ts";
@@ -39,6 +39,11 @@ export interface FeedRow {
   observedAt: number;
   /** Set when the row lists only the first channels that fit {@linkcode FEED_MAX_ROW_BYTES}. */
   truncated?: true;
+  /**
+   * Set when `live` is the last complete listing's, not this sweep's: the subscription lists
+   * could not be read (see {@linkcode startMembershipFeed}); who is connected is still current.
+   */
+  liveAsOf?: number;
 }
 
 /**
@@ -50,7 +55,14 @@ export const FEED_MAX_ROW_BYTES = 64 * 1024;
 
 /** The feed's state: `down` carries the reason (the graph is traffic-only meanwhile). */
 export type FeedStatus =
-  | { state: "up"; lastSweepAt?: number; principals: number; lastIncomplete?: string }
+  | {
+    state: "up";
+    lastSweepAt?: number;
+    principals: number;
+    lastIncomplete?: string;
+    /** Set while the channels shown are the last complete listing's (see FeedRow.liveAsOf). */
+    liveAsOf?: number;
+  }
   | { state: "down"; reason: string };
 
 /** A running (or degraded) feed. */
@@ -85,8 +97,12 @@ function down(log: DeliveryLogger, reason: string): MembershipFeed {
 
 function same(a: FeedRow | undefined, b: FeedRow): boolean {
   return a !== undefined &&
-    JSON.stringify([a.live, a.durable]) === JSON.stringify([b.live, b.durable]);
+    JSON.stringify([a.live, a.durable, a.liveAsOf]) ===
+      JSON.stringify([b.live, b.durable, b.liveAsOf]);
 }
+
+/** Sweeps that skip the subscription listing after one failed, at most (doubling from 1). */
+const MAX_LISTING_BACKOFF = 16;
 
 /** Starts the feed; never throws (a start problem returns a `down` feed). */
 export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<MembershipFeed> {
@@ -135,23 +151,72 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
 
   const capConnections = connectionCapper(src, opts.servers, log);
   let cleared = 0;
+  // The last complete subscription listing, per principal, and when it was taken.
+  let lastLive = new Map<string, string[]>();
+  let listed = new Set<string>();
+  let listedAt = 0;
+  // After a listing fails, the next ones are skipped for `skip` sweeps (doubling): a listing a
+  // member made too large to arrive costs the broker its whole size every time it is asked.
+  let backoff = 0;
+  let skip = 0;
   const sweepOnce = async (): Promise<boolean> => {
     // The connection cap from a scan without subscription lists: small whatever members
     // subscribe to, so nothing they subscribe can keep it from completing (red team 20c).
     const counted = await scanConnz(a, src.expectedAccount, { subscriptions: false });
     if (counted.complete) capConnections(counted.conns);
-    const scan = await scanConnz(a, src.expectedAccount, { subscriptions: true });
     // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
-    if (!scan.complete || !scan.conns.some((c) => c.user === rw.current.nkey)) {
+    const seesSelf = (s: { complete: boolean; conns: readonly { user?: string }[] }) =>
+      s.complete && s.conns.some((c) => c.user === rw.current.nkey);
+    if (!seesSelf(counted)) {
       status = {
         ...status,
         state: "up",
-        lastIncomplete: scan.reason ?? "the feed's own connection was not in the scan",
+        lastIncomplete: counted.reason ?? "the feed's own connection was not in the scan",
       } as FeedStatus;
       return false;
     }
+    // Subscription lists only of connections with chat interest: a member's other
+    // subscriptions (its inbox, up to 1000 of up to 64 KiB each per connection) are not
+    // listed unless it also subscribes a channel. Those lists are the member's to swell, so
+    // when they cannot be read the rows keep the last complete listing's channels, marked
+    // with its date, and who is connected stays current from the small scan (red team 20c).
+    let listing: ConnzScan | undefined;
+    if (skip > 0) skip--;
+    else {
+      listing = await scanConnz(a, src.expectedAccount, {
+        subscriptions: true,
+        interestIn: `${opts.root}.chat.>`,
+      });
+      if (listing.complete) backoff = 0;
+      else {
+        backoff = Math.min(MAX_LISTING_BACKOFF, Math.max(1, backoff * 2));
+        skip = backoff;
+        log.warn(
+          `membership feed: the subscription listing did not arrive (${listing.reason}); ` +
+            `channels stay as listed ${
+              listedAt ? new Date(listedAt).toISOString() : "never"
+            }, next try in ${backoff} sweeps`,
+        );
+        listing = undefined;
+      }
+    }
     const now = Date.now();
-    const next = feedRows(scan.conns, chatPrefix, opts.durable(), now);
+    let next: Map<string, FeedRow>;
+    if (listing) {
+      next = feedRows(withListing(counted.conns, listing.conns), chatPrefix, opts.durable(), now);
+      lastLive = new Map([...next].map(([p, r]) => [p, r.live]));
+      listed = new Set(counted.conns.map(connKey));
+      listedAt = now;
+    } else {
+      // Connections that arrived since the last listing are listed one by one, the smallest
+      // first, so a member who joins during a fat listing still shows its channels.
+      const arrived = await listArrivals(a, src.expectedAccount, counted.conns, listed);
+      for (const c of arrived) listed.add(connKey(c));
+      for (const [p, live] of feedRows(arrived, chatPrefix, new Map(), now)) {
+        lastLive.set(p, [...new Set([...(lastLive.get(p) ?? []), ...live.live])]);
+      }
+      next = staleRows(counted.conns, lastLive, listedAt, opts.durable(), now);
+    }
     let refused = await writeRows(kv, written, next);
     if (refused !== undefined && isStoreFull(refused) && now - cleared > 60_000) {
       // Full of rows no sweep wrote (answers a member aimed at made-up keys): those go, at
@@ -164,8 +229,16 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
     if (refused !== undefined) {
       log.warn(`membership feed: a row was refused (${(refused as Error)?.message ?? refused})`);
     }
-    await kv.put(FEED_HEARTBEAT_KEY, jsonBytes({ observedAt: now, count: next.size }));
-    status = { state: "up", lastSweepAt: now, principals: next.size };
+    await kv.put(
+      FEED_HEARTBEAT_KEY,
+      jsonBytes({ observedAt: now, count: next.size, ...(listing ? {} : { liveAsOf: listedAt }) }),
+    );
+    status = {
+      state: "up",
+      lastSweepAt: now,
+      principals: next.size,
+      ...(listing ? {} : { liveAsOf: listedAt }),
+    };
     return true;
   };
   const sweep = () => {
@@ -262,6 +335,66 @@ function feedRows(
   for (const p of new Set([...live.keys(), ...durable.keys()])) {
     if ((live.get(p)?.size ?? 0) === 0 && (durable.get(p)?.length ?? 0) === 0) continue;
     next.set(p, boundedRow([...(live.get(p) ?? [])], [...(durable.get(p) ?? [])], now));
+  }
+  return next;
+}
+
+const connKey = (c: ConnRecord) => `${c.serverId}/${c.cid}`;
+
+/** Arrivals listed one by one per sweep, at most (frozen). */
+const MAX_ARRIVALS_LISTED = 32;
+/** An arrival holding more subscriptions than this is not listed on its own (frozen). */
+const MAX_ARRIVAL_SUBS = 256;
+
+/**
+ * The subscriptions of attributed connections not in the last listing, one CONNZ each, fewest
+ * subscriptions first; one that does not arrive is left for the next listing.
+ */
+async function listArrivals(
+  nc: NatsConnection,
+  account: string,
+  counted: readonly ConnRecord[],
+  listed: ReadonlySet<string>,
+): Promise<ConnRecord[]> {
+  const arrivals = counted
+    .filter((c) => c.principal && !listed.has(connKey(c)) && c.subCount <= MAX_ARRIVAL_SUBS)
+    .sort((x, y) => x.subCount - y.subCount)
+    .slice(0, MAX_ARRIVALS_LISTED);
+  const out: ConnRecord[] = [];
+  for (const c of arrivals) {
+    const one = await scanConnz(nc, account, { subscriptions: true, cid: c.cid });
+    const found = one.conns.find((o) => connKey(o) === connKey(c));
+    if (one.complete && found) out.push({ ...c, subs: found.subs });
+  }
+  return out;
+}
+
+/** The small scan's connections with the listing's subscriptions where it has them. */
+function withListing(
+  counted: readonly ConnRecord[],
+  listed: readonly ConnRecord[],
+): ConnRecord[] {
+  const subs = new Map(listed.map((c) => [connKey(c), c.subs]));
+  return counted.map((c) => ({ ...c, subs: subs.get(connKey(c)) ?? [] }));
+}
+
+/**
+ * Rows when the listing could not be read: every connected principal keeps the channels the
+ * last complete listing gave it (marked `liveAsOf`), one no longer connected loses them.
+ */
+function staleRows(
+  counted: readonly ConnRecord[],
+  lastLive: ReadonlyMap<string, readonly string[]>,
+  listedAt: number,
+  durable: ReadonlyMap<string, readonly string[]>,
+  now: number,
+): Map<string, FeedRow> {
+  const connected = new Set(counted.flatMap((c) => c.principal ? [c.principal] : []));
+  const next = new Map<string, FeedRow>();
+  for (const p of new Set([...connected, ...durable.keys()])) {
+    const live = connected.has(p) ? [...(lastLive.get(p) ?? [])] : [];
+    if (live.length === 0 && (durable.get(p)?.length ?? 0) === 0) continue;
+    next.set(p, { ...boundedRow(live, [...(durable.get(p) ?? [])], now), liveAsOf: listedAt });
   }
   return next;
 }

@@ -8,6 +8,7 @@ const conn = (cid: number, user?: string): ConnRecord => ({
   serverId: "NS",
   ...(user ? { user } : {}),
   subs: [],
+  subCount: 0,
 });
 
 Deno.test("conn cap - a cred over the cap loses its newest connections; others and unattributed ones are untouched", () => {
