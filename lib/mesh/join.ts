@@ -13,8 +13,8 @@ import {
   bucketNames,
   connectBroker,
   deprovisionAgent,
-  listKeys,
   liveAclUids,
+  liveEntry,
   provisionAgent,
 } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
@@ -256,7 +256,7 @@ async function leftSession(
     const uids = await liveAclUids(jsm, await bindKv(nc, b.acl), b.acl, principal);
     if (uids.length !== 1) return undefined;
     // A presence row lives while its session beats (it ages out 6 s after a kill).
-    if ((await listKeys(jsm, b.presence, id)).length > 0) {
+    if (await presenceLive(url, auth, b.presence, id)) {
       throw new CotalError(
         "session_live",
         `${id} is joined in another session now; join under another name (--as), or end ` +
@@ -264,6 +264,25 @@ async function leftSession(
       );
     }
     return uids[0];
+  } finally {
+    await nc.close();
+  }
+}
+
+/**
+ * Whether `id`'s presence row is live, read with an observer cred (the provisioner may not read
+ * presence): a row deleted by a session that then died before its cleanup is no session.
+ */
+async function presenceLive(
+  url: string,
+  auth: MintAuth,
+  bucket: string,
+  id: string,
+): Promise<boolean> {
+  const creds = await mintCreds(auth, newIdentity(), "observer", { expiresInSeconds: 60 });
+  const nc = await connectBroker({ servers: url.split(","), creds }, { name: "cotal join" });
+  try {
+    return (await liveEntry(await bindKv(nc, bucket), id, bucket)) !== undefined;
   } finally {
     await nc.close();
   }

@@ -10,12 +10,13 @@ import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { isProfile, mintCreds, newIdentity, type Profile } from "../trust/mod.ts";
 import {
+  bindKv,
   bucketNames,
   buildMessage,
   connectBroker,
   decodeMessage,
   isNotFound,
-  listKeys,
+  liveAclUids,
   parsePrincipalId,
   provisionAgent,
   publishMessage,
@@ -214,7 +215,9 @@ export async function assertRecipient(
         );
       }
       const p = parsePrincipalId(target.to, { anyOwner: true });
-      const live = await listKeys(jsm, bucketNames(space).acl, `${p.owner}.${p.actor}.*`);
+      // Rows read one by one: a member who left has a purge marker where its row was.
+      const acl = bucketNames(space).acl;
+      const live = await liveAclUids(jsm, await bindKv(nc, acl), acl, p);
       if (live.length === 0) {
         throw new CotalError(
           "recipient_unknown",

@@ -130,7 +130,7 @@ export type {
 } from "./channels.ts";
 export { liveAclUids, readAclRow, reissueAclRow } from "./acl.ts";
 export type { AclRecord } from "./acl.ts";
-export { bindKv, listKeys } from "./kv.ts";
+export { bindKv, listKeys, liveEntry } from "./kv.ts";
 export {
   channelCovers,
   deprovisionAgent,

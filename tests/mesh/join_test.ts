@@ -100,6 +100,13 @@ Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves n
     const dm = await (await obs.jetstreamManager()).streams.info(streamNames("j").dm);
     assert.equal(dm.state.consumer_count, 0);
     await obs.close();
+    // A DM to the member who left is refused, as to one who never joined: its ACL row is a
+    // purge marker now, and the stream would acknowledge the DM and keep it for nobody.
+    const after = await sendText(root, "j", { to: "local.alice" }, "are you there").then(
+      () => undefined,
+      (err: Error) => err,
+    );
+    assert.match(String(after?.message), /local\.alice has no live agent in space 'j'/);
     ac.abort();
     await tailer;
   } finally {
