@@ -66,6 +66,10 @@ export async function dispatch(
   const io = options?.io ?? denoIo();
   const program = options?.program ?? "cotal";
   const [first] = argv;
+  if (first === "help" && argv.length > 1) {
+    // `cotal help up` is `cotal up --help`.
+    return await dispatch([...argv.slice(1), "--help"], registry, options);
+  }
   if (first === "--help" || first === "-h" || first === "help") {
     io.stdout(overviewText(registry, program));
     return 0;

@@ -71,11 +71,21 @@ function lenientTokens(command: CommandSpec, argv: readonly string[]): Token[] {
 /** Explain a strict-mode failure by finding the offending token in a lenient re-parse. */
 function diagnose(command: CommandSpec, argv: readonly string[], err: unknown): string {
   const known = parserOptions(command);
+  let after: string | undefined;
   for (const token of lenientTokens(command, argv)) {
+    if (token.kind === "positional") after ??= token.value;
     if (token.kind !== "option") continue;
     const spec = known[token.name];
     const shown = token.rawName;
-    if (spec === undefined) return `Unknown flag ${shown} for "${command.name}"`;
+    if (spec === undefined) {
+      // `cotal spawn sh -c ...`: the flag belongs to the program named before it.
+      return `Unknown flag ${shown} for "${command.name}"${
+        after !== undefined
+          ? ` (if it is ${JSON.stringify(after)}'s own, put the program after '--': ` +
+            `... -- ${after} ${shown} ...)`
+          : ""
+      }`;
+    }
     if (spec.type === "boolean" && token.value !== undefined) {
       return `The flag ${shown} takes no value but was given ${JSON.stringify(token.value)}`;
     }

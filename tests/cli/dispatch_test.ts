@@ -118,6 +118,10 @@ Deno.test("cli - dispatch: --help prints generated help and runs nothing", async
   assert.equal(await dispatch(["--help"], registry, { io: top, program: "cotal-dev" }), 0);
   assert.match(top.out, /^Usage: cotal-dev <command> \[options\]/);
   assert.match(top.out, /space add +Add a space\./);
+  // `help <command>` is that command's help.
+  const named = bufferIo();
+  assert.equal(await dispatch(["help", "greet"], registry, { io: named }), 0);
+  assert.equal(named.out, io.out);
   assert.equal(calls.length, 0);
 });
 

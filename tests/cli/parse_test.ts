@@ -41,6 +41,11 @@ Deno.test("cli - refuses an unknown flag, naming it", () => {
   usage(["--space", "team", "--bogus", "alice"], /Unknown flag --bogus for "mint"/);
   usage(["--space", "team", "-x", "alice"], /Unknown flag -x/);
   usage(["--space", "team", "--no-json", "alice"], /Unknown flag --no-json/);
+  // After a positional, the flag may be that program's own: say where it goes.
+  usage(
+    ["--space", "team", "sh", "-c"],
+    /Unknown flag -c for "mint" \(if it is "sh"'s own, put the program after '--': \.\.\. -- sh -c \.\.\.\)/,
+  );
 });
 
 Deno.test("cli - refuses a repeated flag that is not multiple", () => {
