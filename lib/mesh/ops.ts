@@ -210,8 +210,8 @@ export async function assertRecipient(
       if (!target.to.includes(".") && /^[A-Za-z0-9_-]{1,64}$/.test(target.to)) {
         throw new CotalError(
           "usage",
-          `'${target.to}' is an agent's name; a DM goes to its principal, local.${target.to} ` +
-            `(--to local.${target.to}).`,
+          `'${target.to}' is not a principal: a DM goes to <owner>.<actor>, and an agent or ` +
+            `session named ${target.to} is local.${target.to} (--to local.${target.to}).`,
         );
       }
       const p = parsePrincipalId(target.to, { anyOwner: true });

@@ -118,6 +118,14 @@ export function isCredentialKind(kind: unknown): kind is CredentialKind {
   return typeof kind === "string" && SNAPSHOT.has(kind as CredentialKind);
 }
 
+/** `90 d`, `12 h`, `5 m` or `45 s`: the largest whole unit, for a person reading a refusal. */
+function spoken(sec: number): string {
+  for (const [n, unit] of [[86_400, "d"], [3600, "h"], [60, "m"]] as const) {
+    if (sec >= n && sec % n === 0) return `${sec / n} ${unit}`;
+  }
+  return `${sec} s`;
+}
+
 function badLifetime(kind: string, what: string): CotalError {
   return new CotalError("invalid_lifetime", `The ${kind} credential lifetime ${what}.`);
 }
@@ -168,13 +176,15 @@ export function resolveExpiry(kind: CredentialKind, opts: LifetimeOpts, nowSec: 
   if (ttl < limits.min) {
     throw badLifetime(
       kind,
-      `of ${ttl} s is below the minimum ${limits.min} s (its renewal at 75 % needs the margin); request at least the minimum`,
+      `of ${spoken(ttl)} is below the minimum ${
+        spoken(limits.min)
+      } (its renewal at 75 % needs the margin); request at least the minimum`,
     );
   }
   if (ttl > limits.max) {
     throw badLifetime(
       kind,
-      `of ${ttl} s exceeds the maximum ${limits.max} s; request at most the maximum`,
+      `of ${spoken(ttl)} exceeds the maximum ${spoken(limits.max)}; request at most the maximum`,
     );
   }
   return nowSec + ttl;

@@ -95,6 +95,27 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     const shown = await run(["signer", "audit", "--space", "ops", "--last", "1"], env, elsewhere);
     assert.match(shown.stdout, /allowed local\.operator \(cotal mint\) observer U/);
 
+    // Under `deno task` (which runs in the project's directory and names the caller's in
+    // INIT_CWD) a relative --out lands where the user typed it, and the CLI says the full path.
+    const typedIn = `${elsewhere}/typed-in`;
+    await Deno.mkdir(typedIn);
+    const rel = await run(
+      ["mint", "--space", "ops", "--profile", "observer", "--out", "rel.creds"],
+      { ...env, INIT_CWD: typedIn },
+      elsewhere,
+    );
+    assert.equal(rel.code, 0, rel.stderr);
+    assert.ok((await Deno.stat(`${typedIn}/rel.creds`)).isFile);
+    assert.match(rel.stderr, new RegExp(`wrote ${typedIn}/rel\\.creds`));
+    // A --ttl past the profile's cap is a usage error (exit 2), said in the units it was typed.
+    const over = await run(
+      ["mint", "--space", "ops", "--profile", "observer", "--ttl", "90d"],
+      env,
+      elsewhere,
+    );
+    assert.equal(over.code, 2, over.stderr);
+    assert.match(over.stderr, /--ttl: .*of 90 d exceeds the maximum 30 d/);
+
     // --json says what was minted; an existing --out only with --force; --context writes a NATS
     // CLI context a client connects with as written.
     const xdg = `${elsewhere}/xdg`;
@@ -174,7 +195,7 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
         // An agent's name as spawn and ps print it: told its principal.
         [
           ["send", "--space", "ops", "--to", "upper_1", "hi"],
-          /'upper_1' is an agent's name; a DM goes to its principal, local\.upper_1/,
+          /'upper_1' is not a principal: a DM goes to <owner>\.<actor>, and an agent or session named upper_1 is local\.upper_1/,
         ],
         [
           ["send", "--space", "ops", "--role", "nobody", "hi"],
@@ -193,7 +214,7 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
       env,
       elsewhere,
     );
-    assert.equal(huge.code, 1);
+    assert.equal(huge.code, 2, "a --ttl over the cap is a usage error");
     assert.match(huge.stderr, /above|maximum|exceeds/i);
     // The lifetimes as --help writes them (newcomer pass 5): 1d is a day, 31d over the cap.
     const day = await run(
@@ -209,7 +230,7 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
       env,
       elsewhere,
     );
-    assert.equal(month.code, 1);
+    assert.equal(month.code, 2);
   } finally {
     if (before === undefined) Deno.env.delete("COTAL_HOME");
     else Deno.env.set("COTAL_HOME", before);

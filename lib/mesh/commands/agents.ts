@@ -18,7 +18,7 @@ import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
 import { runningBroker } from "../space.ts";
-import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
+import { localActor, resolveMeshRoot, ROOT_FLAG } from "./common.ts";
 
 /** `--env NAME`s with their values from this shell; an unset one is refused, named. */
 function envFrom(names: readonly string[]): Record<string, string> {
@@ -313,8 +313,8 @@ export const spawnCommand = defineCommand({
             }`
             : r.isolation
         }); attach: ${cotalCommand()} attach${
-          (values.space ?? "default") === "default" ? "" : ` --space ${values.space}`
-        } ${r.name}`,
+          values.root !== undefined ? ` --root ${values.root}` : ""
+        }${(values.space ?? "default") === "default" ? "" : ` --space ${values.space}`} ${r.name}`,
     );
   },
 });
@@ -355,7 +355,7 @@ export const despawnCommand = defineCommand({
   async run({ values, positionals }) {
     await using ctl = await client(values);
     const r = await ctl.request<{ name: string; childrenEnded?: string[] }>("despawn", {
-      name: positionals[0],
+      name: localActor(positionals[0]),
     }, { timeoutMs: 30_000 });
     printResult(
       denoIo(),
@@ -389,7 +389,11 @@ export const attachCommand = defineCommand({
     const size = parseSize(values.size) ?? consoleSize();
     await using ctl = await client(values, 3600);
     const out = Deno.stdout;
-    const session = await ctl.attach(positionals[0], (b) => void out.write(b), size ?? {});
+    const session = await ctl.attach(
+      localActor(positionals[0]),
+      (b) => void out.write(b),
+      size ?? {},
+    );
     const raw = Deno.stdin.isTerminal();
     if (raw) Deno.stdin.setRaw(true);
     const onResize = () => {
@@ -466,7 +470,7 @@ export const personaListCommand = defineCommand({
         ),
       invalid.length
         ? "no persona could be read"
-        : `no personas yet; write one to ${root}/personas/<name>.md`,
+        : `no personas yet; create ${root}/personas/ and write one there as <name>.md`,
     );
     if (invalid.length) {
       throw new CotalError(

@@ -77,3 +77,24 @@ export async function resolveExistingRoot(flag: string | undefined): Promise<str
   }
   return local;
 }
+
+/**
+ * An agent's or the operator's actor as the CLI takes it: `upper_1`, or its principal
+ * `local.upper_1` as `ps`, `send` and the logs print it (the owner of everything the CLI names
+ * is `local`).
+ */
+export function localActor(text: string): string {
+  const m = /^local\.([A-Za-z0-9_-]{1,64})$/.exec(text);
+  return m ? m[1] : text;
+}
+
+/**
+ * A path the user typed, absolute: relative to the directory they typed it in. `deno task`
+ * runs commands in the project's directory and says where the user was in `INIT_CWD`, so
+ * `cd docs && deno task cotal mint --out x.creds` writes `docs/x.creds`, not the checkout's.
+ */
+export function callerPath(path: string): string {
+  if (path.startsWith("/")) return path;
+  const base = Deno.env.get("INIT_CWD") || Deno.cwd();
+  return `${base.replace(/\/+$/, "")}/${path}`;
+}

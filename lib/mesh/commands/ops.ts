@@ -9,7 +9,7 @@ import { newLifecycleUid } from "../../wire/names.ts";
 import { writeFileAtomic } from "../../atomic_file.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
-import { CotalError } from "../../errors.ts";
+import { CotalError, isCotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
 import { CREDENTIAL_LIFETIMES, principalFromTags, PROFILES } from "../../trust/mod.ts";
 import { appendAudit, signerAuditPath } from "../../signer/mod.ts";
@@ -17,7 +17,7 @@ import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot, provisionForRoot, sendText, tail } from "../ops.ts";
 import { join } from "../join.ts";
 import { TextLineStream } from "../../cli/lines.ts";
-import { resolveMeshRoot, ROOT_FLAG } from "./common.ts";
+import { callerPath, localActor, resolveMeshRoot, ROOT_FLAG } from "./common.ts";
 import { readMeshRecord } from "../stack.ts";
 
 const SPACE_FLAG = {
@@ -147,13 +147,14 @@ export const mintCommand = defineCommand({
         );
       }
     }
+    const out = values.out === undefined ? undefined : callerPath(values.out);
     // A directory is refused by the write itself, with its own sentence.
     const exists = async (path: string) =>
       (await Deno.lstat(path).catch(() => undefined))?.isDirectory === false;
     const contextPath = values.context !== undefined
       ? `${natsContextDir()}/${values.context}.json`
       : undefined;
-    for (const [flag, path] of [["--out", values.out], ["--context", contextPath]] as const) {
+    for (const [flag, path] of [["--out", out], ["--context", contextPath]] as const) {
       if (path && !force && await exists(path)) {
         throw new CotalError(
           "file_exists",
@@ -180,19 +181,24 @@ export const mintCommand = defineCommand({
         "--role and --channel shape a provisioned agent; add --provision (with --profile agent).",
       );
     }
-    const creds = provision
-      ? await provisionForRoot(root, space, {
-        actor: values.actor ?? "agent",
+    const creds = await (provision
+      ? provisionForRoot(root, space, {
+        actor: localActor(values.actor ?? "agent"),
         lifecycleUid: lifecycleUid!,
         ...(values.role ? { role: values.role } : {}),
         channels: values.channel ?? [],
         ...(parseTtl(values.ttl) ? { expiresInSeconds: parseTtl(values.ttl) } : {}),
       })
-      : await mintForRoot(root, space, {
+      : mintForRoot(root, space, {
         profile: values.profile,
-        actor: values.actor,
+        actor: values.actor === undefined ? undefined : localActor(values.actor),
         expiresInSeconds: parseTtl(values.ttl),
         ...(lifecycleUid ? { lifecycleUid } : {}),
+      })).catch((err) => {
+        // A --ttl past the profile's cap is a usage mistake like any other flag's.
+        throw isCotalError(err) && err.code === "invalid_lifetime"
+          ? new CotalError("usage", `--ttl: ${err.message}`)
+          : err;
       });
     const { jwt } = await parseCreds(creds);
     const claims = decodeJwtUnverified(jwt);
@@ -215,9 +221,9 @@ export const mintCommand = defineCommand({
       inboxPrefix: `_INBOX_${claims.sub}`,
       ...(lifecycleUid ? { lifecycleUid } : {}),
     };
-    if (values.out) {
-      await writeFileAtomic(values.out, creds, { noClobber: !force, what: "--out" });
-      report.out = values.out;
+    if (out) {
+      await writeFileAtomic(out, creds, { noClobber: !force, what: "--out" });
+      report.out = out;
       if (contextPath) {
         const url = (await readMeshRecord(root))?.url;
         if (!url) {
@@ -226,7 +232,7 @@ export const mintCommand = defineCommand({
             `--context needs the broker's address, and ${root} was never brought up; run 'cotal up --root ${root}' first.`,
           );
         }
-        const credsPath = values.out.startsWith("/") ? values.out : `${Deno.cwd()}/${values.out}`;
+        const credsPath = out;
         await Deno.mkdir(natsContextDir(), { recursive: true, mode: 0o700 });
         await writeFileAtomic(
           contextPath,
@@ -308,7 +314,7 @@ export const sendCommand = defineCommand({
       space,
       { channel: values.channel, to: values.to, role: values.role },
       positionals.join(" "),
-      values.as,
+      localActor(values.as),
     );
     printResult(
       denoIo(),
@@ -398,7 +404,7 @@ export const joinCommand = defineCommand({
     await join({
       root,
       space,
-      actor: values.as ?? userName(),
+      actor: localActor(values.as ?? userName()),
       channels: [...values.channel],
       lines,
       // Every line a peer's text reaches: control characters shown, never run.
