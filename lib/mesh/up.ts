@@ -167,7 +167,14 @@ export async function up(
     opts.say(`already up: ${healthy.join(", ")}`);
     if (started.length) opts.say(`started: ${started.join(", ")}`);
   }
-  opts.say(`broker:  ${rec.url}`);
+  // A wildcard listen address is no address to dial: say the loopback one and what it serves.
+  const wildcard = /^nats:\/\/(0\.0\.0\.0|\[::\])(:\d+)$/.exec(rec.url);
+  opts.say(
+    wildcard
+      ? `broker:  nats://127.0.0.1${wildcard[2]} (listening on every interface, ${wildcard[1]}; ` +
+        `remote clients dial this machine's address)`
+      : `broker:  ${rec.url}`,
+  );
   opts.say(`spaces:  ${accounts.map((a) => a.space).join(", ")}`);
   opts.say(`state:   ${opts.root}`);
   const result = {

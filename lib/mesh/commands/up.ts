@@ -184,6 +184,7 @@ export const downCommand = defineCommand({
   },
   async run({ values }) {
     const root = await resolveExistingRoot(values.root);
+    const existed = (await Deno.stat(root).catch(() => undefined))?.isDirectory === true;
     // Read first: down may leave the root without its running state, never without its index.
     const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
     const result = await down(root, { keepAgents: values["keep-agents"] === true });
@@ -198,7 +199,9 @@ export const downCommand = defineCommand({
       const rows = Object.entries(r);
       return rows.length
         ? rows.map(([id, what]) => safeText(`${label(id)}: ${what}`)).join("\n")
-        : `nothing is running under ${safeText(root)}`;
+        : `nothing is running under ${safeText(root)}${
+          existed ? "" : " (there is no Cotal state directory there)"
+        }`;
     });
     return 0;
   },
