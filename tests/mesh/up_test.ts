@@ -289,7 +289,13 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
   }
 });
 
-Deno.test("mesh - a terminal's Ctrl-C on a foreground up (its whole process group) despawns the agents, as down does, not just the up", async () => {
+Deno.test("mesh - a terminal's Ctrl-C on a foreground up (its whole process group) despawns the agents, as down does, not just the up", () =>
+  terminalStops("SIGINT"));
+
+Deno.test("mesh - closing the terminal of a foreground up (SIGHUP to its process group) stops it as Ctrl-C does", () =>
+  terminalStops("SIGHUP"));
+
+async function terminalStops(signal: "SIGINT" | "SIGHUP") {
   const root = await tempDir("cotal-root-");
   const port = freePort();
   // As a terminal runs it: its own process group, which the Ctrl-C is sent to.
@@ -312,7 +318,7 @@ Deno.test("mesh - a terminal's Ctrl-C on a foreground up (its whole process grou
       ...["spawn", "--root", root, "--role", "upper", "--", "/bin/sh", "-c", "tr a-z A-Z"],
     ]);
     assert.equal(spawned.code, 0, spawned.stderr);
-    Deno.kill(-fg.pid, "SIGINT");
+    Deno.kill(-fg.pid, signal);
     const st = await fg.status;
     stopped = true;
     assert.equal(st.code, 0, out);
@@ -337,7 +343,7 @@ Deno.test("mesh - a terminal's Ctrl-C on a foreground up (its whole process grou
     await cotal(["down", "--root", root]);
     await removeTempDir(root);
   }
-});
+}
 
 Deno.test("mesh - down from another shell stops a foreground up's stack for good: its up stops, nothing restarts", async () => {
   const root = await tempDir("cotal-root-");

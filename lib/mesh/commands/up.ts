@@ -119,7 +119,9 @@ export const upCommand = defineCommand({
     const json = values.json === true;
     const stop = Promise.withResolvers<void>();
     const onSignal = () => stop.resolve();
-    for (const sig of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(sig, onSignal);
+    // Closing the terminal (SIGHUP) stops the stack as Ctrl-C does, not by killing this
+    // process under its daemons (newcomer pass 7).
+    for (const sig of STOP_SIGNALS) Deno.addSignalListener(sig, onSignal);
     try {
       const result = await up({
         root: resolveRoot(values.root),
@@ -142,17 +144,26 @@ export const upCommand = defineCommand({
           : {}),
         userAuth: userAuthFrom(values["user-auth"] === true, values.idp, values.audience),
         ...(values.monitor !== undefined ? { monitor: monitorAddress(values.monitor) } : {}),
-        // With --json, progress goes to stderr so stdout is one JSON document.
-        say: (l) => json ? console.error(l) : console.log(l),
+        // With --json, progress goes to stderr so stdout is one JSON document. A terminal that
+        // was closed refuses the lines; the stop they report goes on without them.
+        say: (l) => {
+          try {
+            json ? console.error(l) : console.log(l);
+          } catch {
+            // Nowhere to say it.
+          }
+        },
         untilStopped: stop.promise,
       });
       if (json) printResult(io, { json }, result);
     } finally {
-      for (const sig of ["SIGINT", "SIGTERM"] as const) Deno.removeSignalListener(sig, onSignal);
+      for (const sig of STOP_SIGNALS) Deno.removeSignalListener(sig, onSignal);
     }
     return 0;
   },
 });
+
+const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
 /** `--monitor 8222` is loopback's port 8222; `--monitor host:port` is taken as given. */
 function monitorAddress(text: string): string {
