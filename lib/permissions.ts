@@ -294,14 +294,15 @@ function signerRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): voi
 }
 
 /** The watchdog: the watch list, pid files and logs, nothing of the store. */
-function watchdogRow(p: PermissionSet, _layout: DeploymentLayout, d: Defaults): void {
+function watchdogRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): void {
   // The watch list, the components' pid files and liveness locks, their logs: nothing of
   // the store. It starts each daemon through /bin/sh (the wrapper that takes the lock and
   // execs), which is a full escape from any run scope: this row is hygiene, and the
   // watchdog runs as the operator who started the stack.
   p.net = [];
-  // The logs are read to cap them and to see the broker's storage faults.
-  p.read = [d.runDir, d.logDir];
+  // The logs are read to cap them and to see the broker's storage faults; the space index to
+  // name a component by its space in its own log, as status does.
+  p.read = [d.runDir, d.logDir, `${layout.root}/spaces.json`];
   p.write = [d.runDir, d.logDir];
   p.denyRead = [d.store];
   p.run = ["/bin/sh"];

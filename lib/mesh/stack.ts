@@ -90,6 +90,17 @@ export function spaceComponentId(kind: string, space: string): string {
 }
 
 /**
+ * A component as people read it: `delivery.default` for `delivery.<hex of default>` (what
+ * `cotal logs` takes); ids of no listed space, and the broker's, as they are.
+ */
+export function componentLabel(id: string, spaces: readonly string[]): string {
+  const dot = id.indexOf(".");
+  if (dot < 0) return id;
+  const space = spaces.find((s) => spaceKeyHex(s) === id.slice(dot + 1));
+  return space === undefined ? id : `${id.slice(0, dot)}.${space}`;
+}
+
+/**
  * Starts a component unless the one its pid file names is still running (same pid, same start
  * time): that makes a second `up` heal dead parts and change nothing else.
  */

@@ -19,7 +19,8 @@ import { CotalError } from "../errors.ts";
 import { isLockHeld, recordFromLock, startDaemon } from "./daemon.ts";
 import { readPidFile } from "./pidfile.ts";
 import { meshPaths } from "./layout.ts";
-import { componentFiles, type ComponentSpec } from "./stack.ts";
+import { componentFiles, componentLabel, type ComponentSpec } from "./stack.ts";
+import { readSpaceIndex } from "./trust_state.ts";
 
 /** What the watchdog restarts: a component's spec without its readiness check. */
 export type WatchedComponent = Pick<ComponentSpec, "id" | "name" | "command" | "args" | "env">;
@@ -170,7 +171,10 @@ export class Watchdog {
 
   /** One pass: every dead component whose backoff has passed is started again. */
   async check(now = Date.now()): Promise<void> {
+    const { spaces } = await readSpaceIndex(this.root).catch(() => ({ spaces: [] as string[] }));
     for (const c of await readWatchList(this.root)) {
+      // Said as status and `cotal logs` say it (`delivery.default`), not by the id's hex.
+      const said = componentLabel(c.id, spaces);
       const files = componentFiles(this.root, c.id);
       const t = this.#tracks.get(c.id) ??
         { failures: 0, deadSince: 0, upSince: now, restarts: 0 };
@@ -178,8 +182,8 @@ export class Watchdog {
       // The broker rotates its own log; every other daemon's is capped here.
       if (c.id !== "nats-server") {
         await capLogFile(files.logFile).then((rotated) => {
-          if (rotated) this.#log(`watchdog: ${c.id}'s log passed its cap; kept it as .log.1`);
-        }).catch((err) => this.#log(`watchdog: could not cap ${c.id}'s log (${err.message})`));
+          if (rotated) this.#log(`watchdog: ${said}'s log passed its cap; kept it as .log.1`);
+        }).catch((err) => this.#log(`watchdog: could not cap ${said}'s log (${err.message})`));
       }
       if (await isLockHeld(files.lockFile)) {
         if (c.id === "nats-server" && await this.#storageFault(files, now - t.upSince)) continue;
@@ -191,7 +195,7 @@ export class Watchdog {
       if (!t.deadSince) {
         t.deadSince = now;
         this.#log(
-          `watchdog: ${c.id} is not running; restarting it in ${wait} ms (restart ${
+          `watchdog: ${said} is not running; restarting it in ${wait} ms (restart ${
             t.restarts + 1
           })`,
         );
@@ -210,9 +214,9 @@ export class Watchdog {
           ...files,
           detach: this.#detach,
         });
-        this.#log(`watchdog: restarted ${c.id} (pid ${record.pid})`);
+        this.#log(`watchdog: restarted ${said} (pid ${record.pid})`);
       } catch (err) {
-        this.#log(`watchdog: could not restart ${c.id} (${(err as Error).message})`);
+        this.#log(`watchdog: could not restart ${said} (${(err as Error).message})`);
       }
     }
   }

@@ -31,8 +31,11 @@ Deno.test("mesh - from any directory, status, space list, doctor and down find t
     assert.equal(up.code, 0, up.stderr);
     const status = await cotal(["status", "--json"]);
     assert.equal(status.code, 0, status.stderr);
+    const comps: { id: string; name: string }[] = JSON.parse(status.stdout).components;
+    assert.ok(comps.some((c) => c.id === "nats-server"));
+    // Each says its name as the text form and `cotal logs` do, beside the id its files use.
     assert.ok(
-      JSON.parse(status.stdout).components.some((c: { id: string }) => c.id === "nats-server"),
+      comps.some((c) => /^delivery\.[0-9a-f]+$/.test(c.id) && c.name === "delivery.default"),
     );
     const list = await cotal(["space", "list", "--json"]);
     assert.equal(list.code, 0, list.stderr);

@@ -68,7 +68,8 @@ Deno.test("mesh - the detached stack's watchdog restarts the broker and each dae
     // The new supervisor writes its pid file before the watchdog logs the restart it made, so
     // the log is awaited, not read once.
     const watchdogLog = componentFiles(root, "watchdog").logFile;
-    const restartedSupervise = /watchdog: restarted supervise\.[0-9a-f]+ \(pid \d+\)/;
+    // Named as status and `cotal logs` name it, not by the id's hex (newcomer pass 7).
+    const restartedSupervise = /watchdog: restarted supervise\.default \(pid \d+\)/;
     await waitFor(async () => restartedSupervise.test(await Deno.readTextFile(watchdogLog)), {
       timeoutMs: 30_000,
       what: "the watchdog's log of the supervisor's restart",

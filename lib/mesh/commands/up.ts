@@ -8,7 +8,13 @@ import { defineCommand, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { denoIo } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { down, up } from "../up.ts";
-import { componentFiles, listComponents, readMeshRecord, spaceComponentId } from "../stack.ts";
+import {
+  componentFiles,
+  componentLabel,
+  listComponents,
+  readMeshRecord,
+  spaceComponentId,
+} from "../stack.ts";
 import { lastStorageFault } from "../storage_fault.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { readSpaceIndex } from "../trust_state.ts";
@@ -21,7 +27,7 @@ import { parsePort, resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common
 import { doctorAuth, isFailingCred } from "../../workspace/doctor.ts";
 import { credRows, storeRows } from "./doctor.ts";
 import { doctorStore } from "../../workspace/doctor_store.ts";
-import { spaceKeyHex, workspaceSecretStore } from "../../workspace/mod.ts";
+import { workspaceSecretStore } from "../../workspace/mod.ts";
 import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { DEFAULT_AGENT_IDS, parseIdRange } from "../../manager/sandbox/ids.ts";
 
@@ -200,12 +206,7 @@ export const downCommand = defineCommand({
     const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
     const result = await down(root, { keepAgents: values["keep-agents"] === true });
     // Said by space name, as status says them (`delivery.default`); --json keeps the ids.
-    const names = new Map(spaces.map((s) => [spaceKeyHex(s), s]));
-    const label = (id: string) => {
-      const dot = id.indexOf(".");
-      const name = dot < 0 ? undefined : names.get(id.slice(dot + 1));
-      return name === undefined ? id : `${id.slice(0, dot)}.${name}`;
-    };
+    const label = (id: string) => componentLabel(id, spaces);
     printResult(denoIo(), { json: values.json === true }, result, (r) => {
       const rows = Object.entries(r);
       return rows.length
@@ -306,12 +307,7 @@ export const statusCommand = defineCommand({
         } (its log: ${componentFiles(root, id).logFile})`;
       }
     }
-    const byHex = new Map(spaces.map((sp) => [spaceKeyHex(sp), sp]));
-    const label = (id: string) => {
-      const [kind, hex] = id.split(".");
-      const sp = hex ? byHex.get(hex) : undefined;
-      return sp ? `${kind}.${safeText(sp)}` : id;
-    };
+    const label = (id: string) => safeText(componentLabel(id, spaces));
     const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
       credsOk && store.length === 0 && brokerFault === undefined &&
       Object.keys(stalled).length === 0;
@@ -322,7 +318,8 @@ export const statusCommand = defineCommand({
         healthy,
         root,
         ...(rec ? { broker: rec.url } : {}),
-        components,
+        // `name` is the label the text form and `cotal logs` use; `id` names the files.
+        components: components.map((c) => ({ ...c, name: componentLabel(c.id, spaces) })),
         ...(brokerFault ? { brokerFault } : {}),
         creds,
         store,
