@@ -10,7 +10,7 @@
  * instructions as the session's initial prompt (Codex has no system-prompt flag).
  *
  * The MCP server runs inside the same sandbox as the harness, so its command names paths as the
- * sandbox sees them; the runner fills {@linkcode RUNNER_PLACEHOLDERS} in a program's arguments
+ * sandbox sees them; the runner fills `RUNNER_PLACEHOLDERS` in a program's arguments
  * with its own values (`lib/manager/runner.ts`). Harnesses start MCP servers with a minimal
  * environment of their own (Claude Code passes HOME, PATH, SHELL, TERM, USER and LOGNAME), so what
  * `cotal mcp` needs is spelled out in the server's `env`.
@@ -20,43 +20,7 @@
 import { CotalError } from "../errors.ts";
 import { type Connector, type LaunchSpec, registry } from "../registry.ts";
 import type { ManagerLaunchContext } from "./connectors.ts";
-import { RUNNER_PLACEHOLDERS } from "./launch.ts";
-
-const CHECKOUT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
-
-/**
- * V8 flags `cotal mcp` runs with: it lives beside its harness for hours, so a 1 MB young
- * generation keeps it lean, as the daemons' rows do (docs/BENCHMARKS.md, the mcp section).
- */
-export const MCP_V8_FLAGS: readonly string[] = Object.freeze(["--max-semi-space-size=1"]);
-
-/** `cotal mcp` as an MCP client starts it inside the agent's sandbox. */
-export function cotalMcpServer(): {
-  command: string;
-  args: string[];
-  env: Record<string, string>;
-} {
-  return {
-    command: Deno.execPath(),
-    // The sandbox is the boundary here: the harness that starts this is an unconfined program
-    // inside it, so Deno's flags on its child would confine nothing the harness cannot do.
-    args: [
-      "run",
-      "-A",
-      `--v8-flags=${MCP_V8_FLAGS.join(",")}`,
-      `--config=${CHECKOUT}/deno.json`,
-      `${CHECKOUT}/cmd/cotal.ts`,
-      "mcp",
-      "--launch",
-      RUNNER_PLACEHOLDERS.launch,
-    ],
-    env: {
-      HOME: RUNNER_PLACEHOLDERS.home,
-      DENO_DIR: RUNNER_PLACEHOLDERS.denoDir,
-      DENO_NO_UPDATE_CHECK: "1",
-    },
-  };
-}
+import { cotalMcpServer } from "./mcp_command.ts";
 
 /** The install hint of each harness, for the refusal when it is not found. */
 export const HARNESS_INSTALL: Readonly<Record<string, { bin: string; install: string }>> = Object

@@ -11,7 +11,7 @@
  * Rounds alternate between the columns so machine load hits both alike. Not a test: timings
  * are reported, never asserted.
  */
-import { MCP_V8_FLAGS } from "../../lib/manager/harness_connectors.ts";
+import { MCP_V8_FLAGS } from "../../lib/manager/mcp_command.ts";
 import { CotalEndpoint } from "../../lib/endpoint/mod.ts";
 import { percentile, runContext, writeSection } from "./_report.ts";
 import { startDeliverySpace } from "../delivery/_helpers.ts";

@@ -6,7 +6,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { newIdentity } from "../../lib/trust/mod.ts";
 import { newLifecycleUid, provisionAgent } from "../../lib/wire/mod.ts";
-import { MCP_V8_FLAGS } from "../../lib/manager/harness_connectors.ts";
+import { MCP_V8_FLAGS } from "../../lib/manager/mcp_command.ts";
 import { denoDir } from "../../lib/manager/start_runner.ts";
 import { tempDir } from "../_harness/broker.ts";
 import type { DeliverySpace } from "../delivery/_helpers.ts";

@@ -6,7 +6,7 @@
  * to it and reports it connected. Offline: no model, no account.
  */
 import assert from "node:assert/strict";
-import { cotalMcpServer } from "../../lib/manager/harness_connectors.ts";
+import { cotalMcpServer } from "../../lib/manager/mcp_command.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";
 import { haveJudge, judgeBin, JUDGES } from "../_harness/harness_judges.ts";
 import { startDeliverySpace } from "../delivery/_helpers.ts";

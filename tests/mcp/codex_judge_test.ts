@@ -6,11 +6,8 @@
  * included. Offline: Codex reads its configuration without a model or an account.
  */
 import assert from "node:assert/strict";
-import {
-  codexConnector,
-  cotalMcpServer,
-  tomlInline,
-} from "../../lib/manager/harness_connectors.ts";
+import { codexConnector, tomlInline } from "../../lib/manager/harness_connectors.ts";
+import { cotalMcpServer } from "../../lib/manager/mcp_command.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import type { ManagerLaunchContext } from "../../lib/manager/connectors.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";

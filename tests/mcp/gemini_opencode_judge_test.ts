@@ -10,8 +10,8 @@
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import type { ManagerLaunchContext } from "../../lib/manager/connectors.ts";
+import { cotalMcpServer } from "../../lib/manager/mcp_command.ts";
 import {
-  cotalMcpServer,
   GEMINI_SETTINGS_SCRIPT,
   geminiConnector,
   opencodeConnector,

@@ -10,7 +10,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { down, up } from "../../lib/mesh/up.ts";
 import { lookupMesh } from "../../lib/mesh/machine_registry.ts";
 import { denoDir } from "../../lib/manager/start_runner.ts";
-import { MCP_V8_FLAGS } from "../../lib/manager/harness_connectors.ts";
+import { MCP_V8_FLAGS } from "../../lib/manager/mcp_command.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
 import { CONFIG, COTAL } from "./_mcp_agent.ts";
 
