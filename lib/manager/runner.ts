@@ -17,6 +17,7 @@ import {
   RUNNER_PLACEHOLDERS,
 } from "./launch.ts";
 import { followControl } from "./sandbox/control_channel.ts";
+import { cotalMcpServer } from "./mcp_command.ts";
 import { forwardToRelay, RELAY_PORT } from "./sandbox/relay.ts";
 
 /** What an agent is given: its launch material, its dir, a stop signal and its endpoint. */
@@ -130,17 +131,59 @@ function fillPlaceholders(arg: string): string {
     .replaceAll(RUNNER_PLACEHOLDERS.denoDir, Deno.env.get("DENO_DIR") ?? "");
 }
 
+/** The command a program agent runs for the mesh: on its PATH, and named by `COTAL_MCP`. */
+export const MCP_SHIM = "cotal-mcp";
+
+/**
+ * Writes `$HOME/.local/bin/cotal-mcp`, `cotal mcp` as this agent (its launch file, the sandbox's
+ * paths), so a program in any language reaches the mesh by starting one command and speaking
+ * MCP on its stdio; the directory it is in, or undefined when the agent has no home to write.
+ */
+async function writeMcpShim(): Promise<string | undefined> {
+  const home = Deno.env.get("HOME");
+  if (!home) return undefined;
+  const dir = `${home}/.local/bin`;
+  const q = (a: string) => `'${a.replaceAll("'", `'\\''`)}'`;
+  const mcp = cotalMcpServer();
+  const script = [
+    "#!/bin/sh",
+    "# cotal mcp as this agent: an MCP server on stdio (written by its runner).",
+    ...Object.entries(mcp.env).map(([k, v]) => `export ${k}=${q(fillPlaceholders(v))}`),
+    `exec ${[mcp.command, ...mcp.args.map(fillPlaceholders)].map(q).join(" ")} "$@"`,
+    "",
+  ].join("\n");
+  try {
+    await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+    const tmp = `${dir}/.${MCP_SHIM}.${crypto.randomUUID()}`;
+    await Deno.writeTextFile(tmp, script, { mode: 0o700, createNew: true });
+    await Deno.rename(tmp, `${dir}/${MCP_SHIM}`);
+    return dir;
+  } catch {
+    // A home it may not write (a custom layout): the program still runs, without the shim.
+    return undefined;
+  }
+}
+
 async function runProgram(
   agentDir: string,
   spec: AgentSpec & { kind: "program" },
   signal: AbortSignal,
 ): Promise<number> {
   let child: Deno.ChildProcess;
+  const bin = await writeMcpShim();
   try {
     // The runner's env is already the supervisor's allowlist, so the child inherits only that.
     child = new Deno.Command(spec.command, {
       args: spec.args.map(fillPlaceholders),
       cwd: agentDir,
+      ...(bin
+        ? {
+          env: {
+            PATH: `${bin}:${Deno.env.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin"}`,
+            COTAL_MCP: `${bin}/${MCP_SHIM}`,
+          },
+        }
+        : {}),
       stdin: "inherit",
       stdout: "inherit",
       stderr: "inherit",
