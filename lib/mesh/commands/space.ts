@@ -38,11 +38,13 @@ export const spaceAddCommand = defineCommand({
       { json: values.json === true },
       { space, ...result },
       () =>
-        `added space '${space}'\n` +
-        `its delivery daemon runs without its membership feed until the space has its $SYS creds, ` +
-        `which only the system seed mints: 'cotal down --keep-agents', then ` +
-        `'cotal up --rotate-sys' (with --detach if it ran detached; agents come back) ` +
-        `('cotal status' lists them as missing until then)`,
+        `added space '${space}': agents, messages, tasks and durable delivery work now\n` +
+        `not yet: its live-member view (who is connected, on which channels) and removing a ` +
+        `member's live connections and the per-cred connection cap, which need the space's $SYS ` +
+        `creds; only the system seed ` +
+        `mints them, at a restart: when convenient, 'cotal down --keep-agents', then ` +
+        `'cotal up --rotate-sys' (with --detach if it ran detached; agents come back). ` +
+        `'cotal status' lists them as missing, and exits 1, until then.`,
     );
   },
 });
