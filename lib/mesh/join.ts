@@ -167,10 +167,12 @@ export async function join(opts: JoinOptions): Promise<number> {
           await assertRecipient(opts.root, opts.space, { to: arg });
           await ep.unicast(arg, rest.join(" "));
           posted++;
+          opts.print(`-> DM to ${safeText(arg)} sent`);
         } else if (cmd === "/task" && arg && rest.length) {
           await assertRecipient(opts.root, opts.space, { role: arg });
           awaiting.add((await ep.anycast(arg, rest.join(" "))).id);
           posted++;
+          opts.print(`-> task to role ${safeText(arg)} sent; its reply shows here`);
         } else opts.print(`? unknown or incomplete command '${line}'; /help lists them`);
       } catch (err) {
         opts.print(`! ${(err as Error).message}`);

@@ -57,6 +57,10 @@ Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves n
     const dmDuring = await (await during.jetstreamManager()).streams.info(streamNames("j").dm);
     assert.equal(dmDuring.state.consumer_count, 1, "the session has its own dm_ durable");
     await during.close();
+    await writer.write(enc.encode("/dm local.alice note to self\n"));
+    await waitFor(() => out.join("").includes("-> DM to local.alice sent"), {
+      what: "the DM's acknowledgement",
+    });
     await sendText(root, "j", { to: "local.alice" }, "psst");
     await waitFor(() => out.join("").includes("(dm) local.operator: psst"), { what: "the DM" });
     // A text of several lines reads as lines, each further one indented under the first, so
@@ -181,6 +185,8 @@ Deno.test("mesh - join: at the end of its input a session waits for the replies 
     const r = await cotal(["join", "--as", "asker"], "/task slow hello\n");
     assert.equal(r.code, 0, r.out);
     assert.match(r.out, /waiting up to 30 s for 1 task reply/);
+    // A task and a DM say they went (newcomer pass 7 could not tell).
+    assert.match(r.out, /^-> task to role slow sent; its reply shows here$/m);
     assert.match(r.out, /^\(dm\) local\.slow_1: HELLO/m, r.out);
     // The session says it joined before anything it saw while joining; a data part shows its
     // JSON, and the supervisor's presence row says what it is.
