@@ -1,12 +1,14 @@
 /**
  * What the delivery daemon runs while it holds the lease, armed and disarmed as one: its
- * durables, the fan-out and reader loops, the rails (`ctl.delivery`), the member-row prune and
- * the storage warden, all under a fresh fence token; the lease marked ready last.
+ * durables, the fan-out and reader loops, the rails (`ctl.delivery`), the member-row prune, the
+ * consumer janitor and the storage warden, all under a fresh fence token; the lease marked ready
+ * last.
  *
  * @module
  */
 import type { Subscription } from "nats";
 import { CotalError } from "../errors.ts";
+import { startConsumerJanitor } from "./consumer_janitor.ts";
 import type { DeliveryContext } from "./context.ts";
 import { ensureFanoutDurable, ensureReaderDurable } from "./durables.ts";
 import { startFanout } from "./fanout.ts";
@@ -25,6 +27,7 @@ export class DeliveryServing {
   #loops: PullLoop[] = [];
   #rails: Subscription[] = [];
   #prune?: { stop(): void };
+  #janitor?: { stop(): void };
   #ready = false;
 
   constructor(ctx: DeliveryContext, lease: DeliveryLease, hooks: Omit<AdminHooks, "ready">) {
@@ -47,6 +50,7 @@ export class DeliveryServing {
     this.#loops = [await startFanout(ctx), await startReader(ctx)];
     this.#rails = bindRails(ctx, { ...this.#hooks, ready: () => this.#ready });
     this.#prune = startRowPrune(ctx, ctx.fence.token);
+    this.#janitor = startConsumerJanitor(ctx, ctx.fence.token);
     ctx.warden = new StorageWarden(ctx, ctx.fence.token);
     ctx.warden.start();
     ctx.setaside?.start();
@@ -66,6 +70,8 @@ export class DeliveryServing {
     this.#rails = [];
     this.#prune?.stop();
     this.#prune = undefined;
+    this.#janitor?.stop();
+    this.#janitor = undefined;
     ctx.warden?.stop();
     ctx.warden = undefined;
     await Promise.allSettled(this.#loops.map((l) => l.stop()));

@@ -87,6 +87,8 @@ export const js = {
   /** The extended create subject whose trailing filter the server pins (code 10131). */
   consumerCreateFiltered: (st: string, name: string, filter: string) =>
     `${API}.CONSUMER.CREATE.${st}.${name}.${filter}`,
+  /** The stream's consumers with their configurations, a page at a time. */
+  consumerList: (st: string) => `${API}.CONSUMER.LIST.${st}`,
   consumerInfo: (st: string, name = ">") => `${API}.CONSUMER.INFO.${st}.${name}`,
   consumerDelete: (st: string, name = ">") => `${API}.CONSUMER.DELETE.${st}.${name}`,
   msgNext: (st: string, name = ">") => `${API}.CONSUMER.MSG.NEXT.${st}.${name}`,

@@ -134,6 +134,8 @@ export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
   }
   g.pub(...js.consumerCreate(chat), js.durableCreate(chat), js.consumerInfo(chat));
   g.pub(js.msgNext(chat), js.consumerDelete(chat), js.ack(chat));
+  // The consumer janitor lists CHAT's consumers to delete the ones that never expire.
+  g.pub(js.consumerList(chat));
   // INBOX holds pre-authorisation copies: only the `reader` durable, by name.
   g.pub(
     `$JS.API.CONSUMER.CREATE.${inbox}.reader`,
