@@ -16,6 +16,7 @@ import {
   type OperatorLimits,
   publicKeyFromSeed,
   seedSigner,
+  type Signer,
 } from "../nats/mod.ts";
 import {
   decodeJwtUnverified,
@@ -81,6 +82,26 @@ function refuse(code: string, message: string): never {
   throw new CotalError(code, message);
 }
 
+/** The operator's self-signed JWT naming `sysPub` its system account, and that account's JWT. */
+async function operatorAndSysJwts(
+  opSigner: Signer,
+  opPub: string,
+  name: string,
+  sysPub: string,
+): Promise<{ operatorJwt: string; sysJwt: string }> {
+  const operatorJwt = await encodeJwt({
+    sub: opPub,
+    name,
+    nats: { type: "operator", system_account: sysPub },
+  }, opSigner);
+  const sysJwt = await encodeJwt({
+    sub: sysPub,
+    name: "SYS",
+    nats: { type: "account", limits: { ...SYS_LIMITS } },
+  }, opSigner);
+  return { operatorJwt, sysJwt };
+}
+
 /**
  * Mints broker trust: a fresh operator (self-signed, `system_account` set) and system account.
  * The SYS seed stays in memory (`sys.signingSeed`) so `$SYS` creds can be minted now; the
@@ -93,16 +114,12 @@ export async function createBrokerAuth(label: string): Promise<BrokerAuth> {
   const op = await createOperator();
   const sys = await createAccount();
   const opSigner = await seedSigner(op.seed);
-  const operatorJwt = await encodeJwt({
-    sub: op.publicKey,
-    name: operatorName(label),
-    nats: { type: "operator", system_account: sys.publicKey },
-  }, opSigner);
-  const sysJwt = await encodeJwt({
-    sub: sys.publicKey,
-    name: "SYS",
-    nats: { type: "account", limits: { ...SYS_LIMITS } },
-  }, opSigner);
+  const { operatorJwt, sysJwt } = await operatorAndSysJwts(
+    opSigner,
+    op.publicKey,
+    operatorName(label),
+    sys.publicKey,
+  );
   return {
     operator: { pub: op.publicKey, seed: op.seed, jwt: operatorJwt },
     sys: { pub: sys.publicKey, jwt: sysJwt, signingSeed: sys.seed },
@@ -168,16 +185,12 @@ export async function rotateSystemAccount(broker: BrokerAuth): Promise<BrokerAut
   const opSigner = await operatorSigner(broker);
   const previous = await decodeJwt(broker.operator.jwt, { type: "operator", ignoreTimes: true });
   const sys = await createAccount();
-  const operatorJwt = await encodeJwt({
-    sub: broker.operator.pub,
-    name: previous.name ?? operatorName("cotal"),
-    nats: { type: "operator", system_account: sys.publicKey },
-  }, opSigner);
-  const sysJwt = await encodeJwt({
-    sub: sys.publicKey,
-    name: "SYS",
-    nats: { type: "account", limits: { ...SYS_LIMITS } },
-  }, opSigner);
+  const { operatorJwt, sysJwt } = await operatorAndSysJwts(
+    opSigner,
+    broker.operator.pub,
+    previous.name ?? operatorName("cotal"),
+    sys.publicKey,
+  );
   return {
     operator: { ...broker.operator, jwt: operatorJwt },
     sys: { pub: sys.publicKey, jwt: sysJwt, signingSeed: sys.seed },
