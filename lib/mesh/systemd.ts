@@ -100,6 +100,17 @@ export function spaceStoreGroup(space: string): string {
   return `cotal-st-${spaceId(space)}`;
 }
 
+/** Kernel knobs, modules, logs, cgroups, clock, hostname and others' processes: every unit. */
+const PROTECT_KERNEL_AND_HOST: readonly string[] = Object.freeze([
+  "ProtectKernelTunables=yes",
+  "ProtectKernelModules=yes",
+  "ProtectKernelLogs=yes",
+  "ProtectControlGroups=yes",
+  "ProtectClock=yes",
+  "ProtectHostname=yes",
+  "ProtectProc=invisible",
+]);
+
 /** A oneshot that only asks systemd to act: root (to reach systemd's socket) and nothing more. */
 const ONESHOT_LOCKDOWN: readonly string[] = Object.freeze([
   "NoNewPrivileges=yes",
@@ -111,13 +122,7 @@ const ONESHOT_LOCKDOWN: readonly string[] = Object.freeze([
   "PrivateNetwork=yes",
   "PrivateMounts=yes",
   "IPAddressDeny=any",
-  "ProtectKernelTunables=yes",
-  "ProtectKernelModules=yes",
-  "ProtectKernelLogs=yes",
-  "ProtectControlGroups=yes",
-  "ProtectClock=yes",
-  "ProtectHostname=yes",
-  "ProtectProc=invisible",
+  ...PROTECT_KERNEL_AND_HOST,
   "ProcSubset=pid",
   "RestrictAddressFamilies=AF_UNIX",
   "RestrictNamespaces=yes",
@@ -178,13 +183,7 @@ function hardening(needs: UnitNeeds = {}): string[] {
     "PrivateTmp=yes",
     "PrivateDevices=yes",
     "PrivateMounts=yes",
-    "ProtectKernelTunables=yes",
-    "ProtectKernelModules=yes",
-    "ProtectKernelLogs=yes",
-    "ProtectControlGroups=yes",
-    "ProtectClock=yes",
-    "ProtectHostname=yes",
-    "ProtectProc=invisible",
+    ...PROTECT_KERNEL_AND_HOST,
     "RestrictSUIDSGID=yes",
     "RestrictRealtime=yes",
     "LockPersonality=yes",
