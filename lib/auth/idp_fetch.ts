@@ -6,6 +6,7 @@
  * @module
  */
 
+import { concatBytes } from "../bytes.ts";
 import { CotalError } from "../errors.ts";
 import { DEFAULT_IDP_FETCH_TIMEOUT_MS, MAX_JWKS_BYTES } from "./constants.ts";
 import { isPlainObject } from "./jwks.ts";
@@ -172,13 +173,7 @@ async function readCapped(
     }
     chunks.push(value);
   }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
+  return concatBytes(chunks);
 }
 
 function failed(what: string, target: string, why: string, cause?: unknown): CotalError {

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { concatBytes } from "../bytes.ts";
 import { isCotalError } from "../errors.ts";
 import type { IdpBridge } from "./idp_bridge.ts";
 import type { UserTokenIssuer } from "./issuer.ts";
@@ -237,13 +238,7 @@ async function readCapped(req: Request, max: number): Promise<Uint8Array | undef
     reader.releaseLock();
   }
   if (total > max || declared > max) return undefined;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
+  return concatBytes(chunks);
 }
 
 function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
