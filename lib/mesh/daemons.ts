@@ -7,6 +7,7 @@ import {
   denoRunFlags,
   type DeploymentLayout,
   ENTRY_POINTS,
+  type Executable,
 } from "../permissions.ts";
 import { findBwrap } from "../manager/sandbox/bwrap.ts";
 import { agentSocketDir } from "../manager/agent_setup.ts";
@@ -108,6 +109,34 @@ function logReady(root: string, id: string, re: RegExp, from: number) {
 }
 
 /**
+ * The argv of a per-space daemon: `run <its permission row> <its entry> --space --server
+ * --root` and `extra`, with `layout` as the row's deployment (the dev layout unless a daemon
+ * needs more of it).
+ */
+export function spaceDaemonArgs(
+  exe: Executable,
+  layout: DeploymentLayout,
+  root: string,
+  space: string,
+  rec: MeshRecord,
+  extra: readonly string[] = [],
+): string[] {
+  return [
+    "run",
+    ...denoRunFlags(exe, layout),
+    `--config=${CHECKOUT}deno.json`,
+    `${CHECKOUT}${ENTRY_POINTS[exe]}`,
+    "--space",
+    space,
+    "--server",
+    rec.url,
+    "--root",
+    root,
+    ...extra,
+  ];
+}
+
+/**
  * A per-space daemon run as `deno run <its row> <entry> --space --server --root ...`, ready
  * once its log says `ready`.
  */
@@ -124,19 +153,7 @@ async function spaceDaemon(
     name: d.exe,
     space,
     command: Deno.execPath(),
-    args: [
-      "run",
-      ...denoRunFlags(d.exe, devLayout(root, rec, space)),
-      `--config=${CHECKOUT}deno.json`,
-      `${CHECKOUT}${ENTRY_POINTS[d.exe]}`,
-      "--space",
-      space,
-      "--server",
-      rec.url,
-      "--root",
-      root,
-      ...(d.extra ?? []),
-    ],
+    args: spaceDaemonArgs(d.exe, devLayout(root, rec, space), root, space, rec, d.extra),
     env: daemonEnv(),
     ready: logReady(root, id, d.ready, from),
   };
@@ -200,29 +217,26 @@ export async function superviseComponent(
     name: "cotal-supervise",
     space,
     command: Deno.execPath(),
-    args: [
-      "run",
-      ...denoRunFlags("cotal-supervise", {
+    args: spaceDaemonArgs(
+      "cotal-supervise",
+      {
         ...devLayout(root, rec, space),
         remoteSigner: true,
         supervisorPrograms: [Deno.execPath(), ...(bwrap ? [bwrap] : [])],
         agentSocketDir: agentSocketDir(devLayout(root, rec, space), managerInstanceId(root, space)),
-      }),
-      `--config=${CHECKOUT}deno.json`,
-      `${CHECKOUT}cmd/supervise.ts`,
-      "--root",
+      },
       root,
-      "--space",
       space,
-      "--server",
-      rec.url,
-      "--isolation",
-      isolation,
-      "--signer",
-      "remote",
-      ...(rec.agentLimits ? ["--agent-limits", rec.agentLimits] : []),
-      ...(rec.agentIds ? ["--agent-ids", rec.agentIds] : []),
-    ],
+      rec,
+      [
+        "--isolation",
+        isolation,
+        "--signer",
+        "remote",
+        ...(rec.agentLimits ? ["--agent-limits", rec.agentLimits] : []),
+        ...(rec.agentIds ? ["--agent-ids", rec.agentIds] : []),
+      ],
+    ),
     env,
     ready: logReady(root, id, /manager up \(space /, from),
   };

@@ -14,7 +14,6 @@ import {
 } from "../auth/mod.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
-import { denoRunFlags } from "../permissions.ts";
 import {
   type BrokerAuth,
   composeSpaceAuth,
@@ -22,7 +21,7 @@ import {
   type SpaceAccountAuth,
 } from "../trust/mod.ts";
 import type { SecretStore } from "../workspace/mod.ts";
-import { daemonEnv, devLayout } from "./daemons.ts";
+import { daemonEnv, devLayout, spaceDaemonArgs } from "./daemons.ts";
 import { isSameProcess, type PidRecord } from "./pidfile.ts";
 import { type ComponentSpec, type MeshRecord, spaceComponentId } from "./stack.ts";
 
@@ -33,8 +32,6 @@ export interface UserAuthConfig {
   /** The audience IdP tokens must carry (default: the issuer). */
   audience?: string;
 }
-
-const CHECKOUT = new URL("../../", import.meta.url).pathname;
 
 /** Checks an issuer URL given on the command line. */
 export function parseIdpUrl(text: string): URL {
@@ -119,27 +116,20 @@ export function authServiceComponent(
     name: "cotal-auth-service",
     space,
     command: Deno.execPath(),
-    args: [
-      "run",
-      ...denoRunFlags("cotal-auth-service", {
-        ...devLayout(root, rec, space),
-        authListen: "127.0.0.1:0",
-        authIdp: [idp.host],
-      }),
-      `--config=${CHECKOUT}deno.json`,
-      `${CHECKOUT}cmd/auth-service.ts`,
-      "--root",
+    args: spaceDaemonArgs(
+      "cotal-auth-service",
+      { ...devLayout(root, rec, space), authListen: "127.0.0.1:0", authIdp: [idp.host] },
       root,
-      "--space",
       space,
-      "--server",
-      rec.url,
-      "--listen",
-      "127.0.0.1:0",
-      "--idp",
-      cfg.idp,
-      ...(cfg.audience ? ["--audience", cfg.audience] : []),
-    ],
+      rec,
+      [
+        "--listen",
+        "127.0.0.1:0",
+        "--idp",
+        cfg.idp,
+        ...(cfg.audience ? ["--audience", cfg.audience] : []),
+      ],
+    ),
     env: daemonEnv(),
     ready: async (pid: PidRecord) => {
       const deadline = Date.now() + 15_000;
