@@ -145,7 +145,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
   } catch {
     // An unlistable bucket only means stale rows are pruned once they are seen again.
   }
-  const chatPrefix = `${opts.root}.chat.*.*.`;
+  const chatPrefix = `${opts.root}.chat.`;
   let status: FeedStatus = { state: "up", principals: 0 };
   let running: Promise<boolean> | undefined;
 
@@ -324,10 +324,8 @@ function feedRows(
     if (!c.principal) continue;
     const set = live.get(c.principal) ?? new Set<string>();
     for (const s of c.subs) {
-      if (!s.startsWith(chatPrefix)) continue;
-      // A subscription is whatever its member typed: only channel patterns are listed.
-      const ch = s.slice(chatPrefix.length);
-      if (isValidChannel(ch)) set.add(ch);
+      const ch = channelOf(s, chatPrefix);
+      if (ch !== undefined) set.add(ch);
     }
     live.set(c.principal, set);
   }
@@ -397,6 +395,24 @@ function staleRows(
     next.set(p, { ...boundedRow(live, [...(durable.get(p) ?? [])], now), liveAsOf: listedAt });
   }
   return next;
+}
+
+/**
+ * The channel pattern a chat subscription covers, or undefined for anything else. `chatPrefix`
+ * is `<root>.chat.`: a member may subscribe any form its grant covers, not only `*.*.<ch>` (one
+ * sender, `local.bob.<ch>`, or one owner, `local.*.<ch>`), and each still reads the channel live
+ * (red team 21). A subscription is whatever its member typed: only channel patterns are listed.
+ */
+export function channelOf(subject: string, chatPrefix: string): string | undefined {
+  if (!subject.startsWith(chatPrefix)) return undefined;
+  const rest = subject.slice(chatPrefix.length);
+  // `chat.>` or `chat.<owner>.>`: every channel.
+  if (rest === ">" || /^[^.]+\.>$/.test(rest)) return ">";
+  const m = /^([^.]+)\.([^.]+)\.(.+)$/.exec(rest);
+  if (!m) return undefined;
+  const token = /^(\*|[A-Za-z0-9_]{1,64})$/;
+  if (!token.test(m[1]) || !token.test(m[2])) return undefined;
+  return isValidChannel(m[3]) ? m[3] : undefined;
 }
 
 /** A row of at most {@linkcode FEED_MAX_ROW_BYTES} of channel names: durable ones first. */
