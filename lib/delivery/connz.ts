@@ -43,8 +43,15 @@ export interface ConnzScan {
   reason?: string;
 }
 
-const PAGE = 1024;
-const MAX_PAGES = 64;
+/**
+ * Connections per CONNZ page (frozen). Each entry carries client-chosen text, its connection
+ * name, up to ~60 KiB beside its JWT under the broker's 64 KiB control line: 1,024 such entries
+ * were a reply too large to arrive, which blinded the connection cap (red team 21). 128 keep a
+ * page under 8 MiB whatever the members send.
+ */
+const PAGE = 128;
+/** Enough pages for the space's whole connection limit (4,096), and one more. */
+const MAX_PAGES = 33;
 const DEC = new TextDecoder();
 
 interface ConnzReply {
@@ -69,6 +76,8 @@ export async function scanConnz(
   },
 ): Promise<ConnzScan> {
   const byKey = new Map<string, ConnRecord>();
+  // How many servers answered the first page: later pages end as soon as they all have.
+  let servers: number | undefined;
   for (let page = 0; page < MAX_PAGES; page++) {
     const body = JSON.stringify({
       subscriptions: opts.subscriptions,
@@ -80,11 +89,13 @@ export async function scanConnz(
     });
     let replies: ConnzReply[] = [];
     try {
-      const it = await nc.requestMany(`$SYS.REQ.ACCOUNT.${account}.CONNZ`, body, {
-        strategy: RequestStrategy.JitterTimer,
-        jitter: 250,
-        maxWait: 1500,
-      });
+      const it = await nc.requestMany(
+        `$SYS.REQ.ACCOUNT.${account}.CONNZ`,
+        body,
+        servers === undefined
+          ? { strategy: RequestStrategy.JitterTimer, jitter: 250, maxWait: 1500 }
+          : { strategy: RequestStrategy.Count, maxMessages: servers, maxWait: 1500 },
+      );
       for await (const m of it) {
         try {
           replies.push(JSON.parse(DEC.decode(m.data)));
@@ -103,6 +114,7 @@ export async function scanConnz(
     if (replies.length === 0) {
       return { complete: false, conns: [], reason: "no server answered CONNZ" };
     }
+    servers ??= replies.length;
     let full = false;
     for (const r of replies) {
       if (r.error !== undefined) {

@@ -53,8 +53,14 @@ Deno.test("redteam21 - a narrower chat subscription is still listed in the membe
     await a.flush();
     b.publish(chatSubject(s.space, bob.principal, "general"), new TextEncoder().encode("hi"));
     await b.flush();
-    await waitFor(() => heard.length > 0, { what: "mallory hears bob on general", timeoutMs: 5000 });
-    assert.ok(!sub1.isClosed() && !sub2.isClosed(), "the broker refused the narrower subscriptions");
+    await waitFor(() => heard.length > 0, {
+      what: "mallory hears bob on general",
+      timeoutMs: 5000,
+    });
+    assert.ok(
+      !sub1.isClosed() && !sub2.isClosed(),
+      "the broker refused the narrower subscriptions",
+    );
     console.log(`mallory heard ${heard}`);
     const jsm = await obs.jetstreamManager();
     const bucket = bucketNames(s.space).membership;
