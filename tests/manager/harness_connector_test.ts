@@ -86,7 +86,7 @@ Deno.test("manager - claude-code connector: the documented launch, nothing undec
     for (const k of rec.env) {
       assert.match(
         k,
-        /^(HOME|PATH|USER|LOGNAME|TERM|LANG|LC_[A-Z]+|TZ|COTAL_LAUNCH|DENO_DIR|DENO_NO_UPDATE_CHECK|PWD|SHLVL|_)$/,
+        /^(HOME|PATH|USER|LOGNAME|TERM|LANG|LC_[A-Z]+|TZ|COTAL_LAUNCH|COTAL_MCP|DENO_DIR|DENO_NO_UPDATE_CHECK|PWD|SHLVL|_)$/,
         `undeclared variable ${k} in the harness's environment`,
       );
     }
@@ -152,7 +152,7 @@ for (const connector of ["gemini", "opencode"] as const) {
       for (const k of rec.env) {
         assert.match(
           k,
-          /^(HOME|PATH|USER|LOGNAME|TERM|LANG|LC_[A-Z]+|TZ|COTAL_LAUNCH|DENO_DIR|DENO_NO_UPDATE_CHECK|PWD|SHLVL|_|OPENCODE_CONFIG_CONTENT)$/,
+          /^(HOME|PATH|USER|LOGNAME|TERM|LANG|LC_[A-Z]+|TZ|COTAL_LAUNCH|COTAL_MCP|DENO_DIR|DENO_NO_UPDATE_CHECK|PWD|SHLVL|_|OPENCODE_CONFIG_CONTENT)$/,
           `undeclared variable ${k} in the harness's environment`,
         );
       }

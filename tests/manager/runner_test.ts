@@ -56,6 +56,10 @@ Deno.test("manager - the runner runs the declared program with args, in its home
       assert.ok(!out.includes("must-not-reach-agents"), mode);
       const names = [...out.matchAll(/^([A-Z_][A-Z0-9_]*)=/gm)].map((m) => m[1]);
       const allowed = ["COTAL_LAUNCH", "HOME", "PATH", "LANG", "TERM", "TZ", "PWD", "SHLVL", "_"];
+      // The runner's own addition: its cotal-mcp, first on PATH and named (see program_mcp_test).
+      allowed.push("COTAL_MCP");
+      assert.match(out, new RegExp(`^COTAL_MCP=${home}/\\.local/bin/cotal-mcp$`, "m"));
+      assert.match(out, new RegExp(`^PATH=${home}/\\.local/bin:`, "m"));
       // Where the runner's module cache is (never a secret), and inside bwrap who it is.
       allowed.push("DENO_DIR", "DENO_NO_UPDATE_CHECK");
       if (mode === "bwrap") allowed.push("USER", "LOGNAME");
