@@ -42,6 +42,9 @@ export const DEFAULT_CONTROL_TIMEOUT_MS = 10_000;
 export const READ_RESEND_MS = 1_000;
 const READ_COMMANDS = READ_ONLY_COMMANDS;
 
+/** How long a connect, and its first round trip, may take (frozen). */
+const CONNECT_DEADLINE_MS = 5_000;
+
 /** Options of {@linkcode ManagerClient.connect}. */
 export interface ManagerClientOptions {
   readonly servers: string | readonly string[];
@@ -138,6 +141,8 @@ export class ManagerClient {
         inboxPrefix: `_INBOX_${who.nkey}`,
         name: "cotal control",
         maxReconnectAttempts: 3,
+        // A broker that accepts the socket but never speaks (frozen) is refused in 5 s.
+        timeout: CONNECT_DEADLINE_MS,
       });
     } catch (err) {
       throw new CotalError(
@@ -154,7 +159,21 @@ export class ManagerClient {
       prover,
       opts.instanceId,
     );
-    await nc.flush();
+    // The first round trip has the same deadline: a broker that froze after its INFO.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const answered = await Promise.race([
+      nc.flush().then(() => true),
+      new Promise<boolean>((r) => timer = setTimeout(() => r(false), CONNECT_DEADLINE_MS)),
+    ]).finally(() => clearTimeout(timer));
+    if (!answered) {
+      await nc.close().catch(() => {});
+      throw new CotalError(
+        "broker_unresponsive",
+        `The broker at ${[opts.servers].flat().join(", ")} accepted the connection but did not ` +
+          `answer within ${CONNECT_DEADLINE_MS / 1000} s; check that nats-server is not hung ` +
+          `('cotal status').`,
+      );
+    }
     return client;
   }
 

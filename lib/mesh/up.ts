@@ -354,9 +354,11 @@ async function settleAgents(
   const out: Record<string, string> = {};
   const url = (await readMeshRecord(root))?.url;
   const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
-  for (const space of spaces) {
+  // Spaces at once: each is bounded (a connect and its ps in 10 s, each despawn in 30 s), so a
+  // hung broker or supervisor costs one bound, not one per space.
+  await Promise.all(spaces.map(async (space) => {
     const sup = running.find((c) => c.id === spaceComponentId("supervise", space));
-    if (!url || sup?.state !== "running") continue;
+    if (!url || sup?.state !== "running") return;
     const key = `agents.${space}`;
     try {
       const creds = await mintForRoot(root, space, {
@@ -373,7 +375,7 @@ async function settleAgents(
         out[key] = names.length
           ? `kept ${names.join(", ")} (the next up brings them back)`
           : "none running";
-        continue;
+        return;
       }
       const gone: string[] = [];
       for (const name of names) {
@@ -387,7 +389,7 @@ async function settleAgents(
         isCotalError(err) ? err.code : "error"
       }); the supervisor keeps them for the next up`;
     }
-  }
+  }));
   return out;
 }
 
@@ -424,8 +426,13 @@ export async function down(
   // The watchdog first: nothing it would restart is stopped while it runs.
   if (watchdog) out[watchdog.id] = await stopComponent(root, watchdog.id);
   Object.assign(out, await settleAgents(root, opts.keepAgents === true, listed));
-  for (const c of components) {
-    if (c.id !== "watchdog") out[c.id] = await stopComponent(root, c.id);
+  // Tier by tier, dependants first, each tier at once: a component that ignores its stop costs
+  // its tier the 5 s grace before its SIGKILL, not every component after it as well.
+  const tiers = [...new Set(components.map((c) => stopOrder(c.id)))].filter((t) => t >= 0);
+  for (const tier of tiers) {
+    const ids = components.filter((c) => stopOrder(c.id) === tier).map((c) => c.id);
+    const stopped = await Promise.all(ids.map((id) => stopComponent(root, id)));
+    ids.forEach((id, i) => out[id] = stopped[i]);
   }
   const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
   for (const space of spaces) await unregisterMesh(space, root).catch(() => {});
