@@ -20,6 +20,8 @@ import { safeText } from "../../cli/terminal.ts";
 import { readSpaceIndex } from "../trust_state.ts";
 import { deliveryAdmin, mintForRoot } from "../ops.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
+import { connect } from "../../nats/connect.ts";
+import { credsAuthenticatorFast } from "../../trust/mod.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
@@ -233,6 +235,45 @@ function deliveryHealth(
   }) as Promise<{ stalledSince?: number; lastError?: string }>;
 }
 
+/** How long the broker may take to answer one round trip before `status` calls it silent. */
+const BROKER_ANSWER_MS = 3_000;
+
+/** Undefined when the broker answers a round trip in time; else what it did instead. */
+async function brokerSilence(
+  root: string,
+  space: string,
+  url: string,
+): Promise<string | undefined> {
+  const creds = await mintForRoot(root, space, {
+    profile: "control-caller",
+    actor: "status",
+    expiresInSeconds: 60,
+  });
+  let nc;
+  try {
+    nc = await connect({
+      servers: url.split(","),
+      authenticator: credsAuthenticatorFast(creds),
+      timeout: BROKER_ANSWER_MS,
+      reconnect: false,
+      name: "cotal status",
+    });
+  } catch (err) {
+    return `no answer to a connect within ${BROKER_ANSWER_MS / 1000} s (${(err as Error).message})`;
+  }
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    const ok = await Promise.race([
+      nc.flush().then(() => true),
+      new Promise<boolean>((r) => timer = setTimeout(() => r(false), BROKER_ANSWER_MS)),
+    ]);
+    return ok ? undefined : `no answer to a ping within ${BROKER_ANSWER_MS / 1000} s`;
+  } finally {
+    clearTimeout(timer);
+    await nc.close().catch(() => {});
+  }
+}
+
 async function supervisorStatus(
   root: string,
   space: string,
@@ -280,13 +321,23 @@ export const statusCommand = defineCommand({
     const signing: Record<string, string> = {};
     const rec = await readMeshRecord(root);
     const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+    // A process that runs is not one that answers (frozen, or wedged): the broker is asked for
+    // one round trip first, and a running daemon that does not answer its rail is said so. A
+    // hung broker leaves the rest unasked: each would only wait out its own deadline.
+    const unanswered: Record<string, string> = {};
+    const running = (id: string) => components.some((c) => c.id === id && c.state === "running");
+    if (rec && running("nats-server") && spaces.length) {
+      const silent = await brokerSilence(root, spaces[0], rec.url);
+      if (silent) unanswered["nats-server"] = silent;
+    }
+    const brokerOk = unanswered["nats-server"] === undefined;
     for (const space of spaces) {
       const id = spaceComponentId("supervise", space);
-      if (!rec || !components.some((c) => c.id === id && c.state === "running")) continue;
-      const st = await supervisorStatus(root, space, rec.url).catch((err) => ({
-        isolation: `unknown (${(err as Error).message})`,
-        signing: undefined,
-      }));
+      if (!rec || !brokerOk || !running(id)) continue;
+      const st = await supervisorStatus(root, space, rec.url).catch((err) => {
+        unanswered[id] = `its control rail did not answer (${(err as Error).message})`;
+        return { isolation: `unknown (${(err as Error).message})`, signing: undefined };
+      });
       isolation[space] = st.isolation;
       signing[space] = st.signing === "remote"
         ? "remote: the supervisor holds no seed; cotal-signer signs its credentials"
@@ -299,8 +350,11 @@ export const statusCommand = defineCommand({
     const stalled: Record<string, string> = {};
     for (const space of spaces) {
       const id = spaceComponentId("delivery", space);
-      if (!rec || !components.some((c) => c.id === id && c.state === "running")) continue;
-      const h = await deliveryHealth(root, space, rec.url).catch(() => undefined);
+      if (!rec || !brokerOk || !running(id)) continue;
+      const h = await deliveryHealth(root, space, rec.url).catch((err) => {
+        unanswered[id] = `its admin rail did not answer (${(err as Error).message})`;
+        return undefined;
+      });
       if (h?.stalledSince !== undefined && Date.now() - h.stalledSince >= STALL_REPORTED_MS) {
         stalled[space] = `stalled since ${new Date(h.stalledSince).toISOString()}: ${
           h.lastError ?? "unknown"
@@ -310,7 +364,7 @@ export const statusCommand = defineCommand({
     const label = (id: string) => safeText(componentLabel(id, spaces));
     const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
       credsOk && store.length === 0 && brokerFault === undefined &&
-      Object.keys(stalled).length === 0;
+      Object.keys(stalled).length === 0 && Object.keys(unanswered).length === 0;
     printResult(
       denoIo(),
       { json: values.json === true },
@@ -326,6 +380,7 @@ export const statusCommand = defineCommand({
         isolation,
         signing,
         stalled,
+        unanswered,
         ...(rec?.monitor ? { monitor: rec.monitor } : {}),
       },
       (r) =>
@@ -338,7 +393,9 @@ export const statusCommand = defineCommand({
             ...r.components.map((c) =>
               `${label(c.id).padEnd(32)} ${
                 c.state === "running"
-                  ? `running${c.pid ? ` (pid ${c.pid})` : ""}`
+                  ? `running${c.pid ? ` (pid ${c.pid})` : ""}${
+                    r.unanswered[c.id] ? ` but not answering: ${safeText(r.unanswered[c.id])}` : ""
+                  }`
                   : `not running${c.pid ? ` (pid ${c.pid} is gone)` : ""}`
               }`
             ),
