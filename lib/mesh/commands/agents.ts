@@ -300,7 +300,25 @@ export const spawnCommand = defineCommand({
       ...(spawnable ? { spawnable } : {}),
     };
     await using ctl = await client(values);
-    const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 });
+    const before = await agentNames(ctl);
+    let late = false;
+    const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 })
+      .catch(async (err) => {
+        if (!isCotalError(err, "manager_unavailable")) throw err;
+        // The supervisor may have taken the spawn and then stopped answering (killed, frozen):
+        // one that comes back brings its roster, this agent included. Its outcome is looked for
+        // before the spawn is called failed, so a retry does not meet 'already running'.
+        const found = await spawnedSince(ctl, before, { name: req.name, role: req.role });
+        if (found) {
+          late = true;
+          return found;
+        }
+        throw new CotalError(
+          "spawn_unknown",
+          `${err.message} If it comes back it may still start the agent: check ` +
+            `'${cotalCommand()} ps' before spawning it again.`,
+        );
+      });
     printResult(
       denoIo(),
       { json: values.json === true },
@@ -312,12 +330,50 @@ export const spawnCommand = defineCommand({
               r.sandbox.net === "relay" ? "its own, the broker only" : r.sandbox.net
             }`
             : r.isolation
-        }); attach: ${cotalCommand()} attach${
+        })${
+          late ? " (its supervisor stopped answering during the spawn, then started it)" : ""
+        }; attach: ${cotalCommand()} attach${
           values.root !== undefined ? ` --root ${values.root}` : ""
         }${(values.space ?? "default") === "default" ? "" : ` --space ${values.space}`} ${r.name}`,
     );
   },
 });
+
+/** How long `spawn` looks for an agent its silent supervisor may still have started. */
+const SPAWN_OUTCOME_WAIT_MS = 30_000;
+
+/** The names on the supervisor's roster now, or none when it does not answer. */
+async function agentNames(ctl: ManagerClient): Promise<Set<string>> {
+  const ps = await ctl.request<{ agents: AgentRow[] }>("ps", {}, { timeoutMs: 5_000 })
+    .catch(() => ({ agents: [] as AgentRow[] }));
+  return new Set(ps.agents.map((a) => a.name));
+}
+
+/**
+ * The agent a spawn asked for, once a supervisor lists it running (by its name, or, when the
+ * supervisor was to choose one, a new name with the asked role), within
+ * {@linkcode SPAWN_OUTCOME_WAIT_MS}; undefined when none appears.
+ */
+async function spawnedSince(
+  ctl: ManagerClient,
+  before: ReadonlySet<string>,
+  asked: { name?: unknown; role?: unknown },
+): Promise<AgentRow | undefined> {
+  const deadline = Date.now() + SPAWN_OUTCOME_WAIT_MS;
+  while (Date.now() < deadline) {
+    const ps = await ctl.request<{ agents: AgentRow[] }>("ps", {}, { timeoutMs: 5_000 })
+      .catch(() => undefined);
+    const row = ps?.agents.find((a) =>
+      a.status === "running" &&
+      (typeof asked.name === "string"
+        ? a.name === asked.name
+        : !before.has(a.name) && a.role === asked.role)
+    );
+    if (row) return row;
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
+  return undefined;
+}
 
 /** `cotal ps`: the supervisor's agents. */
 export const psCommand = defineCommand({
