@@ -17,6 +17,12 @@ const command: CommandSpec = {
       value: "dir",
       description: "the state directory whose stack it watches",
     },
+    self: {
+      type: "string",
+      default: "watchdog",
+      value: "id",
+      description: "its own id on the watch list (the other watchdog watches it)",
+    },
   },
 };
 
@@ -28,8 +34,11 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   let root: string;
+  let self: string;
   try {
-    root = String(parseCommandArgs(command, argv, { program: PROGRAM }).values.root);
+    const { values } = parseCommandArgs(command, argv, { program: PROGRAM });
+    root = String(values.root);
+    self = String(values.self);
   } catch (err) {
     console.error(`${PROGRAM}: ${isCotalError(err) ? `${err.message} [${err.code}]` : err}`);
     return 2;
@@ -40,7 +49,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const log = (line: string) => console.error(`${new Date().toISOString()} ${line}`);
   log(`watchdog up for ${root}`);
-  await new Watchdog({ root, detach: true, log }).run(stop.signal);
+  await new Watchdog({ root, detach: true, log, self }).run(stop.signal);
   log("watchdog stopped");
   return 0;
 }

@@ -26,6 +26,7 @@ import { meshPaths } from "./layout.ts";
 import { isSameProcess } from "./pidfile.ts";
 import { componentFiles, type ComponentSpec, type MeshRecord, spaceComponentId } from "./stack.ts";
 import { fileSize, waitLogLine } from "./ready.ts";
+import type { WatchdogId } from "./watchdog.ts";
 
 const CHECKOUT = new URL("../../", import.meta.url).pathname;
 
@@ -243,10 +244,14 @@ export async function superviseComponent(
 }
 
 /** The detached stack's watchdog (restarts whatever of the watch list dies). */
-export async function watchdogComponent(root: string, rec: MeshRecord): Promise<ComponentSpec> {
-  const from = await fileSize(componentFiles(root, "watchdog").logFile);
+export async function watchdogComponent(
+  root: string,
+  rec: MeshRecord,
+  self: WatchdogId = "watchdog",
+): Promise<ComponentSpec> {
+  const from = await fileSize(componentFiles(root, self).logFile);
   return {
-    id: "watchdog",
+    id: self,
     name: "cotal-watchdog",
     command: Deno.execPath(),
     args: [
@@ -256,8 +261,10 @@ export async function watchdogComponent(root: string, rec: MeshRecord): Promise<
       `${CHECKOUT}cmd/watchdog.ts`,
       "--root",
       root,
+      "--self",
+      self,
     ],
     env: daemonEnv(),
-    ready: logReady(root, "watchdog", /watchdog up for /, from),
+    ready: logReady(root, self, /watchdog up for /, from),
   };
 }

@@ -41,7 +41,7 @@ import {
   provisionSpace,
   renderBrokerConfig,
 } from "./space_setup.ts";
-import { Watchdog, type WatchedComponent, writeWatchList } from "./watchdog.ts";
+import { Watchdog, WATCHDOGS, type WatchedComponent, writeWatchList } from "./watchdog.ts";
 import { ensureBrokerAuth, loadAllSpaceAccounts, readSpaceIndex } from "./trust_state.ts";
 
 /** Options for {@linkcode up}. */
@@ -145,10 +145,14 @@ export async function up(
       for (const spec of await spaceDaemons(opts.root, a.space, rec)) await ensure(spec);
     }
     for (const a of accounts) await registerMesh({ space: a.space, root: opts.root, url: rec.url });
-    await writeWatchList(opts.root, watched);
-    if (detach) {
-      const w = await ensureComponent(opts.root, await watchdogComponent(opts.root, rec), true);
-      (w.started ? started : healthy).push("watchdog");
+    // Detached, two watchdogs watch the stack and each other: both are on the list.
+    const watchdogs = detach
+      ? await Promise.all(WATCHDOGS.map((id) => watchdogComponent(opts.root, rec, id)))
+      : [];
+    await writeWatchList(opts.root, [...watched, ...watchdogs]);
+    for (const w of watchdogs) {
+      const r = await ensureComponent(opts.root, w, true);
+      (r.started ? started : healthy).push(w.id);
     }
   } catch (err) {
     // A failed up leaves nothing it started running: a foreground stack is all its own, a
@@ -334,7 +338,7 @@ async function prepareTrust(
 }
 
 function stopOrder(id: string): number {
-  if (id === "watchdog") return -1;
+  if ((WATCHDOGS as readonly string[]).includes(id)) return -1;
   if (id.startsWith("supervise.")) return 0;
   if (id.startsWith("delivery.")) return 1;
   if (id.startsWith("auth-service.")) return 2;
@@ -420,15 +424,21 @@ export async function down(
       } s`
       : `the foreground up (pid ${owner.pid}) stopped`;
   }
+  // The watch list emptied first, so a watchdog between two looks restarts nothing, then both
+  // watchdogs at once (each would heal the other): nothing they would restart is stopped while
+  // they run.
+  await writeWatchList(root, []).catch(() => {});
+  const first = await listComponents(root);
+  const watchdogs = first.filter((c) => stopOrder(c.id) === -1).map((c) => c.id);
+  const stoppedWatchdogs = await Promise.all(watchdogs.map((id) => stopComponent(root, id)));
+  watchdogs.forEach((id, i) => out[id] = stoppedWatchdogs[i]);
   const listed = await listComponents(root);
   const components = listed.sort((a, b) => stopOrder(a.id) - stopOrder(b.id));
-  const watchdog = components.find((c) => c.id === "watchdog");
-  // The watchdog first: nothing it would restart is stopped while it runs.
-  if (watchdog) out[watchdog.id] = await stopComponent(root, watchdog.id);
   Object.assign(out, await settleAgents(root, opts.keepAgents === true, listed));
   // Tier by tier, dependants first, each tier at once: a component that ignores its stop costs
   // its tier the 5 s grace before its SIGKILL, not every component after it as well.
-  const tiers = [...new Set(components.map((c) => stopOrder(c.id)))].filter((t) => t >= 0);
+  // (A watchdog restarted in the meantime is in the first tier again.)
+  const tiers = [...new Set(components.map((c) => stopOrder(c.id)))];
   for (const tier of tiers) {
     const ids = components.filter((c) => stopOrder(c.id) === tier).map((c) => c.id);
     const stopped = await Promise.all(ids.map((id) => stopComponent(root, id)));

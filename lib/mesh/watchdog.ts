@@ -111,6 +111,15 @@ interface Track {
   restarts: number;
 }
 
+/**
+ * A detached stack's two watchdogs. `watchdog` heals the stack and its peer; `watchdog-peer`
+ * heals `watchdog` alone (two healing one stack would race for each restart). A kill -9 of
+ * either is healed by the other: fault pass 7 killed the only one, and nothing came back.
+ */
+export const WATCHDOGS = ["watchdog", "watchdog-peer"] as const;
+/** One of {@linkcode WATCHDOGS}. */
+export type WatchdogId = typeof WATCHDOGS[number];
+
 /** The watchdog loop over one root. */
 export class Watchdog {
   readonly root: string;
@@ -119,10 +128,16 @@ export class Watchdog {
   readonly #tracks = new Map<string, Track>();
   #brokerLog?: StorageFaultReader;
 
-  constructor(opts: { root: string; detach: boolean; log: (line: string) => void }) {
+  /** This watchdog's own id on the watch list (it does not watch itself). */
+  readonly #self?: string;
+
+  constructor(
+    opts: { root: string; detach: boolean; log: (line: string) => void; self?: string },
+  ) {
     this.root = opts.root;
     this.#detach = opts.detach;
     this.#log = opts.log;
+    this.#self = opts.self;
   }
 
   /** Restarts so far, per component id. */
@@ -173,6 +188,8 @@ export class Watchdog {
   async check(now = Date.now()): Promise<void> {
     const { spaces } = await readSpaceIndex(this.root).catch(() => ({ spaces: [] as string[] }));
     for (const c of await readWatchList(this.root)) {
+      if (c.id === this.#self) continue;
+      if (this.#self === "watchdog-peer" && c.id !== "watchdog") continue;
       // Said as status and `cotal logs` say it (`delivery.default`), not by the id's hex.
       const said = componentLabel(c.id, spaces);
       const files = componentFiles(this.root, c.id);

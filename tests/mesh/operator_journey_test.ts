@@ -50,7 +50,9 @@ Deno.test("mesh - operator journey: up, status, spawn, a task answered, space ad
       "nats-server",
       "signer.default",
       "supervise.default",
+      // Two watchdogs: each heals the other (fault pass 7).
       "watchdog",
+      "watchdog-peer",
     ]);
     assert.equal(JSON.parse((await run("status", "--json")).stdout).healthy, true);
 

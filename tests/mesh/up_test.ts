@@ -45,7 +45,9 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
       // The signer before the supervisor, which signs through it.
       "signer.default",
       "supervise.default",
+      // Two watchdogs: each heals the other (fault pass 7).
       "watchdog",
+      "watchdog-peer",
     ]);
     assert.deepEqual(r1.spaces, ["default"]);
     const pid1 = (await readPidFile(componentFiles(root, "nats-server").pidFile))!.pid;

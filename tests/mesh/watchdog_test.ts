@@ -86,9 +86,18 @@ Deno.test("mesh - the detached stack's watchdog restarts the broker and each dae
       what: "status healthy",
     });
 
+    // The watchdog itself, killed: its peer brings it back, and it heals the stack again
+    // (fault pass 7: nothing restarted the only watchdog). And the peer, killed: back too.
+    const secondWatchdog = await killAndAwaitNew(root, "watchdog");
+    await killAndAwaitNew(root, `delivery.${hex}`);
+    await killAndAwaitNew(root, "watchdog-peer");
+    assert.ok(isSameProcess(secondWatchdog), "the restarted watchdog still runs");
+
     const down = await cotal(["down", "--root", root]);
     assert.equal(down.code, 0, down.stderr);
     assert.match(down.stdout, /watchdog: stopped/);
+    assert.match(down.stdout, /watchdog-peer: stopped/);
+    assert.equal(isSameProcess(secondWatchdog), false);
     assert.equal(isSameProcess(watchdog), false);
     for (const id of ["nats-server", `delivery.${hex}`, `supervise.${hex}`]) {
       assert.equal(await readPidFile(componentFiles(root, id).pidFile), undefined, id);
