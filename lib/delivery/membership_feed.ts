@@ -165,9 +165,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
     const counted = await scanConnz(a, src.expectedAccount, { subscriptions: false });
     if (counted.complete) capConnections(counted.conns);
     // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
-    const seesSelf = (s: { complete: boolean; conns: readonly { user?: string }[] }) =>
-      s.complete && s.conns.some((c) => c.user === rw.current.nkey);
-    if (!seesSelf(counted)) {
+    if (!counted.complete || !counted.conns.some((c) => c.user === rw.current.nkey)) {
       status = {
         ...status,
         state: "up",

@@ -6,7 +6,7 @@
  * @module
  */
 import type { NatsConnection, Subscription } from "nats";
-import { connect } from "../nats/connect.ts";
+import { connect, flushWithin } from "../nats/connect.ts";
 import { CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";
@@ -160,12 +160,7 @@ export class ManagerClient {
       opts.instanceId,
     );
     // The first round trip has the same deadline: a broker that froze after its INFO.
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const answered = await Promise.race([
-      nc.flush().then(() => true),
-      new Promise<boolean>((r) => timer = setTimeout(() => r(false), CONNECT_DEADLINE_MS)),
-    ]).finally(() => clearTimeout(timer));
-    if (!answered) {
+    if (!(await flushWithin(nc, CONNECT_DEADLINE_MS))) {
       await nc.close().catch(() => {});
       throw new CotalError(
         "broker_unresponsive",

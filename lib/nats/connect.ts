@@ -50,6 +50,22 @@ export function connect(opts: ConnectionOptions): Promise<NatsConnection> {
   return natsConnect(opts);
 }
 
+/**
+ * Whether `nc`'s broker answers one round trip within `ms`: a broker that accepted the socket
+ * and then froze never answers a flush, and npm:nats's flush has no deadline of its own.
+ */
+export async function flushWithin(nc: NatsConnection, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      nc.flush().then(() => true),
+      new Promise<boolean>((r) => timer = setTimeout(() => r(false), ms)),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Options of {@linkcode connectWhenUp}. */
 export interface WaitOptions {
   /** Told once when the broker is not up, and every 30 s while it stays down. */

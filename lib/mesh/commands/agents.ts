@@ -300,7 +300,8 @@ export const spawnCommand = defineCommand({
       ...(spawnable ? { spawnable } : {}),
     };
     await using ctl = await client(values);
-    const before = await agentNames(ctl);
+    // Who ran before, to tell a late outcome by its role: only when the supervisor names it.
+    const before = typeof req.name === "string" ? new Set<string>() : await agentNames(ctl);
     let late = false;
     const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 })
       .catch(async (err) => {

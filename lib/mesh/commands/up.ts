@@ -20,7 +20,7 @@ import { safeText } from "../../cli/terminal.ts";
 import { readSpaceIndex } from "../trust_state.ts";
 import { deliveryAdmin, mintForRoot } from "../ops.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
-import { connect } from "../../nats/connect.ts";
+import { connect, flushWithin } from "../../nats/connect.ts";
 import { credsAuthenticatorFast } from "../../trust/mod.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
@@ -261,15 +261,11 @@ async function brokerSilence(
   } catch (err) {
     return `no answer to a connect within ${BROKER_ANSWER_MS / 1000} s (${(err as Error).message})`;
   }
-  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    const ok = await Promise.race([
-      nc.flush().then(() => true),
-      new Promise<boolean>((r) => timer = setTimeout(() => r(false), BROKER_ANSWER_MS)),
-    ]);
-    return ok ? undefined : `no answer to a ping within ${BROKER_ANSWER_MS / 1000} s`;
+    return (await flushWithin(nc, BROKER_ANSWER_MS))
+      ? undefined
+      : `no answer to a ping within ${BROKER_ANSWER_MS / 1000} s`;
   } finally {
-    clearTimeout(timer);
     await nc.close().catch(() => {});
   }
 }
