@@ -177,17 +177,21 @@ export async function startDeliverySpace(
 }
 
 /** Connects with creds and the per-connection inbox prefix the grants expect. */
+/** The user key a creds file's JWT names (its `_INBOX_<key>` is that cred's inbox prefix). */
+export function credSubject(creds: string): string {
+  const jwt = /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1];
+  return JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub;
+}
+
 export function connectAs(
   url: string,
   creds: string,
   opts: { reconnect?: boolean; name?: string } = {},
 ) {
-  const jwt = /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1];
-  const sub = JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub;
   return connect({
     servers: url,
     authenticator: credsAuthenticatorFast(creds),
-    inboxPrefix: `_INBOX_${sub}`,
+    inboxPrefix: `_INBOX_${credSubject(creds)}`,
     reconnect: opts.reconnect ?? false,
     name: opts.name ?? "cotal-test",
   });

@@ -21,8 +21,13 @@ import { newLifecycleUid } from "../../lib/wire/names.ts";
 import { provisionAgent } from "../../lib/wire/provision.ts";
 import { setupSpaceStreams } from "../../lib/wire/streams.ts";
 import type { CotalMessage } from "../../lib/wire/envelope.ts";
-import { type FsSecretStore, workspaceSecretStore } from "../../lib/workspace/mod.ts";
+import {
+  deliveryCredsKey,
+  type FsSecretStore,
+  workspaceSecretStore,
+} from "../../lib/workspace/mod.ts";
 import { testBwrap } from "./_agent_fixture.ts";
+import { runDelivery } from "../../lib/delivery/mod.ts";
 
 /** One test mesh. */
 export interface ManagerMesh {
@@ -170,4 +175,21 @@ export function processesMentioning(needle: string): number[] {
     }
   }
   return out;
+}
+
+/**
+ * The space's delivery daemon in this process, as `cotal up` runs it (it answers the agents'
+ * channel joins), silent; resolves with its stop.
+ */
+export async function startMeshDelivery(mesh: ManagerMesh): Promise<() => Promise<void>> {
+  await mesh.store.put(
+    deliveryCredsKey(mesh.space, { root: mesh.root }),
+    await mintCreds(mesh.auth, newIdentity(), "delivery"),
+  );
+  const delivery = await runDelivery(
+    { values: { space: mesh.space, server: mesh.url, root: mesh.root }, positionals: [], raw: [] },
+    undefined,
+    { log: { info: () => {}, warn: () => {}, error: () => {} } },
+  );
+  return () => delivery.stop();
 }

@@ -8,11 +8,9 @@ import assert from "node:assert/strict";
 import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { removeTempDir, waitFor } from "../_harness/broker.ts";
 import { agentWorkdir } from "./_agent_fixture.ts";
-import { startManagerMesh } from "./_manager_mesh.ts";
-import { runDelivery } from "../../lib/delivery/mod.ts";
+import { startManagerMesh, startMeshDelivery } from "./_manager_mesh.ts";
 import { connectBroker, subjectRoot } from "../../lib/wire/mod.ts";
 import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
-import { deliveryCredsKey } from "../../lib/workspace/mod.ts";
 
 const rpc = (v: unknown) => JSON.stringify({ jsonrpc: "2.0", ...v as object });
 
@@ -22,20 +20,8 @@ Deno.test("manager - a program agent's script posts to a channel through cotal-m
   let stopDelivery = () => Promise.resolve();
   let closeObserver = () => Promise.resolve();
   try {
-    await mesh.store.put(
-      deliveryCredsKey(mesh.space, { root: mesh.root }),
-      await mintCreds(mesh.auth, newIdentity(), "delivery"),
-    );
-    const delivery = await runDelivery(
-      {
-        values: { space: mesh.space, server: mesh.url, root: mesh.root },
-        positionals: [],
-        raw: [],
-      },
-      undefined,
-      { log: { info: () => {}, warn: () => {}, error: () => {} } },
-    );
-    stopDelivery = () => delivery.stop();
+    // The space's delivery daemon, as cotal up runs it: it answers the agents' channel joins.
+    stopDelivery = await startMeshDelivery(mesh);
     const obs = await connectBroker({
       servers: [mesh.url],
       creds: await mintCreds(mesh.auth, newIdentity(), "observer"),

@@ -8,12 +8,9 @@ import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import { removeTempDir, waitFor } from "../_harness/broker.ts";
 import { jsonFileReady } from "../_harness/files.ts";
 import { agentWorkdir } from "../manager/_agent_fixture.ts";
-import { startManagerMesh } from "../manager/_manager_mesh.ts";
+import { startManagerMesh, startMeshDelivery } from "../manager/_manager_mesh.ts";
 import { CONFIG } from "./_mcp_agent.ts";
 import { SDK_HARNESS } from "./_sdk_harness.ts";
-import { runDelivery } from "../../lib/delivery/mod.ts";
-import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
-import { deliveryCredsKey } from "../../lib/workspace/mod.ts";
 
 Deno.test("mcp - two agents in the real sandbox converse through cotal mcp and the SDK client: a post, a DM, a task and its reply", async () => {
   await using mesh = await startManagerMesh("mcpsandbox");
@@ -29,20 +26,7 @@ Deno.test("mcp - two agents in the real sandbox converse through cotal mcp and t
     await Deno.chmod(`${work}/claude`, 0o755);
     await Deno.chmod(`${work}/harness.ts`, 0o644);
     // The space's delivery daemon, as cotal up runs it: it answers the agents' channel joins.
-    await mesh.store.put(
-      deliveryCredsKey(mesh.space, { root: mesh.root }),
-      await mintCreds(mesh.auth, newIdentity(), "delivery"),
-    );
-    const delivery = await runDelivery(
-      {
-        values: { space: mesh.space, server: mesh.url, root: mesh.root },
-        positionals: [],
-        raw: [],
-      },
-      undefined,
-      { log: { info: () => {}, warn: () => {}, error: () => {} } },
-    );
-    stopDelivery = () => delivery.stop();
+    stopDelivery = await startMeshDelivery(mesh);
     await mesh.manager();
     const ctl = await mesh.control();
     const spawn = (name: string, role: string) =>

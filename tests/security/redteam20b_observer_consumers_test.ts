@@ -19,6 +19,7 @@ import { waitFor } from "../_harness/broker.ts";
 import {
   type Agent,
   connectAs,
+  credSubject,
   type DeliverySpace,
   startDaemonProcess,
   startDeliverySpace,
@@ -123,11 +124,7 @@ Deno.test({
     }));
     // Each one pulled every 20 s (raw pull requests, answered on one wildcard subscription:
     // a subscription per pull would pass the cred's subscription cap): never idle a minute.
-    const key = JSON.parse(atob(
-      /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(obsCreds)![1].split(".")[1]
-        .replace(/-/g, "+").replace(/_/g, "/"),
-    )).sub;
-    const inbox = `_INBOX_${key}.busy`;
+    const inbox = `_INBOX_${credSubject(obsCreds)}.busy`;
     on.subscribe(`${inbox}.>`, { callback: () => {} });
     const pullAll = () => {
       for (const name of made) {

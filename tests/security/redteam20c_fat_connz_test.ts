@@ -27,27 +27,27 @@ import { MAX_CONNECTIONS_PER_CRED } from "../../lib/delivery/conn_cap.ts";
 import { credsAuthenticatorFast } from "../../lib/trust/mod.ts";
 import { bucketNames, kvStreamName } from "../../lib/wire/resources.ts";
 import { chatReadFilter } from "../../lib/wire/subjects.ts";
-import { connectAs, startDaemonProcess, startDeliverySpace } from "../delivery/_helpers.ts";
+import {
+  connectAs,
+  credSubject,
+  startDaemonProcess,
+  startDeliverySpace,
+} from "../delivery/_helpers.ts";
 
 const FAT = 32;
 const SUBJ = 3_900;
-
-function subOf(creds: string): string {
-  const jwt = /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1];
-  return JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub;
-}
 
 async function fatAttack(judge: "cap" | "view", chatToo = false): Promise<void> {
   await using s = await startDeliverySpace({ prefix: "rt20cfat" });
   const daemon = startDaemonProcess(s);
   const mallory = await s.agent("mallory");
-  const key = subOf(mallory.creds);
+  const key = credSubject(mallory.creds);
   const conns: NatsConnection[] = [];
   const obsCreds = await s.mint("observer");
   const obs = await connect({
     servers: s.url,
     authenticator: credsAuthenticatorFast(obsCreds),
-    inboxPrefix: `_INBOX_${subOf(obsCreds)}`,
+    inboxPrefix: `_INBOX_${credSubject(obsCreds)}`,
   }).catch(() => undefined);
   try {
     await daemon.waitForLine(/membership feed up/, 40_000);

@@ -16,12 +16,12 @@ import { waitFor } from "../_harness/broker.ts";
 import { credsAuthenticatorFast } from "../../lib/trust/mod.ts";
 import { bucketNames, kvStreamName } from "../../lib/wire/resources.ts";
 import { chatReadFilter, chatSubject, subjectRoot } from "../../lib/wire/subjects.ts";
-import { connectAs, startDaemonProcess, startDeliverySpace } from "../delivery/_helpers.ts";
-
-function subOf(creds: string): string {
-  const jwt = /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1];
-  return JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub;
-}
+import {
+  connectAs,
+  credSubject,
+  startDaemonProcess,
+  startDeliverySpace,
+} from "../delivery/_helpers.ts";
 
 Deno.test("redteam21 - a narrower chat subscription is still listed in the membership view", async () => {
   await using s = await startDeliverySpace({ prefix: "rt21hide" });
@@ -33,7 +33,7 @@ Deno.test("redteam21 - a narrower chat subscription is still listed in the membe
   const obs = await connect({
     servers: s.url,
     authenticator: credsAuthenticatorFast(obsCreds),
-    inboxPrefix: `_INBOX_${subOf(obsCreds)}`,
+    inboxPrefix: `_INBOX_${credSubject(obsCreds)}`,
   });
   const m = await connectAs(s.url, mallory.creds);
   const a = await connectAs(s.url, alice.creds);

@@ -18,15 +18,10 @@ import {
   newIdentity,
 } from "../../lib/trust/mod.ts";
 import { bucketNames, kvStreamName } from "../../lib/wire/resources.ts";
-import { startDaemonProcess, startDeliverySpace } from "../delivery/_helpers.ts";
+import { credSubject, startDaemonProcess, startDeliverySpace } from "../delivery/_helpers.ts";
 
 const N = Number(Deno.env.get("RT21_N") ?? 150);
 const HOLD_MS = Number(Deno.env.get("RT21_HOLD") ?? 75_000);
-
-function subOf(creds: string): string {
-  const jwt = /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1];
-  return JSON.parse(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub;
-}
 
 Deno.test({
   name:
@@ -36,7 +31,7 @@ Deno.test({
   await using s = await startDeliverySpace({ prefix: "rt21recon" });
   const daemon = startDaemonProcess(s);
   const mallory = await s.agent("mallory");
-  const key = subOf(mallory.creds);
+  const key = credSubject(mallory.creds);
   const jwtLen = /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(mallory.creds)![1].length;
   const nameLen = 8;
   const name = "n".repeat(nameLen);
@@ -49,7 +44,7 @@ Deno.test({
   const obs = await connect({
     servers: s.url,
     authenticator: credsAuthenticatorFast(obsCreds),
-    inboxPrefix: `_INBOX_${subOf(obsCreds)}`,
+    inboxPrefix: `_INBOX_${credSubject(obsCreds)}`,
   }).catch(() => undefined);
   // The broker's own count of mallory's connections (a one-entry CONNZ: its `total`).
   const brokerCount = async (): Promise<number> => {
