@@ -8,6 +8,7 @@
 import { helpText } from "../lib/cli/help.ts";
 import { helpRequested, parseCommandArgs } from "../lib/cli/parse.ts";
 import { isCotalError } from "../lib/errors.ts";
+import { startHeartbeat } from "../lib/heartbeat.ts";
 import { AUTH_SERVICE_COMMAND, runAuthService } from "../lib/auth/service.ts";
 
 const PROGRAM = "cotal-auth-service";
@@ -19,6 +20,8 @@ async function main(): Promise<number> {
     console.log(helpText(AUTH_SERVICE_COMMAND, HELP_PROGRAM));
     return 0;
   }
+  // Beats while its event loop turns: the stack's watchdog restarts it when the beat stops.
+  startHeartbeat();
   try {
     await runAuthService(
       parseCommandArgs(AUTH_SERVICE_COMMAND, Deno.args, { program: HELP_PROGRAM }),

@@ -5,6 +5,7 @@
  */
 import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
 import { isCotalError } from "../lib/errors.ts";
+import { startHeartbeat } from "../lib/heartbeat.ts";
 import { runDelivery } from "../lib/delivery/mod.ts";
 
 const command: CommandSpec = {
@@ -63,6 +64,8 @@ async function main(argv: string[]): Promise<number> {
     );
     return 0;
   }
+  // Beats while its event loop turns: the stack's watchdog restarts it when the beat stops.
+  startHeartbeat();
   // Listen before starting: a SIGTERM that lands while the daemon boots (a fast 'cotal down')
   // must still stop it gracefully and release its lease, not kill it with the lease held.
   let stopRequested = false;

@@ -6,6 +6,7 @@
  */
 import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
 import { isCotalError } from "../lib/errors.ts";
+import { startHeartbeat } from "../lib/heartbeat.ts";
 import { runSigner, signerAuditPath } from "../lib/signer/mod.ts";
 import { DAEMON_REMINT_INTERVAL_MS } from "../lib/manager/manager_types.ts";
 import {
@@ -47,6 +48,8 @@ async function main(argv: string[]): Promise<number> {
     );
     return 0;
   }
+  // Beats while its event loop turns: the stack's watchdog restarts it when the beat stops.
+  startHeartbeat();
   let stopRequested = false;
   let signer: Awaited<ReturnType<typeof runSigner>> | undefined;
   let done: () => void = () => {};

@@ -5,6 +5,7 @@
  */
 import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
 import { isCotalError } from "../lib/errors.ts";
+import { startHeartbeat } from "../lib/heartbeat.ts";
 import { ISOLATION_MODES, type IsolationMode } from "../lib/manager/sandbox/isolation.ts";
 import { Manager } from "../lib/manager/manager.ts";
 import { parseLimitsFlag } from "../lib/manager/sandbox/limits.ts";
@@ -58,6 +59,8 @@ async function main(argv: string[]): Promise<number> {
     console.log(helpText(command, PROGRAM).replaceAll(`${PROGRAM} supervise`, PROGRAM));
     return 0;
   }
+  // Beats while its event loop turns: the stack's watchdog restarts it when the beat stops.
+  startHeartbeat();
   let manager: Manager;
   try {
     const { values } = parseCommandArgs(command, argv, { program: PROGRAM });

@@ -5,6 +5,7 @@
  */
 import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
 import { isCotalError } from "../lib/errors.ts";
+import { startHeartbeat } from "../lib/heartbeat.ts";
 import { Watchdog } from "../lib/mesh/watchdog.ts";
 
 const command: CommandSpec = {
@@ -43,6 +44,8 @@ async function main(argv: string[]): Promise<number> {
     console.error(`${PROGRAM}: ${isCotalError(err) ? `${err.message} [${err.code}]` : err}`);
     return 2;
   }
+  // Beats while its event loop turns: the stack's watchdog restarts it when the beat stops.
+  startHeartbeat();
   const stop = new AbortController();
   for (const sig of ["SIGINT", "SIGTERM"] as const) {
     Deno.addSignalListener(sig, () => stop.abort());

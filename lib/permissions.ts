@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { HEARTBEAT_ENV } from "./heartbeat.ts";
 
 /** The executables Cotal ships, one per daemon plus the operator CLI and the agent runner. */
 export const EXECUTABLES = Object.freeze(
@@ -78,6 +79,11 @@ export interface DeploymentLayout {
    * delivery daemon reads its space's creds there under systemd (`--creds-dir`).
    */
   credentialsDir?: string;
+  /**
+   * A daemon's heartbeat file (lib/heartbeat.ts), one exact file its row may write: the stack
+   * `cotal up` runs names one per daemon so its watchdog can tell a hung daemon from a live one.
+   */
+  heartbeat?: string;
 }
 
 /**
@@ -199,6 +205,13 @@ export function permissionsFor(
   const p = empty();
   p.net = [...layout.broker];
   ROWS[exe](p, layout, d, agent);
+  // The one file it beats into; never for the CLI or an agent (neither is watched).
+  if (layout.heartbeat && exe !== "cotal" && exe !== "cotal-agent") {
+    p.write.push(layout.heartbeat);
+    if (!p.envAll && !p.env.some((e) => e === "COTAL_*" || e === HEARTBEAT_ENV)) {
+      p.env.push(HEARTBEAT_ENV);
+    }
+  }
   return p;
 }
 
@@ -293,13 +306,15 @@ function signerRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): voi
   p.v8 = ["--max-semi-space-size=1"];
 }
 
-/** The watchdog: the watch list, pid files and logs, nothing of the store. */
+/** The watchdog: the watch list, pid files, heartbeats and logs, nothing of the store. */
 function watchdogRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): void {
   // The watch list, the components' pid files and liveness locks, their logs: nothing of
   // the store. It starts each daemon through /bin/sh (the wrapper that takes the lock and
   // execs), which is a full escape from any run scope: this row is hygiene, and the
   // watchdog runs as the operator who started the stack.
-  p.net = [];
+  // The broker's client port, no more: a broker that accepts a connection and sends no INFO
+  // is frozen, which its lock cannot show (lib/mesh/watchdog.ts). No other address.
+  p.net = [...layout.broker];
   // The logs are read to cap them and to see the broker's storage faults; the space index to
   // name a component by its space in its own log, as status does.
   p.read = [d.runDir, d.logDir, `${layout.root}/spaces.json`];

@@ -22,6 +22,7 @@ import {
   spaceKeyHex,
   supervisorCredsKey,
 } from "../workspace/mod.ts";
+import { HEARTBEAT_ENV } from "../heartbeat.ts";
 import { meshPaths } from "./layout.ts";
 import { isSameProcess } from "./pidfile.ts";
 import { componentFiles, type ComponentSpec, type MeshRecord, spaceComponentId } from "./stack.ts";
@@ -39,6 +40,20 @@ export function daemonEnv(): Record<string, string> {
     if (v !== undefined) env[k] = v;
   }
   return env;
+}
+
+/**
+ * A watched daemon's layout and environment with its heartbeat: the file its row may write and
+ * the variable that names it (lib/heartbeat.ts), so the watchdog can tell when it hangs.
+ */
+export function withHeartbeat(
+  root: string,
+  id: string,
+  layout: DeploymentLayout,
+  env: Record<string, string>,
+): { layout: DeploymentLayout; env: Record<string, string> } {
+  const beat = componentFiles(root, id).beatFile;
+  return { layout: { ...layout, heartbeat: beat }, env: { ...env, [HEARTBEAT_ENV]: beat } };
 }
 
 /** The development layout of a root for the permission table. */
@@ -149,13 +164,14 @@ async function spaceDaemon(
 ): Promise<ComponentSpec> {
   const id = spaceComponentId(d.kind, space);
   const from = await fileSize(componentFiles(root, id).logFile);
+  const { layout, env } = withHeartbeat(root, id, devLayout(root, rec, space), daemonEnv());
   return {
     id,
     name: d.exe,
     space,
     command: Deno.execPath(),
-    args: spaceDaemonArgs(d.exe, devLayout(root, rec, space), root, space, rec, d.extra),
-    env: daemonEnv(),
+    args: spaceDaemonArgs(d.exe, layout, root, space, rec, d.extra),
+    env,
     ready: logReady(root, id, d.ready, from),
   };
 }
@@ -211,7 +227,10 @@ export async function superviseComponent(
   const id = spaceComponentId("supervise", space);
   const from = await fileSize(componentFiles(root, id).logFile);
   const bwrap = findBwrap()?.path;
-  const env: Record<string, string> = { ...daemonEnv(), PATH: "/usr/bin:/bin" };
+  const { layout, env } = withHeartbeat(root, id, devLayout(root, rec, space), {
+    ...daemonEnv(),
+    PATH: "/usr/bin:/bin",
+  });
   if (bwrap) env.COTAL_BWRAP = bwrap;
   return {
     id,
@@ -221,7 +240,7 @@ export async function superviseComponent(
     args: spaceDaemonArgs(
       "cotal-supervise",
       {
-        ...devLayout(root, rec, space),
+        ...layout,
         remoteSigner: true,
         supervisorPrograms: [Deno.execPath(), ...(bwrap ? [bwrap] : [])],
         agentSocketDir: agentSocketDir(devLayout(root, rec, space), managerInstanceId(root, space)),
@@ -250,13 +269,14 @@ export async function watchdogComponent(
   self: WatchdogId = "watchdog",
 ): Promise<ComponentSpec> {
   const from = await fileSize(componentFiles(root, self).logFile);
+  const { layout, env } = withHeartbeat(root, self, devLayout(root, rec), daemonEnv());
   return {
     id: self,
     name: "cotal-watchdog",
     command: Deno.execPath(),
     args: [
       "run",
-      ...denoRunFlags("cotal-watchdog", devLayout(root, rec)),
+      ...denoRunFlags("cotal-watchdog", layout),
       `--config=${CHECKOUT}deno.json`,
       `${CHECKOUT}cmd/watchdog.ts`,
       "--root",
@@ -264,7 +284,7 @@ export async function watchdogComponent(
       "--self",
       self,
     ],
-    env: daemonEnv(),
+    env,
     ready: logReady(root, self, /watchdog up for /, from),
   };
 }

@@ -21,31 +21,53 @@ export async function waitBrokerReady(
     if (alive && !alive()) {
       throw new CotalError("broker_exited", `nats-server exited before it served ${host}:${port}.`);
     }
-    try {
-      const conn = await Deno.connect({ hostname: host, port });
-      try {
-        const buf = new Uint8Array(16);
-        const timer = setTimeout(() => conn.close(), 1_000);
-        const n = await conn.read(buf).catch(() => null);
-        clearTimeout(timer);
-        if (n && new TextDecoder().decode(buf.subarray(0, n)).startsWith("INFO")) return;
-        last = "no INFO line";
-      } finally {
-        try {
-          conn.close();
-        } catch {
-          // Closed by the timer.
-        }
-      }
-    } catch (err) {
-      last = (err as Error).message;
-    }
+    const answer = await brokerGreets(host, port, 1_000);
+    if (answer === "greeted") return;
+    last = answer === "silent" ? "no INFO line" : answer.refused;
     await new Promise((r) => setTimeout(r, 20));
   }
   throw new CotalError(
     "broker_not_ready",
     `nats-server did not answer on ${host}:${port} within ${timeoutMs} ms (${last}); see its log.`,
   );
+}
+
+/**
+ * One look at a broker's client port: `greeted` when it sends its INFO line within `timeoutMs`,
+ * `silent` when it accepts the connection but says nothing (a frozen broker: the kernel still
+ * completes the handshake), `refused` (with why) when nothing accepts. Closes what it opened.
+ */
+export async function brokerGreets(
+  host: string,
+  port: number,
+  timeoutMs: number,
+): Promise<"greeted" | "silent" | { refused: string }> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), timeoutMs));
+  const dial = Deno.connect({ hostname: host, port });
+  try {
+    const conn = await Promise.race([dial, late]).catch((err: Error) => ({ refused: err.message }));
+    if (conn === "late") {
+      // A connect still pending at the deadline is closed when it lands.
+      dial.then((c) => c.close(), () => {});
+      return "silent";
+    }
+    if ("refused" in conn) return conn;
+    try {
+      const buf = new Uint8Array(16);
+      const n = await Promise.race([conn.read(buf).catch(() => null), late]);
+      if (n === "late" || n === null) return "silent";
+      return new TextDecoder().decode(buf.subarray(0, n)).startsWith("INFO") ? "greeted" : "silent";
+    } finally {
+      try {
+        conn.close();
+      } catch {
+        // Already closed.
+      }
+    }
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

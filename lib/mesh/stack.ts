@@ -60,16 +60,17 @@ export interface ComponentStatus {
   since?: string;
 }
 
-/** Paths of one component's pid file, liveness lock and log. */
+/** Paths of one component's pid file, liveness lock, heartbeat and log. */
 export function componentFiles(
   root: string,
   id: string,
-): { pidFile: string; lockFile: string; logFile: string } {
+): { pidFile: string; lockFile: string; logFile: string; beatFile: string } {
   const p = meshPaths(root);
   return {
     pidFile: `${p.runDir}/${id}.pid`,
     lockFile: `${p.runDir}/${id}.lock`,
     logFile: `${p.logDir}/${id}.log`,
+    beatFile: `${p.runDir}/${id}.beat`,
   };
 }
 

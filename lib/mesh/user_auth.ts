@@ -21,7 +21,7 @@ import {
   type SpaceAccountAuth,
 } from "../trust/mod.ts";
 import type { SecretStore } from "../workspace/mod.ts";
-import { daemonEnv, devLayout, spaceDaemonArgs } from "./daemons.ts";
+import { daemonEnv, devLayout, spaceDaemonArgs, withHeartbeat } from "./daemons.ts";
 import { isSameProcess, type PidRecord } from "./pidfile.ts";
 import { type ComponentSpec, type MeshRecord, spaceComponentId } from "./stack.ts";
 
@@ -111,14 +111,16 @@ export function authServiceComponent(
 ): ComponentSpec {
   const idp = parseIdpUrl(cfg.idp);
   const paths = authServicePaths(root, space);
+  const id = spaceComponentId("auth-service", space);
+  const { layout, env } = withHeartbeat(root, id, devLayout(root, rec, space), daemonEnv());
   return {
-    id: spaceComponentId("auth-service", space),
+    id,
     name: "cotal-auth-service",
     space,
     command: Deno.execPath(),
     args: spaceDaemonArgs(
       "cotal-auth-service",
-      { ...devLayout(root, rec, space), authListen: "127.0.0.1:0", authIdp: [idp.host] },
+      { ...layout, authListen: "127.0.0.1:0", authIdp: [idp.host] },
       root,
       space,
       rec,
@@ -130,7 +132,7 @@ export function authServiceComponent(
         ...(cfg.audience ? ["--audience", cfg.audience] : []),
       ],
     ),
-    env: daemonEnv(),
+    env,
     ready: async (pid: PidRecord) => {
       const deadline = Date.now() + 15_000;
       while (Date.now() < deadline) {

@@ -1,9 +1,12 @@
 /**
- * The stack's watchdog: restarts the broker and any daemon of a root that dies, with backoff,
- * and says why. `up` writes the list of what it started (`<run>/watch.json`: each component's
- * command, argv and environment, the same specs it ran); the watchdog checks each component's
- * liveness lock (see `startDaemon`) every 250 ms and starts a dead one again from its spec.
- * It reads nothing else of the root: no store, no signer.
+ * The stack's watchdog: restarts the broker and any daemon of a root that dies or hangs, with
+ * backoff, and says why. `up` writes the list of what it started (`<run>/watch.json`: each
+ * component's command, argv and environment, the same specs it ran); the watchdog checks each
+ * component's liveness lock (see `startDaemon`) every 250 ms and starts a dead one again from
+ * its spec. A process that lives but does not run is killed first, then restarted the same way:
+ * a daemon whose heartbeat (lib/heartbeat.ts) is older than {@linkcode HUNG_AFTER_MS}, and a
+ * broker that accepts connections but sends no INFO {@linkcode BROKER_SILENT_PROBES} times in a
+ * row. It reads nothing else of the root: no store, no signer.
  *
  * A detached stack runs it as its own process (`cotal-watchdog`, started by `up --detach` and
  * stopped first by `down`); a foreground `up` runs the same loop in its own process. Under
@@ -12,6 +15,8 @@
  * @module
  */
 import { abortableSleep } from "../abortable_sleep.ts";
+import { HEARTBEAT_ENV, HUNG_AFTER_MS } from "../heartbeat.ts";
+import { brokerGreets } from "./ready.ts";
 import { StorageFaultReader } from "./storage_fault.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { capLogFile } from "./log_cap.ts";
@@ -19,7 +24,13 @@ import { CotalError } from "../errors.ts";
 import { isLockHeld, recordFromLock, startDaemon } from "./daemon.ts";
 import { readPidFile } from "./pidfile.ts";
 import { meshPaths } from "./layout.ts";
-import { componentFiles, componentLabel, type ComponentSpec } from "./stack.ts";
+import {
+  componentFiles,
+  componentLabel,
+  type ComponentSpec,
+  type MeshRecord,
+  readMeshRecord,
+} from "./stack.ts";
 import { readSpaceIndex } from "./trust_state.ts";
 
 /** What the watchdog restarts: a component's spec without its readiness check. */
@@ -33,6 +44,12 @@ export const RESTART_BASE_MS = 250;
 export const RESTART_CAP_MS = 30_000;
 /** A component alive this long has its backoff reset. */
 export const RESTART_RESET_MS = 30_000;
+/** How often the broker's client port is asked for its INFO line. */
+export const BROKER_PROBE_INTERVAL_MS = 5_000;
+/** How long one probe waits for the INFO line. */
+export const BROKER_PROBE_TIMEOUT_MS = 5_000;
+/** Probes in a row that find the broker accepting but silent before it is killed as hung. */
+export const BROKER_SILENT_PROBES = 3;
 
 function watchListPath(root: string): string {
   return `${meshPaths(root).runDir}/watch.json`;
@@ -109,6 +126,8 @@ interface Track {
   /** When it was last (re)started or first seen alive. */
   upSince: number;
   restarts: number;
+  /** The broker's probes in a row that found it silent. */
+  silent: number;
 }
 
 /**
@@ -127,6 +146,9 @@ export class Watchdog {
   readonly #log: (line: string) => void;
   readonly #tracks = new Map<string, Track>();
   #brokerLog?: StorageFaultReader;
+  /** The broker probe in flight, and when the last one started. */
+  #probe?: Promise<void>;
+  #probedAt = 0;
 
   /** This watchdog's own id on the watch list (it does not watch itself). */
   readonly #self?: string;
@@ -174,14 +196,61 @@ export class Watchdog {
     this.#log(
       `watchdog: the broker cannot write (${fault.slice(0, 300)}); restarting it to resume`,
     );
-    // The watchdog may run only /bin/sh: the signal goes through it.
-    await new Deno.Command("/bin/sh", {
-      args: ["-c", 'kill -TERM "$1"', "sh", String(rec.pid)],
-      stdout: "null",
-      stderr: "null",
-    }).output().catch(() => {});
+    await signalSame(rec, "TERM");
     this.#brokerLog.clear();
     return true;
+  }
+
+  /**
+   * True when a live component does not run and was killed for it: the next passes find it
+   * dead and restart it with the usual backoff. A daemon is hung when its heartbeat (or, before
+   * its first, its start) is older than {@linkcode HUNG_AFTER_MS}; the broker when its port
+   * accepts and stays silent {@linkcode BROKER_SILENT_PROBES} probes in a row.
+   */
+  async #hung(
+    c: WatchedComponent,
+    t: Track,
+    files: { lockFile: string; beatFile: string },
+    said: string,
+    now: number,
+  ): Promise<boolean> {
+    let why: string | undefined;
+    if (c.id === "nats-server") {
+      this.#probeBroker(t, now);
+      if (t.silent >= BROKER_SILENT_PROBES) {
+        why = `accepted ${t.silent} connections in a row and sent no INFO within ${
+          BROKER_PROBE_TIMEOUT_MS / 1000
+        } s (frozen or wedged)`;
+      }
+    } else if (c.env?.[HEARTBEAT_ENV]) {
+      const beat = (await Deno.stat(files.beatFile).catch(() => undefined))?.mtime?.getTime() ?? 0;
+      const quiet = now - Math.max(beat, t.upSince);
+      if (quiet > HUNG_AFTER_MS) {
+        why = `has not beaten for ${Math.round(quiet / 1000)} s (frozen or wedged)`;
+      }
+    }
+    if (!why) return false;
+    t.silent = 0;
+    const rec = await recordFromLock(files.lockFile, c.name);
+    if (!rec) return false;
+    this.#log(`watchdog: ${said} ${why}; killing it (pid ${rec.pid}) to restart it`);
+    await signalSame(rec, "KILL");
+    // Counted from its kill: the restart that follows waits out the usual backoff.
+    t.upSince = now;
+    return true;
+  }
+
+  /** Starts a probe of the broker's port when none is in flight and the last is old enough. */
+  #probeBroker(t: Track, now: number): void {
+    if (this.#probe || now - this.#probedAt < BROKER_PROBE_INTERVAL_MS) return;
+    this.#probedAt = now;
+    this.#probe = (async () => {
+      const rec: MeshRecord | undefined = await readMeshRecord(this.root);
+      if (!rec) return;
+      const answer = await brokerGreets(rec.host, rec.port, BROKER_PROBE_TIMEOUT_MS);
+      // Refused is a broker still starting (or gone, which its lock shows): not hung.
+      t.silent = answer === "silent" ? t.silent + 1 : 0;
+    })().catch(() => {}).finally(() => this.#probe = undefined);
   }
 
   /** One pass: every dead component whose backoff has passed is started again. */
@@ -194,7 +263,7 @@ export class Watchdog {
       const said = componentLabel(c.id, spaces);
       const files = componentFiles(this.root, c.id);
       const t = this.#tracks.get(c.id) ??
-        { failures: 0, deadSince: 0, upSince: now, restarts: 0 };
+        { failures: 0, deadSince: 0, upSince: now, restarts: 0, silent: 0 };
       this.#tracks.set(c.id, t);
       // The broker rotates its own log; every other daemon's is capped here.
       if (c.id !== "nats-server") {
@@ -204,6 +273,7 @@ export class Watchdog {
       }
       if (await isLockHeld(files.lockFile)) {
         if (c.id === "nats-server" && await this.#storageFault(files, now - t.upSince)) continue;
+        if (await this.#hung(c, t, files, said, now)) continue;
         if (t.deadSince) t.deadSince = 0;
         if (t.failures && now - t.upSince >= RESTART_RESET_MS) t.failures = 0;
         continue;
@@ -237,6 +307,24 @@ export class Watchdog {
       }
     }
   }
+}
+
+// $1 pid, $2 its start time (field 22 of /proc/<pid>/stat), $3 the signal: sent only while
+// that pid is still the process of that start, never to a pid reused since.
+// Builtins only: the watchdog's environment has no PATH.
+const SIGNAL_SAME = 'read -r l <"/proc/$1/stat" || exit 1; p=$1 st=$2 sig=$3; ' +
+  'set -- ${l##*) }; [ "${20}" = "$st" ] && kill "-$sig" "$p"';
+
+/** Signals the process of `rec` (pid and start time). The watchdog may run only /bin/sh. */
+async function signalSame(
+  rec: { pid: number; startTime: number },
+  sig: "TERM" | "KILL",
+): Promise<void> {
+  await new Deno.Command("/bin/sh", {
+    args: ["-c", SIGNAL_SAME, "sh", String(rec.pid), String(rec.startTime), sig],
+    stdout: "null",
+    stderr: "null",
+  }).output().catch(() => {});
 }
 
 /** A broker alive for at least this long may be restarted for a storage fault. */

@@ -1,7 +1,8 @@
 /**
  * A component that runs but does not answer (frozen with SIGSTOP, as a wedged process looks from
- * outside) is not healthy, and `down` still ends: fault pass 7 saw `status` call a frozen broker
- * or daemon healthy ("running", exit 0) and `down` over a frozen broker run past two minutes.
+ * outside) is not healthy, the watchdog heals it, and `down` still ends: fault pass 7 saw
+ * `status` call a frozen broker or daemon healthy ("running", exit 0), nothing restart it, and
+ * `down` over a frozen broker run past two minutes.
  */
 import assert from "node:assert/strict";
 import { readPidFile } from "../../lib/mesh/pidfile.ts";
@@ -59,7 +60,30 @@ function signal(pid: number, sig: Deno.Signal) {
   }
 }
 
-Deno.test("mesh - a frozen daemon or broker is not healthy, and down over a frozen broker ends with nothing left", async () => {
+/** Waits for `id`'s recorded pid to change from `was` (its restart), bounded. */
+async function restartedFrom(root: string, id: string, was: number, ms = 90_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const now = await readPidFile(componentFiles(root, id).pidFile).catch(() => undefined);
+    const running = (await listComponents(root)).some((c) => c.id === id && c.state === "running");
+    if (now && now.pid !== was && running) return now.pid;
+    if (Date.now() > deadline) throw new Error(`${id} (pid ${was}) was not restarted in ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Waits until `status` calls the stack healthy, bounded; the last status on failure. */
+async function healthyWithin(root: string, ms: number) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const st = await cotal(["status", "--root", root, "--json"]);
+    if (st.code === 0 && JSON.parse(st.stdout).healthy === true) return;
+    if (Date.now() > deadline) throw new Error(`never healthy again: ${st.stdout}${st.stderr}`);
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
+}
+
+Deno.test("mesh - a frozen daemon or broker is not healthy, the watchdog kills and restarts it, and down over a frozen broker ends with nothing left", async () => {
   const root = await tempDir("cotal-hung-");
   const port = freePort();
   const delivery = `delivery.${spaceKeyHex("default")}`;
@@ -78,8 +102,19 @@ Deno.test("mesh - a frozen daemon or broker is not healthy, and down over a froz
     assert.match(s1.unanswered[delivery], /did not answer/);
     const text = await cotal(["status", "--root", root]);
     assert.notEqual(text.code, 0);
-    assert.match(text.stdout, /delivery\.default +running \(pid \d+\) but not answering/);
-    signal(d, "SIGCONT");
+    assert.match(
+      text.stdout,
+      /delivery\.default +(running \(pid \d+\) but not answering|not running)/,
+    );
+    // Left frozen, its heartbeat stops: the watchdog kills it and starts another (fault pass
+    // 7 found a frozen daemon left so until a human came).
+    await restartedFrom(root, delivery, d);
+    const wlog = await Deno.readTextFile(componentFiles(root, "watchdog").logFile);
+    assert.match(
+      wlog,
+      /delivery\.default has not beaten for \d+ s \(frozen or wedged\); killing it/,
+    );
+    await healthyWithin(root, 60_000);
 
     // A frozen broker: not healthy, said at once, the daemons left unasked.
     const b = await pidOf(root, "nats-server");
@@ -90,8 +125,19 @@ Deno.test("mesh - a frozen daemon or broker is not healthy, and down over a froz
     assert.equal(s2.healthy, false, two.stdout);
     assert.match(s2.unanswered["nats-server"], /no answer/);
     assert.equal(s2.unanswered[delivery], undefined);
+    // Left frozen, it accepts connections and greets none: killed, restarted, and the stack
+    // is healthy again without a hand.
+    await restartedFrom(root, "nats-server", b);
+    assert.match(
+      await Deno.readTextFile(componentFiles(root, "watchdog").logFile),
+      /nats-server accepted 3 connections in a row and sent no INFO/,
+    );
+    await healthyWithin(root, 60_000);
 
-    // down over it ends within the test's deadline, and stops everything.
+    // down over a frozen broker ends within the test's deadline, and stops everything.
+    const b2 = await pidOf(root, "nats-server");
+    signal(b2, "SIGSTOP");
+    frozen.push(b2);
     const down = await cotal(["down", "--root", root]);
     assert.equal(down.code, 0, down.stderr + down.stdout);
     assert.match(down.stdout, /nats-server: (stopped|killed)/);

@@ -203,3 +203,27 @@ console.log(JSON.stringify(out));`,
     await Deno.remove(root, { recursive: true });
   }
 });
+
+Deno.test("permissions - a watched daemon may write its one heartbeat file, the CLI and an agent none, and the watchdog dials only the broker", () => {
+  const beat = "/R/run/delivery.ab12.beat";
+  const l = { ...layout("/R"), spaceKey: "space.ab12", heartbeat: beat };
+  for (const exe of EXECUTABLES) {
+    const flags = denoRunFlags(exe, l, agent);
+    const writes = flagValues(flags, "--allow-write");
+    const watched = exe !== "cotal" && exe !== "cotal-agent";
+    // The supervisor's row is write-all (its pty); every other watched row names the file.
+    if (exe !== "cotal-supervise") assert.equal(writes.includes(beat), watched, exe);
+    if (watched) {
+      const env = flagValues(flags, "--allow-env");
+      assert.ok(env.includes("COTAL_*") || env.includes("COTAL_HEARTBEAT"), `${exe} env ${env}`);
+    }
+  }
+  // The watchdog's net is the broker's client port, for its probe; nothing else.
+  const wd = denoRunFlags("cotal-watchdog", l);
+  assert.deepEqual(flagValues(wd, "--allow-net"), ["127.0.0.1:4222"]);
+  assert.deepEqual(flagValues(wd, "--allow-env"), ["COTAL_HEARTBEAT"]);
+  // Without a heartbeat (systemd, release binaries) nothing is added.
+  const plain = denoRunFlags("cotal-watchdog", layout("/R"));
+  assert.equal(flagValues(plain, "--allow-env").length, 0);
+  assert.ok(!flagValues(plain, "--allow-write").some((p) => p.endsWith(".beat")));
+});
