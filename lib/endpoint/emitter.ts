@@ -55,6 +55,7 @@ export class EndpointEvents extends EventTarget {
     byKey.set(key, wrapper);
     this.#counts.set(type, (this.#counts.get(type) ?? 0) + 1);
     super.addEventListener(type, wrapper, options);
+    this.listenerAdded(type);
   }
 
   /** Remove a listener added with {@linkcode addEventListener}. */
@@ -106,6 +107,9 @@ export class EndpointEvents extends EventTarget {
       this.#failed(ev, err);
     }
   }
+
+  /** Hook for subclasses: a listener of `type` was just added. */
+  protected listenerAdded(_type: string): void {}
 
   /** Hook for subclasses: a listener of `ev` failed (called before the error event). */
   protected listenerFailed(_ev: Event, _err: unknown): void {}

@@ -57,10 +57,22 @@ import type {
 /** The broker an endpoint dials when `servers` is not given. */
 export const DEFAULT_SERVER = "nats://127.0.0.1:4222";
 
+/**
+ * Channel copies kept for the first `message` listener when none is attached yet (a boot
+ * channel's backfill and live posts before a module agent adds its listener); older ones are
+ * dropped past this count or {@linkcode HELD_BYTES}, with one warning. DM, task and durable
+ * copies wait on the broker instead.
+ */
+export const HELD_MESSAGES = 1_000;
+/** The encoded bytes of the held channel copies at most (see {@linkcode HELD_MESSAGES}). */
+export const HELD_BYTES = 4 * 1024 * 1024;
+
 type State = "idle" | "starting" | "running" | "rebuilding" | "stopped";
 
 /**
- * A Cotal endpoint. Attach `message`, `error` and `warning` listeners before `start()`.
+ * A Cotal endpoint. Attach `message`, `error` and `warning` listeners before `start()`. Channel
+ * messages that come while no `message` listener is attached wait for the first one (up to
+ * {@linkcode HELD_MESSAGES}); DMs, tasks and durable copies wait on the broker.
  *
  * @example
  * ```ts
@@ -93,6 +105,11 @@ export class CotalEndpoint extends EndpointEvents {
   #gapSince?: number;
   #status: PresenceStatus = "idle";
   #activity?: string;
+  /** Channel copies that came before any `message` listener, oldest first, and their ids. */
+  readonly #held: { ev: CotalMessageEvent; bytes: number }[] = [];
+  readonly #heldIds = new Set<string>();
+  #heldBytes = 0;
+  #heldDropped = 0;
   /** Callers waiting for the library's next reconnect (a swap, a publish retry). */
   readonly #reconnected = new Waiters();
   /** Callers of reconnect() waiting for the next rebuild attempt's outcome. */
@@ -117,6 +134,7 @@ export class CotalEndpoint extends EndpointEvents {
       seen: this.#seen,
       listening: () => this.listenerCount("message") > 0,
       dispatch: (ev) => this.dispatchEvent(ev),
+      hold: (ev, bytes) => this.#hold(ev, bytes),
       error: (err) => this.#error(err),
     };
     this.#channels = new ChannelSet({
@@ -314,6 +332,44 @@ export class CotalEndpoint extends EndpointEvents {
   setActivity(activity: string | undefined): void {
     this.#activity = activity;
     void this.#presence.beat();
+  }
+
+  /** The first `message` listener gets what came before it, in arrival order. */
+  protected override listenerAdded(type: string): void {
+    if (type === "message" && this.#held.length) queueMicrotask(() => this.#release());
+  }
+
+  #hold(ev: CotalMessageEvent, bytes: number): void {
+    const id = ev.message.id;
+    if (this.#heldIds.has(id)) return;
+    this.#held.push({ ev, bytes });
+    this.#heldIds.add(id);
+    this.#heldBytes += bytes;
+    while (this.#held.length > HELD_MESSAGES || this.#heldBytes > HELD_BYTES) {
+      const old = this.#held.shift()!;
+      this.#heldIds.delete(old.ev.message.id);
+      this.#heldBytes -= old.bytes;
+      if (this.#heldDropped++ === 0) {
+        this.#warn(
+          new CotalError(
+            "messages_unheard",
+            `More channel messages came before any message listener than are kept (${HELD_MESSAGES}, ${
+              HELD_BYTES / 1024 / 1024
+            } MiB); the oldest were dropped. Add a message listener before start() or joinChannel().`,
+          ),
+        );
+      }
+    }
+  }
+
+  #release(): void {
+    while (this.#held.length && this.listenerCount("message") > 0) {
+      const { ev, bytes } = this.#held.shift()!;
+      this.#heldIds.delete(ev.message.id);
+      this.#heldBytes -= bytes;
+      // A copy that came again meanwhile (its durable copy, to a listener) is not repeated.
+      if (!this.#seen.check(ev.message.id)) this.dispatchEvent(ev);
+    }
   }
 
   /** A listener that threw: reported as a warning, never fatal to the endpoint. */

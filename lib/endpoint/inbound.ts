@@ -34,6 +34,11 @@ export interface InboundHost {
   /** True when a persistent `message` listener is attached. */
   listening(): boolean;
   dispatch(ev: Event): boolean;
+  /**
+   * Keeps a core copy that came while no `message` listener was attached (a boot channel's
+   * backfill before a module agent's first listener), for the first one to be added.
+   */
+  hold(ev: CotalMessageEvent, bytes: number): void;
   error(err: CotalError): void;
 }
 
@@ -66,15 +71,21 @@ export function surfaceCore(
     if (d.reason !== "echo") host.error(dropped(d.reason, d.detail, "channel"));
     return;
   }
-  if (host.seen.check(d.message.id)) return;
-  host.dispatch(
-    new CotalMessageEvent(d.message, NOOP, {
-      kind: d.kind,
-      historical: source === "backfill",
-      source,
-      seq,
-    }),
-  );
+  if (host.seen.has(d.message.id)) return;
+  const ev = new CotalMessageEvent(d.message, NOOP, {
+    kind: d.kind,
+    historical: source === "backfill",
+    source,
+    seq,
+  });
+  // Not marked seen while nobody listens: it waits for the first listener, and a durable
+  // copy of it must not be settled as already handled (it was dropped so before).
+  if (!host.listening()) {
+    host.hold(ev, data.length);
+    return;
+  }
+  host.seen.check(d.message.id);
+  host.dispatch(ev);
 }
 
 /** A copy held by a DM or role consumer: settled after the listeners return. */

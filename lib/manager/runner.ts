@@ -298,7 +298,13 @@ export async function runAgent(launchPath: string, opts: RunAgentOptions = {}): 
   // runner again and again while it holds the copies.
   const endpoint = () => {
     ep ??= (async () => {
-      const e = agentEndpoint(launchPath, launch, { consume: spec.kind !== "program" });
+      // A module or built-in joins at start the channels its spawn subscribed it to
+      // (`--subscribe`): what comes before it adds its listener waits for it (the endpoint
+      // holds it). A program's channels are joined by its own reader, `cotal mcp`.
+      const e = agentEndpoint(launchPath, launch, {
+        consume: spec.kind !== "program",
+        channels: spec.kind === "program" ? [] : launch.channels ?? [],
+      });
       e.addEventListener("warning", (ev) => log(`cotal-agent: ${ev.error.message}`));
       await e.start();
       return e;

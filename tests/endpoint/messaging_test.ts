@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readWithin, waitFor } from "../_harness/broker.ts";
 import type { CotalMessageEvent } from "../../lib/endpoint/mod.ts";
 import { collect, startMesh } from "./_mesh.ts";
+import { HELD_MESSAGES } from "../../lib/endpoint/endpoint.ts";
 import { lifecycleTag } from "../../lib/wire/names.ts";
 
 const policy = { subscribe: ["general"], allowPublish: ["general"] };
@@ -173,3 +174,29 @@ async function spawnAgent(opts: Record<string, unknown>): Promise<Deno.ChildProc
   reader.releaseLock();
   return proc;
 }
+
+Deno.test("endpoint - channel copies wait for the first message listener, bounded: the newest kept, one warning", async () => {
+  await using mesh = await startMesh();
+  const alice = await mesh.agent("alice", policy);
+  const bob = await mesh.agent("bob", policy);
+  const a = alice.endpoint();
+  await a.start();
+  const b = bob.endpoint({ channels: ["general"] });
+  const warnings = collect<import("../../lib/endpoint/mod.ts").EndpointWarningEvent>(b, "warning");
+  await b.start();
+  // Nobody listens on bob yet: more than are kept arrive.
+  const sent: string[] = [];
+  for (let i = 0; i < HELD_MESSAGES + 10; i++) sent.push((await a.multicast(`m ${i}`)).id);
+  await new Promise((r) => setTimeout(r, 500));
+  const got = collect<CotalMessageEvent>(b, "message");
+  await waitFor(() => got.length >= HELD_MESSAGES, { what: "the held copies" });
+  await new Promise((r) => setTimeout(r, 200));
+  // The newest are kept, in order, once each; the oldest ten dropped, said once.
+  assert.deepEqual(got.map((e) => e.message.id), sent.slice(10));
+  const unheard = warnings.filter((w) => w.error.code === "messages_unheard");
+  assert.equal(unheard.length, 1);
+  assert.match(unheard[0].error.message, /Add a message listener before start\(\)/);
+  // Live again once listened to.
+  const live = await a.multicast("now");
+  await waitFor(() => got.some((e) => e.message.id === live.id), { what: "the live post" });
+});
