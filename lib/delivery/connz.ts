@@ -52,6 +52,12 @@ export interface ConnzScan {
 const PAGE = 128;
 /** Enough pages for the space's whole connection limit (4,096), and one more. */
 const MAX_PAGES = 33;
+/**
+ * How long one page waits for its answers (frozen). A broker holding a space's 4,096
+ * connections took more than 1.5 s to answer the first page on a loaded machine, and every
+ * sweep was then incomplete: the per-cred cap never ran (red team 22).
+ */
+export const CONNZ_WAIT_MS = 10_000;
 const DEC = new TextDecoder();
 
 interface ConnzReply {
@@ -93,8 +99,8 @@ export async function scanConnz(
         `$SYS.REQ.ACCOUNT.${account}.CONNZ`,
         body,
         servers === undefined
-          ? { strategy: RequestStrategy.JitterTimer, jitter: 250, maxWait: 1500 }
-          : { strategy: RequestStrategy.Count, maxMessages: servers, maxWait: 1500 },
+          ? { strategy: RequestStrategy.JitterTimer, jitter: 250, maxWait: CONNZ_WAIT_MS }
+          : { strategy: RequestStrategy.Count, maxMessages: servers, maxWait: CONNZ_WAIT_MS },
       );
       for await (const m of it) {
         try {

@@ -151,6 +151,7 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
 
   const capConnections = connectionCapper(src, opts.servers, log);
   let cleared = 0;
+  let blindSaidAt = 0;
   // The last complete subscription listing, per principal, and when it was taken.
   let lastLive = new Map<string, string[]>();
   let listed = new Set<string>();
@@ -166,6 +167,17 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
     if (counted.complete) capConnections(counted.conns);
     // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
     if (!counted.complete || !counted.conns.some((c) => c.user === rw.current.nkey)) {
+      // Said, at most once a minute: a count that never arrives leaves the cap blind, and
+      // red team 22 found it so with nothing in the log.
+      const now = Date.now();
+      if (now - blindSaidAt >= 60_000) {
+        blindSaidAt = now;
+        log.warn(
+          `membership feed: the connection count is incomplete (${
+            counted.reason ?? "the feed's own connection was not in it"
+          }); the per-cred cap and the live view wait for a complete one`,
+        );
+      }
       status = {
         ...status,
         state: "up",
