@@ -138,6 +138,14 @@ export class KvMirror<T> {
     return this.#entries.get(key);
   }
 
+  /**
+   * Drops `key` from the mirror after its owner purged it from the stream outright: a purge by
+   * filter leaves no marker the follow would see, so without this the row looks live for good.
+   */
+  forget(key: string): void {
+    if (this.#entries.delete(key)) this.#opts.onChange?.(key, undefined);
+  }
+
   /** Every mirrored entry (live keys only). */
   entries(): IterableIterator<[string, Mirrored<T>]> {
     return this.#entries.entries();

@@ -303,9 +303,14 @@ export async function pruneEndedRows(ctx: DeliveryContext, token: number): Promi
     if (!ctx.fence.mayAct(token)) break;
     // Removed from the stream outright: a KV delete or purge marker keeps the key (up to a
     // 4 KiB channel name) in the bucket.
+    // The mirror forgets it too (a purge leaves no marker it would see): it was removed again,
+    // and logged so, every minute for good (newcomer pass 8).
     await ctx.jsm.streams.purge(kvStreamName(ctx.buckets.members), {
       filter: `$KV.${ctx.buckets.members}.${key}`,
-    }).then(() => removed++, () => {});
+    }).then(() => {
+      ctx.members.forget(key);
+      removed++;
+    }, () => {});
   }
   return removed;
 }

@@ -9,7 +9,16 @@ import { deliveryRequest } from "../../lib/delivery/mod.ts";
 import { MAX_MEMBERSHIPS_PER_LIFECYCLE } from "../../lib/delivery/constants.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
-import { bucketNames, deprovisionAgent, listKeys } from "../../lib/wire/mod.ts";
+import {
+  bucketNames,
+  buildMessage,
+  chatSubject,
+  deprovisionAgent,
+  encodeMessage,
+  listKeys,
+  streamNames,
+  subjectRoot,
+} from "../../lib/wire/mod.ts";
 import { connectAs, startDaemonProcess, startDeliverySpace } from "./_helpers.ts";
 
 Deno.test("delivery - a lifecycle holds at most its share of durable channels, and an ended one's rows are removed", async () => {
@@ -57,6 +66,38 @@ Deno.test("delivery - a lifecycle holds at most its share of durable channels, a
     await daemon.waitForLine(/delivery daemon up/, 60_000);
     await daemon.waitForLine(/removed 64 member rows of ended lifecycles/, 30_000);
     assert.deepEqual(await listKeys(jsm, bucket), []);
+    // And the daemon's own view forgets them: a post to one of those channels is copied for
+    // nobody (newcomer pass 8: the purged rows stayed in its mirror, were removed again every
+    // minute, and posts were still copied for the ended lifecycle, then refused by the reader).
+    const poster = await s.agent("poster", { allowPublish: [`x.${long}0`] });
+    const pn = await connectAs(s.url, poster.creds);
+    try {
+      await pn.jetstream().publish(
+        chatSubject(s.space, poster.principal, `x.${long}0`),
+        encodeMessage(
+          buildMessage({
+            space: s.space,
+            from: { id: "local.poster", name: "poster" },
+            channel: `x.${long}0`,
+            text: "for nobody",
+          }),
+        ),
+      );
+    } finally {
+      await pn.close();
+    }
+    const inbox = streamNames(s.space).inbox;
+    const copiesFor = async () => {
+      const info = await jsm.streams.info(inbox, {
+        subjects_filter: `${subjectRoot(s.space)}.dinbox.local.mallory.>`,
+      });
+      return Object.keys(info.state.subjects ?? {}).length;
+    };
+    const until = Date.now() + 5_000;
+    while (Date.now() < until) {
+      assert.equal(await copiesFor(), 0, "a post was copied for an ended lifecycle");
+      await new Promise((r) => setTimeout(r, 250));
+    }
   } finally {
     await mn.close();
     await prov.close();
