@@ -1,6 +1,6 @@
 /**
  * The daemon's request rails: `ctl.delivery` (agents: durableJoin, durableLeave,
- * listMemberships, readHistory), `ctl.delivery-admin` (the supervisor and the operator's
+ * listMemberships, readHistory, recipientKnown), `ctl.delivery-admin` (the supervisor and the operator's
  * control caller: evictPrincipal, reloadCreds, setAside, health) and the `live.delivery`
  * liveness probe.
  *
@@ -19,6 +19,7 @@ import { isPrincipalOwnerToken, isPrincipalToken, type Principal } from "../wire
 import type { DeliveryContext } from "./context.ts";
 import { HISTORY_READS_IN_FLIGHT, RAIL_IN_FLIGHT } from "./constants.ts";
 import { readHistory } from "./history.ts";
+import { recipientKnown } from "./recipients.ts";
 import { durableJoin, durableLeave, listMemberships } from "./membership_ops.ts";
 import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
@@ -202,6 +203,8 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
           return durableLeave(ctx, caller, body, token);
         case "listMemberships":
           return listMemberships(ctx, caller, body.lifecycleUid);
+        case "recipientKnown":
+          return recipientKnown(ctx, body);
         case "readHistory":
           return bounded(
             reads,
@@ -214,7 +217,7 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
           throw new CotalError(
             "unknown_op",
             `Unknown ctl.delivery op ${JSON.stringify(op)}; use durableJoin, durableLeave, ` +
-              `listMemberships or readHistory.`,
+              `listMemberships, readHistory or recipientKnown.`,
           );
       }
     },

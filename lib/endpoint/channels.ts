@@ -335,6 +335,17 @@ export class ChannelSet {
       : { durable: false, reason: data?.reason ?? "the delivery daemon declined the backstop" };
   }
 
+  /**
+   * Whether the space's delivery daemon says a DM to `to`, or a task to `role`, would be kept;
+   * undefined when it does not answer (then nobody can say).
+   */
+  async recipientKnown(target: { to: string } | { role: string }): Promise<boolean | undefined> {
+    const reply = await this.#control("recipientKnown", target);
+    if (!reply.ok) return undefined;
+    const known = (reply.data as { known?: unknown } | undefined)?.known;
+    return typeof known === "boolean" ? known : undefined;
+  }
+
   async #control(
     op: string,
     args: Record<string, unknown>,

@@ -287,6 +287,21 @@ export class CotalEndpoint extends EndpointEvents {
     return await this.#send({ toService: role }, text, opts);
   }
 
+  /**
+   * Whether a DM to `to` (`<owner>.<actor>`), or a task to `role`, would be kept: the broker
+   * acknowledges one to a principal with no live lifecycle, or a role nobody was given, and
+   * keeps nothing. Asked of the space's delivery daemon; undefined when it does not answer.
+   *
+   * @example
+   * ```ts
+   * if (await ep.recipientKnown({ to: "local.bob" }) === false) console.log("no such peer");
+   * ```
+   */
+  async recipientKnown(target: { to: string } | { role: string }): Promise<boolean | undefined> {
+    this.#live();
+    return await this.#channels.recipientKnown(target);
+  }
+
   /** Join a channel: confirmed subscribe, backfill marked historical, backstop request. */
   async joinChannel(channel: string): Promise<JoinResult> {
     this.#live();

@@ -21,6 +21,11 @@ export interface MeshAgent {
   joinedChannels(): string[];
   channelHistory(channel: string, opts?: { limit?: number }): Promise<CotalMessage[]>;
   getRoster(): Presence[];
+  /**
+   * Whether a DM to `to`, or a task to `role`, would be kept (the space's delivery daemon
+   * says); undefined when nobody can say. Absent: never asked.
+   */
+  recipientKnown?(target: { to: string } | { role: string }): Promise<boolean | undefined>;
 }
 
 /** A JSON Schema property this module uses. */
@@ -175,13 +180,22 @@ function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
     {
       name: "dm",
       description:
-        "Send a direct message to one peer, by its id (e.g. local.bob, from `presence`). It waits for the peer if it is offline.",
+        "Send a direct message to one peer, by its id (e.g. local.bob, from `presence`). It waits for a peer of this space that is offline; an id with no agent in the space is refused.",
       inputSchema: schema({
         to: name("the peer's id, owner.actor"),
         text: text("the message"),
         reply_to: name("the id of the message this answers, if any"),
       }, ["to", "text"]),
       async run(a) {
+        // The broker acknowledges a DM to an id with no agent and keeps nothing: refused here,
+        // as `cotal send` refuses it (newcomer pass 8: the model was told it was sent).
+        if (await agent.recipientKnown?.({ to: String(a.to) }) === false) {
+          throw new CotalError(
+            "recipient_unknown",
+            `${String(a.to)} has no agent in this space, so a DM to it would not be kept; ` +
+              "check the id with `presence`.",
+          );
+        }
         const m = await agent.unicast(String(a.to), String(a.text), {
           ...(a.reply_to ? { replyTo: String(a.reply_to) } : {}),
         });
@@ -191,7 +205,7 @@ function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
     {
       name: "task",
       description:
-        "Hand work to whichever agent serves a role. With wait_seconds, also wait that long for the reply and return it.",
+        "Hand work to whichever agent serves a role (a role no agent was ever given is refused). With wait_seconds, also wait that long for the reply and return it.",
       inputSchema: schema({
         role: name("the role, e.g. reviewer"),
         text: text("what to do"),
@@ -201,6 +215,14 @@ function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
         ),
       }, ["role", "text"]),
       async run(a) {
+        if (await agent.recipientKnown?.({ role: String(a.role) }) === false) {
+          throw new CotalError(
+            "role_unknown",
+            `No agent in this space was ever given the role ${
+              JSON.stringify(String(a.role))
+            }, so a task to it would not be kept.`,
+          );
+        }
         const m = await agent.anycast(String(a.role), String(a.text));
         const wait = a.wait_seconds as number | undefined;
         if (!wait) return { id: m.id };

@@ -132,6 +132,9 @@ export function deliveryGrants(ctx: GrantContext, g: GrantSet): void {
     g.pub(js.consumerInfo(st, "warden"), js.msgNext(st, "warden"));
     g.pub(js.consumerDelete(st, "warden"));
   }
+  // Whether a role was ever given (its task durable exists), for `recipientKnown`: a task to
+  // a role nobody serves is acknowledged and kept by nobody. Read-only consumer info on TASK.
+  g.pub(js.consumerInfo(task));
   g.pub(...js.consumerCreate(chat), js.durableCreate(chat), js.consumerInfo(chat));
   g.pub(js.msgNext(chat), js.consumerDelete(chat), js.ack(chat));
   // The consumer janitor lists CHAT's consumers to delete the ones that never expire.

@@ -47,6 +47,17 @@ Deno.test("delivery - a lifecycle holds at most its share of durable channels, a
     });
     assert.equal(again.durable, true);
 
+    // recipientKnown: mallory is, nobody is not, a malformed question is refused.
+    const known = (args: Record<string, unknown>) =>
+      deliveryRequest(mn, s.space, mallory.principal, "recipientKnown", args);
+    assert.deepEqual(await known({ to: "local.mallory" }), { known: true });
+    assert.deepEqual(await known({ to: "local.nobody" }), { known: false });
+    assert.deepEqual(await known({ role: "nosuchrole" }), { known: false });
+    for (const bad of [{}, { to: "nodot" }, { to: "local.a", role: "r" }, { role: 7 }]) {
+      const e = await known(bad).then(() => undefined, (err) => err);
+      assert.ok(isCotalError(e, "bad_request"), `${JSON.stringify(bad)}: ${e}`);
+    }
+
     // Its lifecycle ends (despawn deprovisions it); the next daemon start removes its rows.
     const jsm = await prov.jetstreamManager();
     const bucket = bucketNames(s.space).members;
@@ -66,6 +77,8 @@ Deno.test("delivery - a lifecycle holds at most its share of durable channels, a
     await daemon.waitForLine(/delivery daemon up/, 60_000);
     await daemon.waitForLine(/removed 64 member rows of ended lifecycles/, 30_000);
     assert.deepEqual(await listKeys(jsm, bucket), []);
+    // A DM to it would no longer be kept, and the daemon says so.
+    assert.deepEqual(await known({ to: "local.mallory" }), { known: false });
     // And the daemon's own view forgets them: a post to one of those channels is copied for
     // nobody (newcomer pass 8: the purged rows stayed in its mirror, were removed again every
     // minute, and posts were still copied for the ended lifecycle, then refused by the reader).

@@ -6,14 +6,17 @@
  */
 import assert from "node:assert/strict";
 import { tempDir } from "../_harness/broker.ts";
-import { startDeliverySpace } from "../delivery/_helpers.ts";
+import { startDaemonProcess, startDeliverySpace } from "../delivery/_helpers.ts";
 import { CONFIG, COTAL, mcpArgs, provision, startMcp } from "./_mcp_agent.ts";
 
 Deno.test("mcp - two agents converse through the SDK client: a post, a DM, a task and its reply; refusals are tool errors", async () => {
   await using s = await startDeliverySpace({ prefix: "mcp" });
+  // The space's delivery daemon: it says whether a DM's or a task's recipient exists.
+  const daemon = startDaemonProcess(s);
   const alice = await startMcp(s, await provision(s, "alice"));
   const bob = await startMcp(s, await provision(s, "bob", "reviewer"));
   try {
+    await daemon.waitForLine(/delivery daemon up/, 40_000);
     const { tools } = await alice.client.listTools();
     assert.deepEqual(tools.map((t: { name: string }) => t.name).sort(), [
       "channels",
@@ -83,6 +86,13 @@ Deno.test("mcp - two agents converse through the SDK client: a post, a DM, a tas
       ["reply", { message_id: "nope", text: "x" }, /No message "nope" is in your inbox/],
       ["channels", { action: "join" }, /join needs a channel/],
       ["nosuch", {}, /There is no tool "nosuch"/],
+      // The broker would acknowledge these and keep nothing (newcomer pass 8).
+      ["dm", { to: "local.nobody", text: "x" }, /local\.nobody has no agent in this space/],
+      [
+        "task",
+        { role: "nosuchrole", text: "x" },
+        /No agent in this space was ever given the role "nosuchrole"/,
+      ],
     ];
     for (const [tool, args, re] of refusals) {
       const r = await alice.call(tool, args);
@@ -104,6 +114,8 @@ Deno.test("mcp - two agents converse through the SDK client: a post, a DM, a tas
   } finally {
     await alice.close();
     await bob.close();
+    daemon.kill();
+    await daemon.exited;
   }
 });
 
