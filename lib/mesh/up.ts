@@ -134,7 +134,17 @@ export async function up(
     opts.say(`nats-server ${server.version.text} for ${accounts.length} space(s)`);
     const broker = await ensure(brokerComponent(opts.root, server, rec));
     // A running broker may predate a space this up just added: it re-reads the config.
-    if (!broker.started) await reloadBroker(opts.root);
+    if (!broker.started) {
+      await reloadBroker(opts.root).catch(async (err) => {
+        // A monitor port it reads only at start: kept for the restart the refusal advises,
+        // which otherwise came back without it (newcomer pass 8).
+        if (previous && (previous.monitor ?? "") !== (rec.monitor ?? "")) {
+          const { monitor: _old, ...rest } = previous;
+          await writeMeshRecord({ ...rest, ...(rec.monitor ? { monitor: rec.monitor } : {}) });
+        }
+        throw err;
+      });
+    }
     for (const a of accounts) {
       const setup = await provisionSpace(a, rec.url, opts.root);
       for (const name of setup.outdated) opts.say(outdatedStreamNote(a.space, name));
@@ -179,6 +189,7 @@ export async function up(
         `remote clients dial this machine's address)`
       : `broker:  ${rec.url}`,
   );
+  if (rec.monitor) opts.say(`monitor: http://${rec.monitor}/ (varz, connz, jsz)`);
   opts.say(`spaces:  ${accounts.map((a) => a.space).join(", ")}`);
   opts.say(`state:   ${opts.root}`);
   const result = {

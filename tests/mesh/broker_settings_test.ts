@@ -164,6 +164,17 @@ Deno.test("broker settings - up --monitor serves /varz; operator.conf adds a lea
     assert.equal((await cotal(["down", "--root", root])).code, 0);
     assert.equal((await cotal(["up", "--detach", "--root", root])).code, 0);
     await assert.rejects(varz(monitor));
+
+    // Asked of the running stack, the monitor is refused until a restart, and the restart the
+    // refusal advises brings it (newcomer pass 8: it came back without it), and says where.
+    const late = await cotal(["up", "--detach", "--root", root, "--monitor", `${monitor}`]);
+    assert.equal(late.code, 1, late.stdout);
+    assert.match(late.stderr, /takes effect after 'cotal down --root .* && cotal up --root /);
+    assert.equal((await cotal(["down", "--root", root])).code, 0);
+    const restarted = await cotal(["up", "--detach", "--root", root]);
+    assert.equal(restarted.code, 0, restarted.stderr);
+    assert.match(restarted.stdout, new RegExp(`monitor: http://127\\.0\\.0\\.1:${monitor}/`));
+    assert.equal((await varz(monitor)).port, port);
   } finally {
     await cotal(["down", "--root", root]);
     await removeTempDir(root);
