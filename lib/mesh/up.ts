@@ -107,7 +107,7 @@ export async function up(
   if ((opts.isolation ?? previous?.isolation ?? "bwrap") === "bwrap") await sandboxBinary(opts.say);
   await ensureMeshDirs(meshPaths(opts.root));
   const store = workspaceSecretStore(opts.root);
-  await prepareTrust(opts, store);
+  const { pinnedIdp } = await prepareTrust(opts, store);
   // Kept from the last up unless given; "" (`--monitor off`) turns it off.
   const monitor = (opts.monitor ?? previous?.monitor) || undefined;
   const { accounts } = await renderBrokerConfig(opts.root, { ...opts, monitor });
@@ -170,6 +170,12 @@ export async function up(
     if (!detach) await down(opts.root).catch(() => {});
     else {
       for (const id of startedIds.reverse()) await stopComponent(opts.root, id).catch(() => {});
+    }
+    // A first --user-auth that did not start (an IdP that does not answer) is not kept: every
+    // later plain up failed on it, with nothing to turn it off (newcomer pass 8).
+    if (pinnedIdp) {
+      await Deno.remove(`${opts.root}/user-auth.json`).catch(() => {});
+      opts.say("user auth was not kept: the next 'cotal up' starts with static creds");
     }
     throw err;
   }
@@ -332,20 +338,21 @@ async function refuseUpOver(
 async function prepareTrust(
   opts: UpOptions & { rotateSys?: boolean; userAuth?: UserAuthConfig },
   store: SecretStore,
-): Promise<void> {
+): Promise<{ pinnedIdp: boolean }> {
   // The system seed exists in memory only when the broker trust is created here (or rotated):
   // that is the one moment the spaces' $SYS creds can be minted.
   const { broker: trust, created: newTrust } = await ensureBrokerAuth(store, "cotal");
   if (await addSpaceRecord(opts.root, opts.space)) {
     opts.say(`created space '${opts.space}' (a new data account under this root's operator)`);
   }
-  if (opts.userAuth) await writeUserAuth(opts.root, opts.userAuth);
+  const pinnedIdp = opts.userAuth ? await writeUserAuth(opts.root, opts.userAuth) : false;
   const all = await loadAllSpaceAccounts(opts.root, store);
   if (newTrust) await mintSysCreds(opts.root, store, trust, all);
   if (opts.rotateSys) {
     await rotateSys(opts.root, store, trust, all);
     opts.say(`re-issued the system account and the $SYS creds of ${all.length} space(s)`);
   }
+  return { pinnedIdp };
 }
 
 function stopOrder(id: string): number {

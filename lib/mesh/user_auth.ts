@@ -68,8 +68,11 @@ export async function readUserAuth(root: string): Promise<UserAuthConfig | undef
   );
 }
 
-/** Records the choice; refuses to re-pin a root to another IdP. */
-export async function writeUserAuth(root: string, cfg: UserAuthConfig): Promise<void> {
+/**
+ * Records the choice; refuses to re-pin a root to another IdP. True when it wrote the record
+ * (the root had none), so a failed first start can take it back.
+ */
+export async function writeUserAuth(root: string, cfg: UserAuthConfig): Promise<boolean> {
   const current = await readUserAuth(root);
   if (current && (current.idp !== cfg.idp || (current.audience ?? "") !== (cfg.audience ?? ""))) {
     throw new CotalError(
@@ -77,10 +80,11 @@ export async function writeUserAuth(root: string, cfg: UserAuthConfig): Promise<
       `${root} is pinned to the IdP ${current.idp}; Cotal never re-pins a root silently.`,
     );
   }
-  if (current) return;
+  if (current) return false;
   await writeFileAtomic(`${root}/user-auth.json`, JSON.stringify(cfg, null, 2) + "\n", {
     what: "The user-auth config",
   });
+  return true;
 }
 
 /**

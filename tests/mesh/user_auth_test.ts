@@ -108,3 +108,32 @@ Deno.test("mesh - up --user-auth without --idp, or --idp over plain http off loo
     assert.match(new TextDecoder().decode(out.stderr), re);
   }
 });
+
+Deno.test("mesh - a first up --user-auth whose IdP does not answer keeps no pin: the next plain up starts with static creds", async () => {
+  const root = await tempDir("cotal-root-");
+  const lines: string[] = [];
+  const opts = {
+    root,
+    space: "ua",
+    host: "127.0.0.1",
+    port: freePort(),
+    detach: true,
+    say: (l: string) => lines.push(l),
+    untilStopped: Promise.resolve(),
+  };
+  try {
+    // Nothing listens on the IdP's port: the auth service never becomes ready.
+    await assert.rejects(
+      up({ ...opts, userAuth: { idp: `http://127.0.0.1:${freePort()}/` } }),
+      (e) => isCotalError(e, "component_not_ready"),
+    );
+    assert.ok(lines.some((l) => /user auth was not kept/.test(l)), lines.join("\n"));
+    await assert.rejects(Deno.stat(`${root}/user-auth.json`), Deno.errors.NotFound);
+    // Newcomer pass 8: every plain up after it failed on the same IdP.
+    const r = await up(opts);
+    assert.ok(!r.started.some((c) => c.startsWith("auth-service.")), JSON.stringify(r));
+  } finally {
+    await down(root).catch(() => {});
+    await removeTempDir(root);
+  }
+});
