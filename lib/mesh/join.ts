@@ -37,7 +37,7 @@ export interface JoinOptions {
 export const JOIN_HELP = [
   "text            post to the current channel",
   "/join <ch>      read a channel; lines go to it when --channel named it, else stay where they were",
-  "/leave <ch>     leave a channel",
+  "/leave <ch>     leave a channel (your lines then go to another you may post to, or nowhere)",
   "/dm <o.a> text  direct message one peer",
   "/task <role> t  hand a task to a role (anycast)",
   "/who            who is online",
@@ -119,7 +119,7 @@ export async function join(opts: JoinOptions): Promise<number> {
     print(`* ${ev.presence.card.id} ${change}${who(ev.presence.card)}`);
   });
   ep.addEventListener("warning", (ev) => print(`! ${ev.error.message}`));
-  let current = opts.channels[0];
+  let current: string | undefined = opts.channels[0];
   let posted = 0;
   let quit = false;
   await ep.start();
@@ -139,6 +139,10 @@ export async function join(opts: JoinOptions): Promise<number> {
       if (line === "") continue;
       try {
         if (!line.startsWith("/")) {
+          if (current === undefined) {
+            opts.print("! no channel to post to: /join one you may post to, or /dm, /task");
+            continue;
+          }
           await ep.multicast(line, { channel: current });
           posted++;
           continue;
@@ -161,8 +165,26 @@ export async function join(opts: JoinOptions): Promise<number> {
               `reading #${arg}; your lines still go to #${current} (posting to #${arg} needs 'cotal join --channel ${arg}')`,
             );
           }
-        } else if (cmd === "/leave" && arg) await ep.leaveChannel(arg);
-        else if (cmd === "/dm" && arg && rest.length) {
+        } else if (cmd === "/leave" && arg) {
+          const { left } = await ep.leaveChannel(arg);
+          if (!left) opts.print(`you were not reading #${safeText(arg)}`);
+          else if (arg !== current) opts.print(`left #${safeText(arg)}`);
+          else {
+            // Lines no longer go to a channel left (newcomer pass 8: they still did, unsaid):
+            // to another joined one this session may post to, else nowhere until a /join.
+            const other: string | undefined = opts.channels.find((c) =>
+              c !== arg && ep.joinedChannels().includes(c)
+            );
+            current = other;
+            opts.print(
+              other
+                ? `left #${safeText(arg)}; your lines now go to #${other}`
+                : `left #${
+                  safeText(arg)
+                }; your lines go nowhere until you /join a channel you may post to`,
+            );
+          }
+        } else if (cmd === "/dm" && arg && rest.length) {
           // As cotal send: a DM nobody will read is refused, not queued into nothing.
           await assertRecipient(opts.root, opts.space, { to: arg });
           await ep.unicast(arg, rest.join(" "));

@@ -90,11 +90,21 @@ Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves n
       },
     );
     assert.match(out.join(""), /! local\.ghost has no live agent in space 'j'/);
+    // Leaving the channel lines go to says where they go now: nowhere (newcomer pass 8: they
+    // still went to #general, unsaid), and a line typed then is refused, not posted.
+    await writer.write(enc.encode("/leave random\n/leave general\nafter leave\n/leave general\n"));
+    await waitFor(() => out.join("").includes("you were not reading #general"), {
+      what: "the leaves",
+    });
+    assert.match(out.join(""), /^left #random$/m);
+    assert.match(out.join(""), /left #general; your lines go nowhere until you \/join/);
+    assert.match(out.join(""), /! no channel to post to/);
     await writer.write(enc.encode("/nonsense\n/quit\n"));
     await writer.close();
     assert.equal((await child.status).code, 0);
     await reading;
     assert.match(out.join(""), /\? unknown or incomplete command '\/nonsense'/);
+    assert.ok(!seen.includes("local.alice:after leave"), "posted after leaving");
 
     // The session's bind-only durables are gone: the DM stream is back to no consumers.
     const obs = await connectBroker({
