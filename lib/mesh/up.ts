@@ -460,7 +460,11 @@ export async function down(
   for (const tier of tiers) {
     const ids = components.filter((c) => stopOrder(c.id) === tier).map((c) => c.id);
     const stopped = await Promise.all(ids.map((id) => stopComponent(root, id)));
-    ids.forEach((id, i) => out[id] = stopped[i]);
+    // A watchdog stopped above is found not running here: what was done to it stands
+    // (newcomer pass 8 read "watchdog: not-running" for one it had just seen running).
+    ids.forEach((id, i) => {
+      if (!(out[id] !== undefined && stopped[i] === "not-running")) out[id] = stopped[i];
+    });
   }
   const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
   for (const space of spaces) await unregisterMesh(space, root).catch(() => {});
