@@ -79,8 +79,11 @@ function diagnose(command: CommandSpec, argv: readonly string[], err: unknown): 
     const shown = token.rawName;
     if (spec === undefined) {
       // `cotal spawn sh -c ...`: the flag belongs to the program named before it.
+      // Only a command that takes a program and its arguments (a variadic positional) can
+      // have been handed a program's flag (`cotal logs watchdog --json` was told to use '--').
+      const takesProgram = command.positionals?.some((p) => p.variadic) === true;
       return `Unknown flag ${shown} for "${command.name}"${
-        after !== undefined
+        after !== undefined && takesProgram
           ? ` (if it is ${JSON.stringify(after)}'s own, put the program after '--': ` +
             `... -- ${after} ${shown} ...)`
           : ""

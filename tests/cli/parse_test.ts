@@ -41,10 +41,27 @@ Deno.test("cli - refuses an unknown flag, naming it", () => {
   usage(["--space", "team", "--bogus", "alice"], /Unknown flag --bogus for "mint"/);
   usage(["--space", "team", "-x", "alice"], /Unknown flag -x/);
   usage(["--space", "team", "--no-json", "alice"], /Unknown flag --no-json/);
-  // After a positional, the flag may be that program's own: say where it goes.
+  // After a positional of a command that takes a program and its arguments, the flag may be
+  // that program's own: say where it goes.
+  const RUN: CommandSpec = {
+    name: "run",
+    summary: "Run a program.",
+    flags: { space: { type: "string", description: "the space" } },
+    positionals: [{ name: "program", description: "what to run", variadic: true }],
+  };
   usage(
     ["--space", "team", "sh", "-c"],
-    /Unknown flag -c for "mint" \(if it is "sh"'s own, put the program after '--': \.\.\. -- sh -c \.\.\.\)/,
+    /Unknown flag -c for "run" \(if it is "sh"'s own, put the program after '--': \.\.\. -- sh -c \.\.\.\)/,
+    RUN,
+  );
+  // A command with no such positional is not told to use '--' (newcomer pass 8: `cotal logs
+  // watchdog --json` was).
+  assert.throws(
+    () => parseCommandArgs(MINT, ["--space", "team", "sh", "-c"]),
+    (err: unknown) => {
+      assert.match(String((err as Error).message), /^Unknown flag -c for "mint"; run/);
+      return true;
+    },
   );
 });
 
