@@ -138,8 +138,14 @@ export class StorageWarden {
   /** Sweeps now and every {@linkcode WARDEN_INTERVAL_MS} until {@linkcode stop}. */
   start(): void {
     const run = () =>
+      // A sweep that fails says so in a sentence (a bare nats.js "TIMEOUT" after a broker
+      // restart told the operator nothing); the next runs on schedule.
       void this.sweep().catch((err) =>
-        this.#ctx.log.warn(`storage warden: ${(err as Error)?.message ?? err}`)
+        this.#ctx.log.warn(
+          `storage warden: a sweep failed (${
+            (err as Error)?.message ?? err
+          }); the next one runs in ${WARDEN_INTERVAL_MS / 1000} s`,
+        )
       );
     run();
     this.#timer ??= setInterval(run, WARDEN_INTERVAL_MS);
