@@ -9,7 +9,8 @@
 import { defineCommand } from "../cli/mod.ts";
 import { CotalEndpoint } from "../endpoint/mod.ts";
 import { parseHeldCreds } from "../endpoint/credentials.ts";
-import { CotalError } from "../errors.ts";
+import { CotalError, isCotalError } from "../errors.ts";
+import { assertValidLifecycleUid } from "../wire/names.ts";
 import { readLaunchMaterial } from "../manager/launch.ts";
 import { agentEndpoint } from "../manager/runner.ts";
 import { registry } from "../registry.ts";
@@ -37,6 +38,18 @@ async function fromCreds(values: {
     throw new CotalError(
       "usage",
       "--creds needs --space and --lifecycle-uid (the agent's lifecycle, which its DM queue is keyed on).",
+    );
+  }
+  // The uid `cotal mint --provision` printed with this cred; an embedder's names are not the
+  // CLI user's (newcomer pass 8 was told to "mint one with newLifecycleUid()").
+  try {
+    assertValidLifecycleUid(values["lifecycle-uid"]);
+  } catch {
+    throw new CotalError(
+      "usage",
+      `--lifecycle-uid ${
+        JSON.stringify(values["lifecycle-uid"])
+      } is not a lifecycle uid; pass the one 'cotal mint --provision' printed with this cred.`,
     );
   }
   const text = await Deno.readTextFile(values.creds).catch(() => {
@@ -126,6 +139,19 @@ export const mcpCommand = defineCommand({
       inbox,
       version: config.version,
       ...(spawn ? { spawn } : {}),
+    }).catch((err) => {
+      // A cred's grants name its own lifecycle's durables: another uid is refused by the
+      // broker, which reads as a cred without the grant. Said as what it is.
+      if (values.creds && isCotalError(err, "permission_denied") && /CONSUMER/.test(err.message)) {
+        throw new CotalError(
+          "lifecycle_mismatch",
+          `The broker refused this cred the DM queue of lifecycle ${
+            values["lifecycle-uid"]
+          }: it is not the lifecycle the cred was provisioned with; pass the uid 'cotal mint --provision' printed with it.`,
+          { cause: err },
+        );
+      }
+      throw err;
     });
     for (const sig of ["SIGINT", "SIGTERM"] as const) {
       Deno.addSignalListener(sig, () => void served.stop());

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { tempDir } from "../_harness/broker.ts";
 import { startDaemonProcess, startDeliverySpace } from "../delivery/_helpers.ts";
 import { CONFIG, COTAL, mcpArgs, provision, startMcp } from "./_mcp_agent.ts";
+import { newLifecycleUid } from "../../lib/wire/mod.ts";
 
 Deno.test("mcp - two agents converse through the SDK client: a post, a DM, a task and its reply; refusals are tool errors", async () => {
   await using s = await startDeliverySpace({ prefix: "mcp" });
@@ -206,6 +207,11 @@ Deno.test("mcp - cotal mcp without what it joins with is refused with a sentence
       ["--creds", `${dir}/missing.creds`, "--space", "s", "--lifecycle-uid", "a".repeat(26)],
       /The creds file ".*missing\.creds" cannot be read/,
     ],
+    // Newcomer pass 8 was told to "mint one with newLifecycleUid()".
+    [
+      ["--creds", `${dir}/agent.creds`, "--space", "s", "--lifecycle-uid", "nope"],
+      /--lifecycle-uid "nope" is not a lifecycle uid; pass the one 'cotal mint --provision' printed/,
+    ],
   ];
   for (const [args, re] of cases) {
     const out = await new Deno.Command(Deno.execPath(), {
@@ -220,4 +226,26 @@ Deno.test("mcp - cotal mcp without what it joins with is refused with a sentence
     assert.match(err, re);
     assert.equal(new TextDecoder().decode(out.stdout), "", "nothing on the protocol channel");
   }
+});
+
+Deno.test("mcp - cotal mcp --creds with another lifecycle's uid says so, not that the cred lacks a grant", async () => {
+  await using s = await startDeliverySpace({ prefix: "mcpuid" });
+  const bob = await provision(s, "bob");
+  const dir = await tempDir("cotal-mcp-uid-");
+  const file = `${dir}/bob.creds`;
+  await Deno.writeTextFile(file, bob.creds, { mode: 0o600 });
+  const other = { ...bob, uid: newLifecycleUid() };
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: mcpArgs(s, other, file, `${dir}/inbox`),
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(60_000),
+  }).output();
+  const err = new TextDecoder().decode(out.stderr);
+  assert.notEqual(out.code, 0, err);
+  assert.match(
+    err,
+    /not the lifecycle the cred was provisioned with; pass the uid 'cotal mint --provision' printed/,
+  );
 });
