@@ -17,7 +17,10 @@ import {
 import { decodeJwt, parseCreds } from "../nats/mod.ts";
 import { bucketNames, connectBroker } from "../wire/mod.ts";
 import {
+  CONNECTION_EVICTOR_CREDS_KIND,
   createOnce,
+  doctorAuth,
+  MEMBERSHIP_OBSERVER_CREDS_KIND,
   spaceAccountKey,
   spaceKeyHex,
   workspaceSecretStore,
@@ -52,6 +55,8 @@ export interface BackupManifest {
   /** Runtime-state streams (presence, leases), recreated empty on restore. */
   skipped: string[];
   secrets: string[];
+  /** What the operator still has to do after a restore (a sentence each); absent when nothing. */
+  next?: string[];
 }
 
 function writePrivate(path: string, data: string | Uint8Array): Promise<void> {
@@ -291,5 +296,23 @@ export async function spaceRestore(
   await provisionSpace(adopted, live.url, root);
   await startSpaceDaemons(root, store, adopted);
   await registerMesh({ space: m.space, root, url: live.url });
-  return m;
+  // The space's $SYS creds are its root's system account's: restored from another root they
+  // are foreign or missing, and its membership view and evictions are down until they are
+  // issued here, which only the system seed can do. Said with the command (newcomer pass 8
+  // found it only in status).
+  const sysKinds: string[] = [MEMBERSHIP_OBSERVER_CREDS_KIND, CONNECTION_EVICTOR_CREDS_KIND];
+  const unusable = (await doctorAuth(root, store).catch(() => [])).filter((r) =>
+    r.space === m.space && sysKinds.includes(r.kind) &&
+    (r.status === "foreign" || r.status === "missing")
+  );
+  const next = unusable.length
+    ? [
+      `the space's $SYS creds (${
+        unusable.map((r) => `${r.kind} ${r.status}`).join(", ")
+      }) must be issued by this root's system account, so its live-member view and evictions ` +
+      `are down until then: '${cotalCommand()} down --root ${root} --keep-agents && ` +
+      `${cotalCommand()} up --root ${root} --rotate-sys'`,
+    ]
+    : [];
+  return { ...m, ...(next.length ? { next } : {}) };
 }

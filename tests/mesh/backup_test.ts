@@ -74,7 +74,12 @@ Deno.test("mesh - back up a space, remove it, restore it into a fresh broker wit
     const opA = (await loadBrokerAuth(workspaceSecretStore(rootA)))!.operator.pub;
     const opB = (await loadBrokerAuth(workspaceSecretStore(rootB)))!.operator.pub;
     assert.notEqual(opA, opB);
-    await spaceRestore(rootB, backupDir);
+    const restored = await spaceRestore(rootB, backupDir);
+    // Its $SYS creds are the other operator's: the restore says how to re-issue them (newcomer
+    // pass 8 learned it from status alone).
+    assert.equal(restored.next?.length, 1, JSON.stringify(restored.next));
+    assert.match(restored.next![0], /must be issued by this root's system account/);
+    assert.match(restored.next![0], /up --root .* --rotate-sys/);
 
     // Every message is back, at its original sequence, and the cred minted before the backup
     // (signed by the space's own signing key) connects to the new broker.

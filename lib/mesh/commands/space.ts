@@ -165,7 +165,11 @@ export const spaceRestoreCommand = defineCommand({
       denoIo(),
       { json: values.json === true },
       m,
-      (v) => `restored space '${v.space}': ${v.streams.length} streams`,
+      (v) =>
+        [
+          `restored space '${v.space}': ${v.streams.length} streams`,
+          ...(v.next ?? []).map((n) => `next: ${n}`),
+        ].join("\n"),
     );
   },
 });
