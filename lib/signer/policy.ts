@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { TokenBuckets } from "../rate.ts";
 import type { Profile } from "../trust/types.ts";
 
 /** How one requested profile is bounded. */
@@ -54,27 +55,9 @@ export const SIGNER_RESERVED_ACTORS: readonly string[] = Object.freeze([
   "status",
 ]);
 
-/** A token bucket per caller key. */
-export class CallerRate {
-  readonly #buckets = new Map<string, { tokens: number; at: number }>();
-  readonly #now: () => number;
-
+/** A token bucket per caller key, at {@linkcode SIGNER_RATE}. */
+export class CallerRate extends TokenBuckets {
   constructor(now: () => number = Date.now) {
-    this.#now = now;
-  }
-
-  /** Whether `caller` may make one more request now (and takes it). */
-  take(caller: string): boolean {
-    const t = this.#now();
-    const b = this.#buckets.get(caller) ?? { tokens: SIGNER_RATE.burst, at: t };
-    b.tokens = Math.min(
-      SIGNER_RATE.burst,
-      b.tokens + ((t - b.at) / 1000) * SIGNER_RATE.perSecond,
-    );
-    b.at = t;
-    this.#buckets.set(caller, b);
-    if (b.tokens < 1) return false;
-    b.tokens -= 1;
-    return true;
+    super(SIGNER_RATE, { now });
   }
 }
