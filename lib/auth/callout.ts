@@ -11,6 +11,7 @@
  * @module
  */
 
+import { TokenBuckets } from "../rate.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import {
   type AuthorizationRequestClaims,
@@ -61,6 +62,14 @@ export interface CalloutConnection {
 export const CALLOUT_QUEUE = "cotal-auth-callout";
 /** Requests handled at once; more wait in the subscription (the server times them out). */
 export const CALLOUT_MAX_IN_FLIGHT = 64;
+
+/**
+ * Connects one principal is admitted (frozen): 64 at once (the delivery daemon's per-cred cap),
+ * then 64 a minute. The cap kicks a principal's extra connections but commits no deny-new, and
+ * a client that reconnects at once was back at once (red team 21): for a bearer the callout is
+ * the deny-new, so kicked connections that come straight back are refused.
+ */
+export const CALLOUT_CONNECT_RATE = Object.freeze({ perSecond: 64 / 60, burst: 64 });
 
 /** What the responder concluded about one request (for audit logs; never holds a secret). */
 export interface CalloutDecision {
@@ -181,6 +190,7 @@ export async function startAuthCallout(opts: AuthCalloutOptions): Promise<AuthCa
     dataAccount: opts.serviceKeys.dataAccount.pub,
     expected,
     opts,
+    connects: new TokenBuckets(CALLOUT_CONNECT_RATE),
   };
   const counts = { allow: 0, deny: 0, drop: 0 };
   const sub = nc.subscribe(opts.subject ?? AUTH_CALLOUT_SUBJECT, {
@@ -228,6 +238,8 @@ interface Ctx {
   dataAccount: string;
   expected?: Set<string>;
   opts: AuthCalloutOptions;
+  /** Admitted connects per principal ({@linkcode CALLOUT_CONNECT_RATE}). */
+  connects: TokenBuckets;
 }
 
 async function handle(ctx: Ctx, msg: CalloutMsg): Promise<CalloutDecision> {
@@ -263,6 +275,13 @@ async function handle(ctx: Ctx, msg: CalloutMsg): Promise<CalloutDecision> {
       throw new CotalError("bearer_expired", "The bearer has expired; exchange for a fresh one.");
     }
     const row = await ctx.opts.ledger.authorizeBearer(bearer);
+    if (!ctx.connects.take(principal)) {
+      throw new CotalError(
+        "callout_connect_rate",
+        `${principal} connected more than ${CALLOUT_CONNECT_RATE.burst} times in a minute; ` +
+          "wait a minute and connect again, with fewer connections.",
+      );
+    }
     const nonce = req.nats.connect_opts?.name ?? "";
     try {
       assertConnId(nonce);

@@ -8,6 +8,7 @@ import type { NatsConnection } from "nats";
 import { chatReadFilter, chatSubject } from "../../lib/wire/subjects.ts";
 import { waitFor } from "../_harness/broker.ts";
 import { forge, now, ownerFor } from "./_helpers.ts";
+import { CALLOUT_CONNECT_RATE } from "../../lib/auth/callout.ts";
 import {
   connectUser,
   nonce,
@@ -156,6 +157,35 @@ Deno.test("callout - refusals are signed denials with the reason reported", asyn
     const nc = await connectUser(mesh, good, { name: nonce() });
     await nc.close();
   } finally {
+    await r.stop();
+    await mesh.close();
+  }
+});
+
+Deno.test("callout - a principal's connects past its burst are refused with a signed reason; another principal still gets in", async () => {
+  const mesh = await startCalloutMesh();
+  const r = await startResponder(mesh);
+  const open: NatsConnection[] = [];
+  try {
+    const alice = await mesh.bearer(await mesh.grant("alice"), 120);
+    // Red team 21: kicked connections that reconnect at once were back at once. The callout
+    // admits a burst, then refuses until the minute refills it.
+    for (let i = 0; i < CALLOUT_CONNECT_RATE.burst; i++) {
+      open.push(await connectUser(mesh, alice, { name: nonce() }));
+    }
+    const d = await deniedWith(r, () => connectUser(mesh, alice, { name: nonce() }));
+    assert.equal(d.outcome, "deny");
+    assert.equal(d.code, "callout_connect_rate");
+    assert.match(d.message, /connected more than 64 times in a minute/);
+    // Closing them gives nothing back before the refill: it counts connects, not connections.
+    for (const nc of open.splice(0)) await nc.close();
+    const again = await deniedWith(r, () => connectUser(mesh, alice, { name: nonce() }));
+    assert.equal(again.code, "callout_connect_rate");
+    // Another principal is not held by alice's rate.
+    const bob = await mesh.bearer(await mesh.grant("bob"), 120);
+    open.push(await connectUser(mesh, bob, { name: nonce() }));
+  } finally {
+    for (const nc of open) await nc.close().catch(() => {});
     await r.stop();
     await mesh.close();
   }

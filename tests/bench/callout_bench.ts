@@ -47,6 +47,17 @@ const svc = await mesh.start();
 const row = await mesh.grant("bench", { sub: ["general"], pub: ["general"] });
 const exchange = await mesh.exchange(svc, { idpToken: await mesh.idp.sign(), actor: "bench" });
 const bearer = exchange.body.token as string;
+// The callout admits 64 connects a minute per principal (CALLOUT_CONNECT_RATE): the measured
+// connects rotate over enough principals that none is refused.
+const PRINCIPALS = 128;
+const bearers: string[] = [];
+for (let i = 0; i < PRINCIPALS; i++) {
+  await mesh.grant(`bench${i}`, { sub: ["general"], pub: ["general"] });
+  const x = await mesh.exchange(svc, { idpToken: await mesh.idp.sign(), actor: `bench${i}` });
+  bearers.push(x.body.token as string);
+}
+let nextBearer = 0;
+const rotated = () => bearers[nextBearer++ % bearers.length];
 const identity = newIdentity();
 const staticCreds = await mintCreds(mesh.auth, identity, "agent", {
   principal: { owner: row.owner, actor: row.actor },
@@ -72,7 +83,7 @@ function connectCallout(): Promise<NatsConnection> {
   return connect({
     servers: mesh.broker.url,
     authenticator: sentinelAuth,
-    token: bearer,
+    token: rotated(),
     name,
     inboxPrefix: `_INBOX_${name}`,
     reconnect: false,
