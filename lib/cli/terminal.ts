@@ -2,7 +2,8 @@
  * Text that reaches an operator's terminal from an agent, a message or a log: every control
  * character rendered visibly, so an escape sequence (a window title, a clipboard write through
  * OSC 52, a screen clear, a DCS string) is shown as text and never acted on. `--json` output
- * stays exact (JSON escapes it); `cotal attach` is the one raw stream, by design.
+ * stays exact (JSON escapes it). `cotal attach` drives a terminal, so it passes the agent's
+ * rendering controls and drops the rest (lib/cli/attach_filter.ts).
  *
  * @module
  */

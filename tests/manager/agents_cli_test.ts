@@ -9,7 +9,8 @@ import { lineFileReady } from "../_harness/files.ts";
 import { type ManagerMesh, startManagerMesh } from "./_manager_mesh.ts";
 import { agentWorkdir } from "./_agent_fixture.ts";
 
-const SHELL = 'while read l; do echo "got:$l"; stty size; done';
+// Each answer comes after an OSC 52 clipboard write, which attach must not pass on.
+const SHELL = 'while read l; do printf "\\033]52;c;b3duZWQ=\\007"; echo "got:$l"; stty size; done';
 
 function cotalArgs(mesh: ManagerMesh, args: string[]): string[] {
   return [
@@ -105,12 +106,14 @@ Deno.test("manager - cotal spawn, ps, attach (both ways, resized) and despawn", 
     return /got:hello\r?\n40 100/.test(seen);
   }, { what: "the shell's answer through attach" });
   assert.doesNotMatch(seen, /cache database|cache file/, "Deno's cache warnings reached the pty");
+  assert.ok(!seen.includes("\x1b]52"), "the agent's clipboard write reached the terminal");
   await w.write(new Uint8Array([0x1d]));
   const st = await attach.status;
   await reading;
   const err = dec.decode(await new Response(attach.stderr).arrayBuffer());
   assert.equal(st.code, 0, err);
   assert.match(err, /\[cotal attach: detached\]/);
+  assert.match(err, /\[cotal attach: shell; Ctrl-\] detaches\]/);
 
   // A resize while attached reaches the pty (the library client; the CLI does it on SIGWINCH).
   const ctl = await mesh.control();

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { AttachFilter } from "../../cli/attach_filter.ts";
 import { cotalCommand } from "../../cli/invocation.ts";
 import { defineCommand, denoIo, JSON_FLAG, printList, printResult } from "../../cli/mod.ts";
 import { CotalError, isCotalError } from "../../errors.ts";
@@ -446,11 +447,15 @@ export const attachCommand = defineCommand({
     const size = parseSize(values.size) ?? consoleSize();
     await using ctl = await client(values, 3600);
     const out = Deno.stdout;
+    // The agent's rendering reaches this terminal; what acts beyond the screen (a title, the
+    // clipboard, DCS strings, window operations) does not (lib/cli/attach_filter.ts).
+    const filter = new AttachFilter();
     const session = await ctl.attach(
       localActor(positionals[0]),
-      (b) => void out.write(b),
+      (b) => void out.write(filter.push(b)),
       size ?? {},
     );
+    console.error(`[cotal attach: ${safeText(positionals[0])}; Ctrl-] detaches]\r`);
     const raw = Deno.stdin.isTerminal();
     if (raw) Deno.stdin.setRaw(true);
     const onResize = () => {
