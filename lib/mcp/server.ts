@@ -14,11 +14,25 @@ import {
   type CallToolResult,
   ListResourcesRequestSchema,
   ListToolsRequestSchema,
+  McpError,
   ReadResourceRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 import { listChannelResources, readChannelResource, ResourceSubscriptions } from "./resources.ts";
+import { isCotalError } from "../errors.ts";
+
+/**
+ * MCP's "resource not found" (its specification's -32002): an unknown resource was reported
+ * as an internal error (-32603), which tells a client to retry (newcomer pass 8).
+ */
+export const RESOURCE_NOT_FOUND = -32002;
+
+/** Rethrows a refusal of the client's request as the protocol error it is. */
+function protocolError(err: unknown): never {
+  if (isCotalError(err, "resource_unknown")) throw new McpError(RESOURCE_NOT_FOUND, err.message);
+  throw err;
+}
 import type { CotalEndpoint, CotalMessageEvent } from "../endpoint/mod.ts";
 import type { InboxJournal, InboxKind } from "./journal.ts";
 import { checkArguments, type MeshTool, meshTools, toolErrorText } from "./tools.ts";
@@ -150,10 +164,15 @@ export async function serveMcp(
   );
   server.setRequestHandler(
     ReadResourceRequestSchema,
-    (req: { params: { uri: string } }) => readChannelResource(endpoint, req.params.uri),
+    (req: { params: { uri: string } }) =>
+      readChannelResource(endpoint, req.params.uri).catch(protocolError),
   );
   server.setRequestHandler(SubscribeRequestSchema, (req: { params: { uri: string } }) => {
-    subscriptions.subscribe(endpoint, req.params.uri);
+    try {
+      subscriptions.subscribe(endpoint, req.params.uri);
+    } catch (err) {
+      protocolError(err);
+    }
     return Promise.resolve({});
   });
   server.setRequestHandler(UnsubscribeRequestSchema, (req: { params: { uri: string } }) => {

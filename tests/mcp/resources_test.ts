@@ -59,15 +59,27 @@ Deno.test("mcp - joined channels are resources: read as history, updated on a po
     );
 
     // Unknown, or not joined: refused with the list of what there is.
+    // MCP's "resource not found" (-32002), not an internal error (newcomer pass 8).
     for (const uri of ["cotal://channel/random", "file:///etc/passwd"]) {
       await assert.rejects(
         bob.client.readResource({ uri }),
-        /There is no resource .*; the resources are the joined channels \(cotal:\/\/channel\/general, cotal:\/\/channel\/ops\)/,
+        (e: { code?: number; message?: string }) => {
+          assert.equal(e.code, -32002);
+          assert.match(
+            String(e.message),
+            /There is no resource .*; the resources are the joined channels \(cotal:\/\/channel\/general, cotal:\/\/channel\/ops\)/,
+          );
+          return true;
+        },
       );
     }
     await assert.rejects(
       bob.client.subscribeResource({ uri: "cotal://channel/random" }),
-      /There is no resource/,
+      (e: { code?: number; message?: string }) => {
+        assert.equal(e.code, -32002);
+        assert.match(String(e.message), /There is no resource/);
+        return true;
+      },
     );
   } finally {
     await alice.close();
