@@ -379,7 +379,8 @@ function refusal(channel: string, err: Error): CotalError {
     "channel_refused",
     `The broker refused the subscription to ${channel} (${
       errorText(err)
-    }): it is not within this agent's read ACL; add it to allowSubscribe and re-mint.`,
+    }): it is not within this agent's read grant; the operator grants it with 'cotal spawn ` +
+      `--allow-subscribe ${channel}' (allowSubscribe when provisioning), then a new cred.`,
     { cause: err },
   );
 }

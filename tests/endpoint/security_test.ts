@@ -184,7 +184,10 @@ Deno.test("endpoint - a channel outside allowSubscribe or allowPublish is refuse
   // Through the endpoint: a join, a history read and a post, each with its own code.
   await assert.rejects(
     () => a.joinChannel("secret"),
-    (err) => isCotalError(err, "channel_refused"),
+    (err) =>
+      isCotalError(err, "channel_refused") &&
+      // How to grant it, in the operator's words (newcomer pass 8 read "allowSubscribe").
+      /'cotal spawn --allow-subscribe secret'/.test(err.message),
   );
   assert.deepEqual(a.joinedChannels(), ["general"]);
   await assert.rejects(
