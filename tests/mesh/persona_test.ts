@@ -174,7 +174,7 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     assert.equal(JSON.parse(shouter.stdout).agent, "task-runner");
     assert.match(
       (await cotal(["persona", "show", "shouter", "--root", root])).stdout,
-      /^command: \/bin\/sh -c tr a-z A-Z$/m,
+      /^command: \/bin\/sh -c 'tr a-z A-Z'$/m,
     );
     await Deno.remove(`${root}/personas/shouter.md`);
     // The listing names the bad file and fails, and still shows the good ones.

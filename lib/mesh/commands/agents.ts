@@ -487,6 +487,11 @@ export const attachCommand = defineCommand({
   },
 });
 
+/** `arg` as one shell word: bare when it holds nothing a shell would split or expand. */
+function shellWord(arg: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`;
+}
+
 function parseSize(text: string | undefined): { cols: number; rows: number } | undefined {
   if (text === undefined) return undefined;
   const m = /^(\d{1,4})x(\d{1,4})$/.exec(text);
@@ -563,7 +568,8 @@ export const personaShowCommand = defineCommand({
         safeText(`model: ${v.model ?? "-"}`),
         safeText(`env: ${v.env.join(", ") || "-"}`),
         safeText(`may spawn: ${v.spawn.join(", ") || "-"}`),
-        safeText(`command: ${v.command ? [v.command, ...v.args].join(" ") : "-"}`),
+        // Quoted as a shell would take it: `sh -c 'tr a-z A-Z'` is three arguments, not five.
+        safeText(`command: ${v.command ? [v.command, ...v.args].map(shellWord).join(" ") : "-"}`),
         "",
         safeText(v.instructions || "(no instructions)", { lines: true }),
       ].join("\n"));
