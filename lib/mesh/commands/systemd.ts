@@ -156,8 +156,11 @@ async function spacesWithSysCreds(stateDir: string, spaces: string[]): Promise<s
  * down and how to mint them.
  */
 export function sysCredsWarnings(l: SystemdLayout): string[] {
+  // The next step names the state dir: a root no 'cotal up' ever made has nothing to rotate
+  // (newcomer pass 8 was told to run 'up --rotate-sys' before /var/lib/cotal existed).
+  const root = l.stateDir;
   return l.spaces.filter((s) => !l.sysCreds?.includes(s)).map((s) =>
-    `warning: space ${s} has no $SYS creds in the store (or they cannot be read): its delivery unit starts without them, so its membership view and connection evictions stay down; stop the mesh, run 'cotal up --rotate-sys', then install again.`
+    `warning: space ${s} has no $SYS creds in ${root}/secrets (or they cannot be read): its delivery unit starts without them, so its membership view and connection evictions stay down; run 'cotal up --root ${root} --space ${s}' once if that root was never started (its first up mints them), else 'cotal down --root ${root}' and 'cotal up --root ${root} --rotate-sys'; then install again.`
   );
 }
 
