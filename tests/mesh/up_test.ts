@@ -275,6 +275,12 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
         ),
       { what: "the delivery daemon's log through cotal logs", timeoutMs: 20_000 },
     );
+    // --json, as the other read commands (newcomer pass 8): the lines exact.
+    const asJson = await cotal(["logs", "delivery.default", "--root", root, "--json"]);
+    assert.equal(asJson.code, 0, asJson.stderr);
+    const j = JSON.parse(asJson.stdout);
+    assert.equal(j.component, "delivery.default");
+    assert.ok(j.lines.some((l: string) => /delivery daemon up/.test(l)), asJson.stdout);
     const unknown = await cotal(["logs", "delivery.nope", "--root", root]);
     assert.equal(unknown.code, 1);
     assert.match(

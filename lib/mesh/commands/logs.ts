@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { defineCommand } from "../../cli/mod.ts";
+import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
@@ -71,6 +71,7 @@ export const logsCommand = defineCommand({
   summary: "show the newest lines of one component's log (named as status names it)",
   flags: {
     ...ROOT_FLAG,
+    ...JSON_FLAG,
     lines: { type: "string", value: "n", description: "how many lines (default 50)" },
   },
   positionals: [{
@@ -100,7 +101,14 @@ export const logsCommand = defineCommand({
         }.`,
       );
     }
-    for (const line of await tail(path, n)) console.log(safeText(line));
+    const lines = await tail(path, n);
+    // --json as every read command takes it (newcomer pass 8): the lines exact, JSON-escaped.
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      { component: positionals[0], file: path, lines },
+      (v) => v.lines.map((l) => safeText(l)).join("\n"),
+    );
   },
 });
 
