@@ -50,6 +50,8 @@ export const BROKER_PROBE_INTERVAL_MS = 5_000;
 export const BROKER_PROBE_TIMEOUT_MS = 5_000;
 /** Probes in a row that find the broker accepting but silent before it is killed as hung. */
 export const BROKER_SILENT_PROBES = 3;
+/** A gap between two passes longer than this is the watchdog's own pause, not its components'. */
+export const PAUSED_AFTER_MS = 5_000;
 
 function watchListPath(root: string): string {
   return `${meshPaths(root).runDir}/watch.json`;
@@ -253,8 +255,39 @@ export class Watchdog {
     })().catch(() => {}).finally(() => this.#probe = undefined);
   }
 
+  /**
+   * When the last pass ended: a pass that finds it long ago means this watchdog was paused
+   * (the machine suspended, the whole stack frozen and thawed), and what it sees has had no
+   * time to run again since. Fault pass 8 thawed a frozen stack and the watchdog killed the
+   * healthy daemons for their old beats at once.
+   */
+  #lastPass = 0;
+
   /** One pass: every dead component whose backoff has passed is started again. */
   async check(now = Date.now()): Promise<void> {
+    if (this.#lastPass && now - this.#lastPass > PAUSED_AFTER_MS) {
+      this.#log(
+        `watchdog: it did not run for ${
+          Math.round((now - this.#lastPass) / 1000)
+        } s (paused); every component gets ${
+          HUNG_AFTER_MS / 1000
+        } s to beat again before it is judged`,
+      );
+      for (const t of this.#tracks.values()) {
+        t.upSince = Math.max(t.upSince, now);
+        t.silent = 0;
+      }
+    }
+    // The pass's end in the caller's clock (a test drives it with its own).
+    const began = Date.now();
+    try {
+      await this.#pass(now);
+    } finally {
+      this.#lastPass = now + (Date.now() - began);
+    }
+  }
+
+  async #pass(now: number): Promise<void> {
     const { spaces } = await readSpaceIndex(this.root).catch(() => ({ spaces: [] as string[] }));
     for (const c of await readWatchList(this.root)) {
       if (c.id === this.#self) continue;

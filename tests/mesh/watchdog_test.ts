@@ -210,3 +210,49 @@ Deno.test("mesh - a component's liveness is its lock: held while it runs, free o
     await removeTempDir(root);
   }
 });
+
+Deno.test("mesh - a watchdog that was paused itself gives its components time to beat before it judges them, then judges them", async () => {
+  const root = await tempDir("cotal-wdpause-");
+  const files = componentFiles(root, "sleeper");
+  try {
+    await Deno.mkdir(`${root}/run`, { recursive: true });
+    await Deno.mkdir(`${root}/logs`, { recursive: true });
+    const { record } = await startDaemon({
+      name: "sleeper",
+      command: "/bin/sleep",
+      args: ["120"],
+      ...files,
+      detach: true,
+    });
+    // A component that beat once, now: it is judged by that beat.
+    await Deno.writeTextFile(files.beatFile, `${Date.now()}\n`);
+    await writeWatchList(root, [{
+      id: "sleeper",
+      name: "sleeper",
+      command: "/bin/sleep",
+      args: ["120"],
+      env: { COTAL_HEARTBEAT: files.beatFile },
+    }]);
+    const lines: string[] = [];
+    const dog = new Watchdog({ root, detach: true, log: (l) => lines.push(l) });
+    const t0 = Date.now();
+    await dog.check(t0);
+    // The next pass comes 60 s later (the machine slept): the beat is 60 s old, but so is the
+    // watchdog's own last look. Fault pass 8: the healthy daemons were killed at the thaw.
+    await dog.check(t0 + 60_000);
+    assert.match(lines.join("\n"), /did not run for 60 s \(paused\)/);
+    assert.ok(isSameProcess(record), `killed after the watchdog's own pause:\n${lines.join("\n")}`);
+    // Past the grace with still no beat, it is hung, and killed.
+    for (let t = 61_000; t <= 82_000; t += 1_000) await dog.check(t0 + t);
+    assert.match(
+      lines.join("\n"),
+      /sleeper has not beaten for 2\d s \(frozen or wedged\); killing it/,
+    );
+    await waitFor(() => !isSameProcess(record), { what: "the hung sleeper killed" });
+  } finally {
+    // The last passes may have started it again.
+    const again = await readPidFile(files.pidFile).catch(() => undefined);
+    if (again && isSameProcess(again)) Deno.kill(again.pid, "SIGKILL");
+    await removeTempDir(root);
+  }
+});
