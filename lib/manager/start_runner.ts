@@ -120,6 +120,12 @@ function exists(path: string): boolean {
   }
 }
 
+/** Whether `path` is `dir` or below it (plain paths, as the spawn gave them). */
+function isInside(path: string, dir: string): boolean {
+  const d = dir.replace(/\/+$/, "");
+  return path === d || path.startsWith(`${d}/`);
+}
+
 /** Host dirs every sandbox binds read-only already: a program under them needs no bind of its own. */
 export const SYSTEM_PREFIXES: readonly string[] = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"];
 
@@ -220,8 +226,14 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
     `${checkout}/cmd`,
     dirOf(entry),
   ].filter((p, i, all) => all.indexOf(p) === i && exists(p));
-  const expose = [...sb.expose];
-  if (program && !SYSTEM_PREFIXES.some((s) => program.startsWith(s))) expose.push(program);
+  // A path under the agent's workdir (or its own dir) is the agent's to rename: bound on its
+  // own, its source would be looked up by bwrap (as root) through whatever link the agent
+  // planted in its place, binding a host file of the agent's choosing (red team 23). The
+  // workdir's own bind already shows it, at the same path.
+  const agentOwned = [sb.workdir, agentDir].filter((d): d is string => d !== undefined);
+  const expose = [...sb.expose, ...(program ? [program] : [])].filter((p) =>
+    !SYSTEM_PREFIXES.some((s) => p.startsWith(s)) && !agentOwned.some((d) => isInside(p, d))
+  );
   const args = bwrapArgs({
     launchDir: agentDir,
     etcFiles: sb.etcFiles,
