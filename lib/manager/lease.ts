@@ -164,7 +164,21 @@ export class ManagerLease {
       if (isWrongSeq(err)) {
         // A row no manager wrote is ours to write back; another manager's row is a loss.
         const row = await this.#kv.get(this.key).catch(() => null);
-        if (row && row.operation === "PUT" && !isLeaseRow(row.value)) {
+        if (!row || row.operation !== "PUT") {
+          // Gone: it lapsed while the broker was away (or a restarted broker lost the memory
+          // bucket). Nobody took it: taken again, create-only. Fault pass 8 saw a supervisor
+          // stop renewing for good after a 12 s broker outage.
+          try {
+            this.#revision = await this.#kv.create(this.key, jsonBytes(this.#info));
+            return;
+          } catch (again) {
+            if (!isWrongSeq(again)) return; // Transient: the next tick looks again.
+          }
+        } else if (decode(row.value).incarnation === this.#info.incarnation) {
+          // Our own write, whose answer was lost in a reconnect: its revision is ours.
+          this.#revision = row.revision;
+          return;
+        } else if (!isLeaseRow(row.value)) {
           try {
             this.#revision = await this.#kv.update(this.key, jsonBytes(this.#info), row.revision);
             return;
