@@ -8,6 +8,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import { startWaitingForBroker } from "../endpoint/wait_start.ts";
 import { CotalEndpoint } from "../endpoint/endpoint.ts";
 import {
   type AgentSpec,
@@ -306,7 +307,13 @@ export async function runAgent(launchPath: string, opts: RunAgentOptions = {}): 
         channels: spec.kind === "program" ? [] : launch.channels ?? [],
       });
       e.addEventListener("warning", (ev) => log(`cotal-agent: ${ev.error.message}`));
-      await e.start();
+      // An unreachable broker is waited for (an agent restarted while it was down stayed off
+      // the mesh for good); a refused cred is the caller's to see.
+      await startWaitingForBroker(e, {
+        signal,
+        waiting: (err) => log(`cotal-agent: ${err.message} Waiting for it.`),
+        back: () => log("cotal-agent: on the mesh"),
+      });
       return e;
     })();
     return ep;

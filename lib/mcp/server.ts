@@ -21,6 +21,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { listChannelResources, readChannelResource, ResourceSubscriptions } from "./resources.ts";
 import { isCotalError } from "../errors.ts";
+import { startWaitingForBroker } from "../endpoint/wait_start.ts";
 
 /**
  * MCP's "resource not found" (its specification's -32002): an unknown resource was reported
@@ -122,7 +123,12 @@ export async function serveMcp(
   collectInto(endpoint, inbox, log);
   endpoint.addEventListener("warning", (ev) => log(`cotal mcp: ${ev.error.message}`));
   endpoint.addEventListener("error", (ev) => log(`cotal mcp: ${ev.error.message}`));
-  await endpoint.start();
+  // A broker that is down is waited for, not a reason to exit (fault pass 8: the program that
+  // started its cotal-mcp was left off the mesh while it ran on).
+  await startWaitingForBroker(endpoint, {
+    waiting: (err) => log(`cotal mcp: ${err.message} Waiting for it.`),
+    back: () => log("cotal mcp: on the mesh"),
+  });
   const tools = [
     ...meshTools(endpoint, inbox),
     ...(opts.spawn ? spawnTools(opts.spawn) : []),
