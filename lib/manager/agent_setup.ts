@@ -46,6 +46,8 @@ export interface PrepareOptions {
   readonly socketDir: string;
   /** Hands out agent uids (a root supervisor); absent: agents run as the supervisor's uid. */
   readonly idPool?: AgentIdPool;
+  /** The uid a kept agent ran as, asked for again when it comes back (if free). */
+  readonly preferUid?: number;
   /** A module agent's file on the supervisor's host. */
   readonly moduleSource?: string;
   readonly subscribe?: readonly string[];
@@ -248,7 +250,7 @@ export async function prepareAgent(
   const p = agent.plan;
   const bwrap = p.isolation.mode === "bwrap";
   const switchUser = bwrap && !!p.isolation.switchUser && !!opts.idPool;
-  const ids = switchUser ? await opts.idPool!.acquire() : ownIds();
+  const ids = switchUser ? await opts.idPool!.acquire(opts.preferUid) : ownIds();
   // The stand-in key of its relayed creds: what a loopback relay checks its caller against.
   const standIn = newIdentity();
   try {

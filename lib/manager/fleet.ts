@@ -173,7 +173,10 @@ export class Fleet {
       if (!this.#kept.has(row.name)) continue;
       try {
         // Under its own name: a fresh one could be another kept agent's, not back yet.
-        await this.spawn({ ...row.request!, name: row.name }, { lifecycleUid: row.lifecycleUid });
+        await this.spawn({ ...row.request!, name: row.name }, {
+          lifecycleUid: row.lifecycleUid,
+          ...(row.uid !== undefined ? { uid: row.uid } : {}),
+        });
         this.#host.log(`manager: brought ${row.name} back (same lifecycle)`);
         this.#broughtBack.push(row.name);
       } catch (err) {
@@ -216,7 +219,10 @@ export class Fleet {
    * Spawns one agent and resolves once its presence appears (the readiness window), or
    * refuses with a typed error after undoing everything it provisioned.
    */
-  async spawn(rawArgs: JsonObject, resume?: { lifecycleUid: string }): Promise<AgentRow> {
+  async spawn(
+    rawArgs: JsonObject,
+    resume?: { lifecycleUid: string; uid?: number },
+  ): Promise<AgentRow> {
     const req = parseSpawnRequest(rawArgs);
     if (req.command) await assertProgram(req.command);
     const connector = findConnector(req.agent);
@@ -272,6 +278,7 @@ export class Fleet {
         slot: agent.slot!,
         socketDir: this.#host.socketDir,
         ...(this.#host.sandbox?.idPool ? { idPool: this.#host.sandbox.idPool } : {}),
+        ...(resume?.uid !== undefined ? { preferUid: resume.uid } : {}),
         ...(req.module ? { moduleSource: req.module } : {}),
         subscribe: req.subscribe,
         ttlSeconds: ttl,

@@ -45,6 +45,11 @@ export interface IndexedAgent {
   readonly pid?: number;
   /** The spawn request as given: the agent is spawned again, same lifecycle, at the next start. */
   readonly request?: JsonObject;
+  /**
+   * The uid it ran as (a supervisor that switches uids): asked for again when it comes back,
+   * so the files it made in its workdir stay its own.
+   */
+  readonly uid?: number;
 }
 
 function composition(ctx: LifecycleContext) {

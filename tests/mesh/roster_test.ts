@@ -31,6 +31,8 @@ Deno.test("mesh - five agents come back after kill -9 of their supervisor, and d
       );
       uids.set(name, row.lifecycleUid);
     }
+    // The uid each runs as (a root supervisor gives each its own).
+    const runAs = new Map((await ps()).map((r) => [r.name, r.sandbox?.uid]));
 
     const id = `supervise.${spaceKeyHex("default")}`;
     const sup = (await readPidFile(componentFiles(root, id).pidFile))!;
@@ -50,6 +52,9 @@ Deno.test("mesh - five agents come back after kill -9 of their supervisor, and d
     for (const line of table.slice(1)) assert.match(line.slice(at), /^\d+ /, line);
     assert.deepEqual(rows.map((r) => r.name).sort(), names);
     assert.equal(new Set(rows.map((r) => r.pid)).size, names.length);
+    // Each back as the uid it had: what it wrote in its workdir stays its own (fault pass 8:
+    // a new uid could not append to its files, and the agent was retired).
+    for (const r of rows) assert.equal(r.sandbox?.uid, runAs.get(r.name), r.name);
 
     // down --keep-agents, then up: the same five, same lifecycles.
     const kept = await run("down", "--keep-agents");

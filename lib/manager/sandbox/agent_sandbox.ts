@@ -116,6 +116,11 @@ export class AgentSandbox {
   readonly etcFiles: Readonly<Record<string, string>>;
   #closed = false;
 
+  /** The uid the agent was switched to (a supervisor that switches uids), else undefined. */
+  get switchedUid(): number | undefined {
+    return this.opts.switchUser ? this.opts.ids.uid : undefined;
+  }
+
   private constructor(
     opts: AgentSandboxOptions,
     control: ControlChannel,

@@ -69,17 +69,19 @@ export class AgentIdPool {
     this.lockDir = lockDir;
   }
 
-  /** Takes a free uid (its lock held until `release()`); `agent_ids_exhausted` if none. */
-  async acquire(): Promise<AgentIds> {
+  /**
+   * Takes a free uid (its lock held until `release()`); `agent_ids_exhausted` if none.
+   * `prefer`, when it is in the range and free, is taken first: an agent brought back after a
+   * supervisor restart runs as the uid it had, so what it wrote stays writable to it (fault
+   * pass 8: a new uid could not append to its own files, and the agent was retired).
+   */
+  async acquire(prefer?: number): Promise<AgentIds> {
     await Deno.mkdir(this.lockDir, { recursive: true, mode: 0o700 });
     const uids = this.range.count - 1;
-    // A random start spreads supervisors over the range, so a scan rarely meets a held lock.
-    const start = Math.floor(Math.random() * uids);
-    for (let i = 0; i < Math.min(uids, 4096); i++) {
-      const uid = this.range.first + 1 + ((start + i) % uids);
-      if (this.#held.has(uid)) continue;
+    const take = (uid: number): AgentIds | undefined => {
+      if (this.#held.has(uid)) return undefined;
       const fd = tryLockFile(`${this.lockDir}/${uid}`);
-      if (fd === undefined) continue;
+      if (fd === undefined) return undefined;
       this.#held.set(uid, fd);
       return {
         uid,
@@ -91,6 +93,16 @@ export class AgentIdPool {
           closeFd(held);
         },
       };
+    };
+    const inRange = prefer !== undefined && Number.isSafeInteger(prefer) &&
+      prefer > this.range.first && prefer < this.range.first + this.range.count;
+    const preferred = inRange ? take(prefer) : undefined;
+    if (preferred) return preferred;
+    // A random start spreads supervisors over the range, so a scan rarely meets a held lock.
+    const start = Math.floor(Math.random() * uids);
+    for (let i = 0; i < Math.min(uids, 4096); i++) {
+      const got = take(this.range.first + 1 + ((start + i) % uids));
+      if (got) return got;
     }
     throw new CotalError(
       "agent_ids_exhausted",
