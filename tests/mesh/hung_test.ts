@@ -92,6 +92,28 @@ Deno.test("mesh - a frozen daemon or broker is not healthy, the watchdog kills a
     const up = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
     assert.equal(up.code, 0, up.stderr);
 
+    // A frozen signer, and both watchdogs frozen so that nothing heals it: the daemons no rail
+    // reaches are judged by their heartbeat (fault pass 8: status said healthy, exit 0).
+    const signer = `signer.${spaceKeyHex("default")}`;
+    const still = [
+      await pidOf(root, "watchdog"),
+      await pidOf(root, "watchdog-peer"),
+      await pidOf(root, signer),
+    ];
+    for (const pid of still) signal(pid, "SIGSTOP");
+    frozen.push(...still);
+    await new Promise((r) => setTimeout(r, 11_000));
+    const beats = await cotal(["status", "--root", root, "--json"]);
+    const sb = JSON.parse(beats.stdout);
+    assert.equal(sb.healthy, false, beats.stdout);
+    assert.notEqual(beats.code, 0);
+    for (const id of [signer, "watchdog", "watchdog-peer"]) {
+      assert.match(sb.unanswered[id] ?? "", /its heartbeat is \d+ s old \(frozen or wedged\)/, id);
+    }
+    for (const pid of still) signal(pid, "SIGCONT");
+    // Thawed, the watchdogs know they were paused: nothing is killed for the old beats.
+    await healthyWithin(root, 30_000);
+
     // A frozen delivery daemon: running, not answering.
     const d = await pidOf(root, delivery);
     signal(d, "SIGSTOP");

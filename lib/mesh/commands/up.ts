@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { HUNG_AFTER_MS } from "../../heartbeat.ts";
 import { cotalCommand } from "../../cli/invocation.ts";
 import { defineCommand, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { denoIo } from "../../cli/mod.ts";
@@ -235,6 +236,9 @@ function deliveryHealth(
   }) as Promise<{ stalledSince?: number; lastError?: string }>;
 }
 
+/** A beat older than this is a daemon `status` calls not answering (half the watchdog's). */
+const STALE_BEAT_MS = HUNG_AFTER_MS / 2;
+
 /** How long the broker may take to answer one round trip before `status` calls it silent. */
 const BROKER_ANSWER_MS = 3_000;
 
@@ -355,6 +359,18 @@ export const statusCommand = defineCommand({
         stalled[space] = `stalled since ${new Date(h.stalledSince).toISOString()}: ${
           h.lastError ?? "unknown"
         } (its log: ${componentFiles(root, id).logFile})`;
+      }
+    }
+    // Every daemon that beats (lib/heartbeat.ts) says whether it still runs, the ones no rail
+    // reaches too (the signer, the auth service, the watchdogs): fault pass 8 froze the signer
+    // and the watchdog-peer and status said healthy. Stale past half the watchdog's limit.
+    for (const c of components) {
+      if (c.state !== "running" || unanswered[c.id] !== undefined) continue;
+      const beat = await Deno.stat(componentFiles(root, c.id).beatFile).catch(() => undefined);
+      const since = c.since ? Date.parse(c.since) : NaN;
+      const age = beat?.mtime ? Date.now() - beat.mtime.getTime() : undefined;
+      if (age !== undefined && age > STALE_BEAT_MS && !(Date.now() - since <= STALE_BEAT_MS)) {
+        unanswered[c.id] = `its heartbeat is ${Math.round(age / 1000)} s old (frozen or wedged)`;
       }
     }
     const label = (id: string) => safeText(componentLabel(id, spaces));
