@@ -5,9 +5,11 @@
  * restarted loses nothing: a completed write is in the kernel's page cache, which outlives the
  * process. A host crash is another matter, and the broker's: nats-server itself syncs its file
  * store every two minutes by default, so the line is not synced per message either (that
- * sync was 3 ms of every delivery, `tests/bench/mcp_bench.ts`). What
- * `inbox` or `wait` returned is marked read before the answer goes out, so nothing is seen
- * twice. Lines are JSON (`{n, at, kind, message}`), in `inbox.jsonl`; the read marks are lines
+ * sync was 3 ms of every delivery, `tests/bench/mcp_bench.ts`). What `inbox` or `wait`
+ * returned is handed out: not returned again by this server, and marked read on disk at the
+ * client's next request, which shows it took the answer. A server killed before that returns it
+ * again after its restart: a client that died with an answer in its pipe lost it before (fault
+ * pass 8); one that read it sees it twice, by the same id. Lines are JSON (`{n, at, kind, message}`), in `inbox.jsonl`; the read marks are lines
  * appended to `read.log` (a cursor below which everything is read, and the numbers read out of
  * order; the last whole line counts), rewritten as one line once it grows. Both files stay
  * open for appending: opening and closing them, and renaming a marks file into place, were a
@@ -173,14 +175,34 @@ export class InboxJournal {
     return run;
   }
 
-  /** The unread entries, oldest first (at most `max`), without marking them. */
+  /** The unread entries not handed out, oldest first (at most `max`), without marking them. */
   unread(max = Infinity): InboxEntry[] {
     const out: InboxEntry[] = [];
     for (const e of this.#entries) {
       if (out.length >= max) break;
-      if (!this.#isRead(e.n)) out.push(e);
+      if (!this.#isRead(e.n) && !this.#handedOut.has(e.n)) out.push(e);
     }
     return out;
+  }
+
+  /** Entries returned to the client whose receipt its next request has not shown yet. */
+  readonly #handedOut = new Map<number, InboxEntry>();
+
+  /**
+   * Records `entries` as returned to the client: never returned again by this server, marked
+   * read by {@linkcode settleHandedOut} (the client's next request), returned again by a
+   * restarted one if that never came.
+   */
+  handOut(entries: readonly InboxEntry[]): void {
+    for (const e of entries) this.#handedOut.set(e.n, e);
+  }
+
+  /** Marks read, durably, what was handed out: the client's next request shows it took it. */
+  async settleHandedOut(): Promise<void> {
+    if (this.#handedOut.size === 0) return;
+    const entries = [...this.#handedOut.values()];
+    this.#handedOut.clear();
+    await this.markRead(entries);
   }
 
   /** The entry holding message `id`, read or not. */
@@ -188,7 +210,7 @@ export class InboxJournal {
     return this.#entries.find((e) => e.message.id === id);
   }
 
-  /** Marks `entries` read, durably, before they are handed out. */
+  /** Marks `entries` read, durably. */
   async markRead(entries: readonly InboxEntry[]): Promise<void> {
     if (entries.length === 0) return;
     const extra = new Set([...this.#marks.extra, ...entries.map((e) => e.n)]);

@@ -22,6 +22,10 @@ import {
 import { listChannelResources, readChannelResource, ResourceSubscriptions } from "./resources.ts";
 import { isCotalError } from "../errors.ts";
 import { startWaitingForBroker } from "../endpoint/wait_start.ts";
+import type { CotalEndpoint, CotalMessageEvent } from "../endpoint/mod.ts";
+import type { InboxJournal, InboxKind } from "./journal.ts";
+import { checkArguments, type MeshTool, meshTools, toolErrorText } from "./tools.ts";
+import { spawnTools } from "./spawn_tools.ts";
 
 /**
  * MCP's "resource not found" (its specification's -32002): an unknown resource was reported
@@ -34,10 +38,6 @@ function protocolError(err: unknown): never {
   if (isCotalError(err, "resource_unknown")) throw new McpError(RESOURCE_NOT_FOUND, err.message);
   throw err;
 }
-import type { CotalEndpoint, CotalMessageEvent } from "../endpoint/mod.ts";
-import type { InboxJournal, InboxKind } from "./journal.ts";
-import { checkArguments, type MeshTool, meshTools, toolErrorText } from "./tools.ts";
-import { spawnTools } from "./spawn_tools.ts";
 
 /** Options of {@linkcode serveMcp}. */
 export interface ServeMcpOptions {
@@ -152,6 +152,8 @@ export async function serveMcp(
   server.setRequestHandler(
     CallToolRequestSchema,
     async (req: { params: { name: string; arguments?: Record<string, unknown> } }) => {
+      // A request shows the client took the last answer: what it handed out is read now.
+      await inbox.settleHandedOut();
       const result = await callTool(tools, req.params.name, req.params.arguments);
       // A join or leave changes which channel resources there are.
       if (

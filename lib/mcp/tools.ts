@@ -145,12 +145,12 @@ function fromEntries(entries: readonly InboxEntry[]): ToolMessage[] {
   return entries.map((e) => toolMessage(e.message, e.kind));
 }
 
-/** Reads up to `max` unread messages and marks them read before they are handed out. */
-async function takeUnread(inbox: InboxJournal, max: number) {
+/** Hands out up to `max` unread messages (read on disk at the client's next request). */
+function takeUnread(inbox: InboxJournal, max: number) {
   const entries = inbox.unread(max + 1);
   const taken = entries.slice(0, max);
-  await inbox.markRead(taken);
-  return { messages: fromEntries(taken), more: entries.length > max };
+  inbox.handOut(taken);
+  return Promise.resolve({ messages: fromEntries(taken), more: entries.length > max });
 }
 
 /** The tools of one agent, over its endpoint and inbox. */
@@ -230,7 +230,7 @@ function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
         for (;;) {
           const reply = inbox.unread().find((e) => e.message.replyTo === m.id);
           if (reply) {
-            await inbox.markRead([reply]);
+            inbox.handOut([reply]);
             return { id: m.id, reply: toolMessage(reply.message, reply.kind) };
           }
           const left = deadline - Date.now();
