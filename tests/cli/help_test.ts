@@ -53,3 +53,9 @@ Deno.test("cli - --help text is generated from the spec", () => {
     ].join("\n"),
   );
 });
+
+Deno.test("cli - spawn's --limit help names each limit's bounds (newcomer pass 8 read 256M as a valid memory)", async () => {
+  const { spawnCommand } = await import("../../lib/mesh/commands/agents.ts");
+  const text = helpText(spawnCommand, "cotal");
+  assert.match(text, /--limit <name=value>.*bounds: processes 16-4096, memory 1G-64G,/);
+});

@@ -74,6 +74,14 @@ function human(name: keyof AgentLimits, n: number): string {
   return `${n}`;
 }
 
+/** Each limit with its bounds (`memory 1G-64G, ...`), for help texts. */
+export function limitBoundsText(): string {
+  return LIMIT_NAMES.map((n) => {
+    const [lo, hi] = AGENT_LIMIT_BOUNDS[n];
+    return `${n} ${human(n, lo)}-${human(n, hi)}`;
+  }).join(", ");
+}
+
 /** Parses `512M`, `2G`, `1048576` (bytes) or a plain count. */
 function parseAmount(name: keyof AgentLimits, v: unknown): number {
   if (typeof v === "number") return v;

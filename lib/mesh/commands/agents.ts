@@ -15,7 +15,7 @@ import { registry } from "../../registry.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { HARNESS_INSTALL } from "../../manager/harness_connectors.ts";
 import { listPersonas, type Persona, personaSpawnFields, readPersona } from "../persona.ts";
-import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
+import { limitBoundsText, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
 import { runningBroker } from "../space.ts";
@@ -225,7 +225,8 @@ export const spawnCommand = defineCommand({
       type: "string",
       multiple: true,
       value: "name=value",
-      description: `a resource limit (${LIMIT_NAMES.join(", ")}), e.g. memory=2G`,
+      // With the bounds: newcomer pass 8 read 256M as valid, and the least is 1G.
+      description: `a resource limit, e.g. memory=2G (bounds: ${limitBoundsText()})`,
     },
     env: {
       type: "string",
