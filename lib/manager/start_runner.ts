@@ -20,6 +20,7 @@ import {
   bwrapArgs,
   CONTROL_SOCKET_INSIDE,
   HOME_INSIDE,
+  isInside,
   LAUNCH_DIR_INSIDE,
   type NetMode,
   SANDBOX_PATH,
@@ -118,12 +119,6 @@ function exists(path: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** Whether `path` is `dir` or below it (plain paths, as the spawn gave them). */
-function isInside(path: string, dir: string): boolean {
-  const d = dir.replace(/\/+$/, "");
-  return path === d || path.startsWith(`${d}/`);
 }
 
 /** Host dirs every sandbox binds read-only already: a program under them needs no bind of its own. */
@@ -230,7 +225,9 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
   // own, its source would be looked up by bwrap (as root) through whatever link the agent
   // planted in its place, binding a host file of the agent's choosing (red team 23). The
   // workdir's own bind already shows it, at the same path.
-  const agentOwned = [sb.workdir, agentDir].filter((d): d is string => d !== undefined);
+  // As the spawn gave them, a trailing slash included.
+  const agentOwned = [sb.workdir, agentDir].filter((d): d is string => d !== undefined)
+    .map((d) => d.replace(/\/+$/, "") || "/");
   const expose = [...sb.expose, ...(program ? [program] : [])].filter((p) =>
     !SYSTEM_PREFIXES.some((s) => p.startsWith(s)) && !agentOwned.some((d) => isInside(p, d))
   );

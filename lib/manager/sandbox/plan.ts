@@ -126,7 +126,8 @@ function ownsNoMount(path: string, made: ReadonlySet<string>): boolean {
   return !SYSTEM_DIRS.some((d) => isInside(path, d) || isInside(d, path));
 }
 
-function isInside(path: string, dir: string): boolean {
+/** Whether `path` is `dir` or below it (plain paths; `/` holds everything). */
+export function isInside(path: string, dir: string): boolean {
   return path === dir || path.startsWith(dir === "/" ? "/" : `${dir}/`);
 }
 
