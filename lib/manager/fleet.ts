@@ -41,6 +41,8 @@ import { onRunnerExit } from "./restarts.ts";
 import { isPresent, presenceHolds, rosterRow, rosterRows } from "./roster.ts";
 import { planSpawn } from "./spawn_plan.ts";
 import { assertProgram, parseSpawnRequest, type SpawnRequest } from "./spawn_request.ts";
+import { RUNNER_HUNG_AFTER_MS } from "./sandbox/control_channel.ts";
+import { signalGroup, signalProcess } from "./sandbox/libc.ts";
 import { startRunner } from "./start_runner.ts";
 
 /** What the fleet needs of its manager (read when used: most of it exists only once started). */
@@ -378,7 +380,24 @@ export class Fleet {
       rows: agent.rows,
       ...(p.env ? { extraEnv: p.env } : {}),
     });
+    agent.hung = undefined;
     agent.attachHandle(started.handle, (exit) => this.#onExit(agent, exit));
+    agent.sandbox?.control.onSilent(() => this.#killHung(agent));
+  }
+
+  /**
+   * A runner that stopped answering its control line is killed, so the restart policy treats it
+   * as the crash it is (a frozen runner would otherwise sit "running", gone from the mesh).
+   */
+  #killHung(agent: ManagedAgent): void {
+    const h = agent.handle;
+    if (!h || (agent.status !== "running" && agent.status !== "starting")) return;
+    agent.hung = `its runner stopped answering (no reply on its control line for ${
+      Math.round(RUNNER_HUNG_AFTER_MS / 1000)
+    } s)`;
+    this.#host.log(`manager: ${agent.plan.name}: ${agent.hung}; killing it`);
+    signalProcess(h.pid, "SIGKILL");
+    signalGroup(h.pid, "SIGKILL");
   }
 
   #scheduleAgentRenewal(agent: ManagedAgent, ttlSeconds?: number): void {

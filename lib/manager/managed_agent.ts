@@ -112,6 +112,8 @@ export class ManagedAgent {
   /** Crash times inside the restart window. */
   readonly crashes: number[] = [];
   restartsUsed = 0;
+  /** Why the supervisor killed its current runner as hung (the exit then says so). */
+  hung?: string;
   cols = 120;
   rows = 32;
   renewTimer?: ReturnType<typeof setTimeout>;

@@ -26,6 +26,7 @@ export interface RestartHooks {
 export function onRunnerExit(agent: ManagedAgent, exit: RuntimeExit, h: RestartHooks): void {
   if (agent.status === "stopping" || agent.status === "starting" || !h.running()) return;
   agent.endSessions("process-exit");
+  const how = agent.hung ? `${describeExit(exit)}: ${agent.hung}` : describeExit(exit);
   const overBudget = recordCrash(agent, exit, Date.now());
   if (overBudget) {
     agent.status = "retired";
@@ -44,8 +45,8 @@ export function onRunnerExit(agent: ManagedAgent, exit: RuntimeExit, h: RestartH
   }
   agent.status = "restarting";
   agent.restartsUsed++;
-  agent.reason = `restarted after ${describeExit(exit)}`;
-  h.log(`manager: ${agent.plan.name} exited (${describeExit(exit)}); restarting`);
+  agent.reason = `restarted after ${how}`;
+  h.log(`manager: ${agent.plan.name} exited (${how}); restarting`);
   h.track((async () => {
     await new Promise((r) => setTimeout(r, 200 * agent.crashes.length));
     if (agent.status !== "restarting" || !h.running()) return;

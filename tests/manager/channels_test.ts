@@ -171,6 +171,45 @@ Deno.test("channels - a stop reaches the runner; a runner also stops when the li
   await waitFor(() => dropped === 1, { what: "the drop" });
 });
 
+Deno.test("channels - a runner that stops answering pings is reported once; an agent's own line cannot answer for it", async () => {
+  const dir = await tempDir("cotal-ctl-");
+  const timings = { pingEveryMs: 50, hungAfterMs: 400 };
+  const ctl = await ControlChannel.listen(`${dir}/0.control`, undefined, timings);
+  let reported = 0;
+  ctl.onSilent(() => reported++);
+  try {
+    // A live runner answers every ping: never reported.
+    const unfollow = await followControl(ctl.path, () => {});
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.equal(reported, 0);
+    assert.ok(ctl.silentMs()! < 400, `silent for ${ctl.silentMs()} ms`);
+    unfollow();
+    await waitFor(() => ctl.silentMs() === undefined, { what: "the runner's line gone" });
+    // A frozen runner: its line is open and reads nothing. The agent dials in beside it and
+    // writes pongs on its own line: they are drained, not heard.
+    const frozen = await Deno.connect({ transport: "unix", path: ctl.path });
+    const agent = await Deno.connect({ transport: "unix", path: ctl.path });
+    const pong = new TextEncoder().encode("pong\n");
+    const forging = setInterval(() => agent.write(pong).catch(() => {}), 20);
+    try {
+      await waitFor(() => reported === 1, { timeoutMs: 5_000, what: "the silent runner reported" });
+      await new Promise((r) => setTimeout(r, 600));
+      assert.equal(reported, 1, "reported once per runner");
+    } finally {
+      clearInterval(forging);
+      frozen.close();
+      agent.close();
+    }
+    // Its restart (a new line) is watched afresh.
+    await waitFor(() => ctl.silentMs() === undefined, { what: "the frozen line gone" });
+    const again = await Deno.connect({ transport: "unix", path: ctl.path });
+    await waitFor(() => reported === 2, { timeoutMs: 5_000, what: "the restarted runner watched" });
+    again.close();
+  } finally {
+    await ctl.close();
+  }
+});
+
 Deno.test("channels - an agent past its byte budget is held back, not cut off: every byte arrives", async () => {
   const dir = await tempDir("cotal-relay-");
   const broker = echoServer();

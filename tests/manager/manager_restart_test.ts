@@ -103,3 +103,37 @@ Deno.test("manager - names and roles that differ only by case are one: the secon
         .test(e.message),
   );
 });
+
+Deno.test("manager - a runner its agent froze is killed as hung and restarted (it would sit 'running' forever)", async () => {
+  await using mesh = await startManagerMesh("hung");
+  await mesh.manager();
+  const ctl = await mesh.control();
+  // Comes up, then freezes its own runner (its parent in the sandbox) and lives on: the runner
+  // answers no ping from then on, and its presence lapses while `ps` would still say running.
+  const row = await ctl.request<AgentRow>("spawn", {
+    agent: "program",
+    command: "/bin/sh",
+    args: ["-c", "sleep 2; kill -STOP $PPID; exec sleep 600"],
+    name: "freezer",
+    restarts: 3,
+    windowMs: 600_000,
+  }, { timeoutMs: 40_000 });
+  assert.equal(row.status, "running");
+  const find = async () =>
+    (await ctl.request<{ agents: AgentRow[] }>("ps")).agents.find((a) => a.name === "freezer");
+  let last: AgentRow | undefined;
+  // The hung window (30 s) plus a ping's period and the restart.
+  await waitFor(async () => {
+    last = await find();
+    return (last?.restarts ?? 0) >= 1 && last?.status === "running";
+  }, {
+    timeoutMs: 60_000,
+    what: "the frozen runner killed and restarted",
+  });
+  assert.match(
+    last!.reason!,
+    /^restarted after signal SIGKILL: its runner stopped answering \(no reply on its control line for 30 s\)$/,
+  );
+  assert.notEqual(last!.pid, row.pid);
+  await ctl.request("despawn", { name: "freezer" }, { timeoutMs: 20_000 });
+});
