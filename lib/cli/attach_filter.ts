@@ -1,31 +1,78 @@
 /**
- * What `cotal attach` lets through of an agent's terminal output. Attaching is driving a
- * terminal, so the agent's rendering controls pass (text, colours, cursor moves, erases,
- * modes). The sequences that act beyond the screen do not: OSC (window title, clipboard
- * through OSC 52, hyperlinks, palette), DCS, SOS, PM and APC strings, whatever terminates them,
- * CSI window operations (`t`: resize, move, title reports), and the C1 forms of all of these.
- * A stream filter: a sequence split across chunks is judged whole.
+ * What `cotal attach` lets through of an agent's terminal output: an allowlist. Attaching is
+ * driving a terminal, so the agent's rendering passes: UTF-8 text, the C0 controls a screen
+ * uses (BEL, BS, HT, LF, VT, FF, CR, SO, SI), CSI sequences whose final byte draws, moves, erases or
+ * sets a mode, and a few two-byte escapes (save/restore cursor, keypad modes, index, the ASCII
+ * and line-drawing character sets). Everything else is dropped, whole: OSC (window title,
+ * clipboard through OSC 52, hyperlinks, palette), DCS, SOS, PM and APC strings and whatever
+ * terminates them, CSI window operations (`t`) and any other final byte, every other escape
+ * (`ESC k` names a screen or tmux window, `ESC c` resets the terminal), C1 controls in either
+ * form (UTF-8 U+0080..U+009F, or a raw 8-bit byte), and malformed UTF-8. A C1 control or an
+ * escape that interrupts a sequence cancels it, as it does in a terminal, and is then judged on
+ * its own (red team 24 passed ESC U+009D, which a terminal reads as OSC, through the
+ * interrupted escape). A stream filter: a sequence split across chunks is judged whole.
+ *
+ * Modes the agent set legitimately (the alternate screen, mouse reporting, a scroll region)
+ * outlive the session in the operator's terminal: {@linkcode ATTACH_RESET} undoes them at detach.
  *
  * @module
  */
 
 const ESC = 0x1b;
 const BEL = 0x07;
+/** C0 controls that pass: BEL, BS, HT, LF, VT, FF, CR, and SO/SI (the G1/G0 character set). */
+const C0_PASSED = new Set([0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f]);
 /** Introducers (after ESC) of the strings that are dropped: OSC, DCS, SOS, PM, APC. */
 const STRING_INTRODUCERS = new Set([0x5d, 0x50, 0x58, 0x5e, 0x5f]);
 /** The same as C1 controls (U+0090 DCS, U+0098 SOS, U+009D OSC, U+009E PM, U+009F APC). */
 const C1_STRINGS = new Set([0x90, 0x98, 0x9d, 0x9e, 0x9f]);
+/** Escapes of one byte after ESC that pass: DECSC, DECRC, DECKPAM, DECKPNM, IND, NEL, RI. */
+const ESC_PASSED = new Set([..."78=>DEM"].map((c) => c.charCodeAt(0)));
+/** Character sets that may be designated with `ESC (` or `ESC )`: ASCII and line drawing. */
+const CHARSETS_PASSED = new Set([..."B0"].map((c) => c.charCodeAt(0)));
+/**
+ * CSI final bytes that pass: cursor moves, erases, inserts and deletes, scrolling, SGR, modes
+ * (`h`/`l`), the scroll region, cursor save/restore and style, and reports the terminal answers
+ * into the agent's own input. Not `t` (window operations) nor the rest (printing, soft reset,
+ * rectangle and checksum operations).
+ */
+const CSI_FINALS_PASSED = new Set(
+  [..."@ABCDEFGHIJKLMPSTXZ`abcdefghlmnqrsu"].map((c) => c.charCodeAt(0)),
+);
 /** A CSI longer than this is dropped whole (its bytes skipped up to its final byte). */
 const MAX_CSI = 64;
 
-type State = "ground" | "esc" | "csi" | "csi-skip" | "string" | "string-esc" | "c2";
+/**
+ * What `cotal attach` writes when it detaches: attributes, character set, scroll region and
+ * cursor back to normal, the alternate screen left, mouse reporting, focus events and
+ * bracketed paste off, cursor keys and keypad normal.
+ */
+export const ATTACH_RESET = "\x1b[0m\x1b(B\x1b)B\x0f\x1b[r\x1b[?25h\x1b[?1049l" +
+  "\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l" +
+  "\x1b[?2004l\x1b[?1l\x1b>\x1b[?7h";
+
+type State =
+  | "ground"
+  | "utf8"
+  | "esc"
+  | "charset"
+  | "csi"
+  | "csi-skip"
+  | "string"
+  | "string-esc"
+  | "c2";
 
 /** A streaming filter over one agent's output. */
 export class AttachFilter {
   #state: State = "ground";
   #csi: number[] = [];
-  // The state a held 0xC2 (the first byte of a UTF-8 C1 control) came from.
-  #c2From: State = "ground";
+  /** Continuation bytes a UTF-8 character still needs, and its bytes so far. */
+  #need = 0;
+  #utf8: number[] = [];
+  /** The charset designator (`(` or `)`) awaiting its final byte. */
+  #designator = 0;
+  /** Whether a held 0xC2 (the first byte of a UTF-8 C1 control) came from inside a string. */
+  #c2InString = false;
 
   /** The bytes of `chunk` that may reach the operator's terminal. */
   push(chunk: Uint8Array): Uint8Array {
@@ -37,64 +84,98 @@ export class AttachFilter {
   #byte(b: number, out: number[]): void {
     switch (this.#state) {
       case "ground":
-        if (b === ESC) this.#state = "esc";
-        else if (b === 0xc2) {
-          this.#c2From = "ground";
-          this.#state = "c2";
-        } else out.push(b);
-        return;
-      case "c2":
-        // U+0080..U+009F: a C1 control, never passed; a string introducer starts a dropped
-        // string, CSI (U+009B) becomes ESC [ and is judged as one.
-        this.#state = this.#c2From === "string" ? "string" : "ground";
-        if (b >= 0x80 && b <= 0x9f) {
-          if (this.#c2From === "string") {
-            if (b === 0x9c) this.#state = "ground"; // ST ends the string.
-          } else if (C1_STRINGS.has(b)) this.#state = "string";
-          else if (b === 0x9b) this.#startCsi();
+        return this.#ground(b, out);
+      case "utf8":
+        if (b >= 0x80 && b <= 0xbf) {
+          this.#utf8.push(b);
+          if (--this.#need === 0) {
+            out.push(...this.#utf8);
+            this.#utf8 = [];
+            this.#state = "ground";
+          }
           return;
         }
-        if (this.#c2From !== "string") out.push(0xc2);
-        this.#byte(b, out);
-        return;
+        // A character cut short is malformed: dropped, and this byte judged afresh.
+        this.#utf8 = [];
+        this.#state = "ground";
+        return this.#ground(b, out);
+      case "c2":
+        // U+0080..U+009F: a C1 control, never passed. A string introducer starts a dropped
+        // string, CSI (U+009B) becomes ESC [ and is judged as one, ST ends a string.
+        if (b >= 0x80 && b <= 0x9f) {
+          if (this.#c2InString) this.#state = b === 0x9c ? "ground" : "string";
+          else if (C1_STRINGS.has(b)) this.#state = "string";
+          else if (b === 0x9b) this.#startCsi();
+          else this.#state = "ground";
+          return;
+        }
+        if (this.#c2InString) {
+          this.#state = "string";
+          return this.#byte(b, out);
+        }
+        // U+00A0..U+00BF: a character like any other.
+        if (b >= 0xa0 && b <= 0xbf) {
+          out.push(0xc2, b);
+          this.#state = "ground";
+          return;
+        }
+        this.#state = "ground";
+        return this.#ground(b, out);
       case "esc":
         if (STRING_INTRODUCERS.has(b)) this.#state = "string";
         else if (b === 0x5b) this.#startCsi();
-        else if (b === ESC) out.push(ESC); // ESC ESC: the first stands alone.
-        else {
+        else if (ESC_PASSED.has(b)) {
           out.push(ESC, b);
           this.#state = "ground";
+        } else if (b === 0x28 || b === 0x29) {
+          this.#designator = b;
+          this.#state = "charset";
+        } else if (b >= 0x20 && b <= 0x7e) {
+          // Any other escape (ESC k, ESC c, ESC #, ...): dropped with its byte.
+          this.#state = "ground";
+        } else {
+          // A control or a non-ASCII byte cancels the escape and is judged on its own.
+          this.#state = "ground";
+          this.#ground(b, out);
         }
         return;
+      case "charset":
+        this.#state = "ground";
+        if (CHARSETS_PASSED.has(b)) out.push(ESC, this.#designator, b);
+        else if (b < 0x20 || b >= 0x7f) this.#ground(b, out);
+        return;
       case "csi":
-        this.#csi.push(b);
         if (b >= 0x40 && b <= 0x7e) {
-          // Window operations (`t`) move, resize, or report the title into the input.
-          if (b !== 0x74) out.push(...this.#csi);
+          this.#csi.push(b);
+          if (CSI_FINALS_PASSED.has(b)) out.push(...this.#csi);
           this.#csi = [];
           this.#state = "ground";
-        } else if (b < 0x20) {
-          // A control inside: the sequence is dropped, the control acted on.
+        } else if (b >= 0x20 && b <= 0x3f) {
+          this.#csi.push(b);
+          if (this.#csi.length > MAX_CSI) {
+            this.#csi = [];
+            this.#state = "csi-skip";
+          }
+        } else {
+          // A control, DEL or a non-ASCII byte inside: the sequence is dropped, the byte judged
+          // on its own (a terminal cancels the CSI and acts on it).
           this.#csi = [];
           this.#state = "ground";
-          this.#byte(b, out);
-        } else if (this.#csi.length > MAX_CSI) {
-          this.#csi = [];
-          this.#state = "csi-skip";
+          if (b !== 0x7f) this.#ground(b, out);
         }
         return;
       case "csi-skip":
         if (b >= 0x40 && b <= 0x7e) this.#state = "ground";
-        else if (b < 0x20) {
+        else if (b < 0x20 || b >= 0x80) {
           this.#state = "ground";
-          this.#byte(b, out);
+          this.#ground(b, out);
         }
         return;
       case "string":
         if (b === BEL) this.#state = "ground";
         else if (b === ESC) this.#state = "string-esc";
         else if (b === 0xc2) {
-          this.#c2From = "string";
+          this.#c2InString = true;
           this.#state = "c2";
         }
         return;
@@ -107,6 +188,25 @@ export class AttachFilter {
         }
         return;
     }
+  }
+
+  #ground(b: number, out: number[]): void {
+    if (b === ESC) {
+      this.#state = "esc";
+    } else if (b < 0x20) {
+      if (C0_PASSED.has(b)) out.push(b);
+    } else if (b < 0x7f) {
+      out.push(b);
+    } else if (b === 0xc2) {
+      this.#c2InString = false;
+      this.#state = "c2";
+    } else if (b >= 0xc3 && b <= 0xf4) {
+      this.#utf8 = [b];
+      this.#need = b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3;
+      this.#state = "utf8";
+    }
+    // DEL, a stray continuation byte (a raw 8-bit C1 control among them), 0xC0, 0xC1 and
+    // 0xF5..0xFF: never text, dropped.
   }
 
   #startCsi(): void {

@@ -3,7 +3,7 @@
  * in every spelling and however the stream is chunked (lib/cli/attach_filter.ts).
  */
 import assert from "node:assert/strict";
-import { AttachFilter } from "../../lib/cli/attach_filter.ts";
+import { ATTACH_RESET, AttachFilter } from "../../lib/cli/attach_filter.ts";
 
 const ENC = new TextEncoder();
 const DEC = new TextDecoder();
@@ -64,4 +64,57 @@ Deno.test("attach filter - C1 forms and window operations are dropped", () => {
   // An overlong CSI is dropped whole, up to its final byte; it is not held for ever.
   assert.equal(filtered(`a\x1b[${"1;".repeat(40)}mb`), "ab");
   assert.equal(filtered(`a\x1b[${"1;".repeat(40)}\r\nb`), "a\r\nb");
+});
+
+Deno.test("attach filter - red team 24: a C1 control that interrupts an escape, a CSI or a string is dropped, not passed", () => {
+  const b = (...parts: (string | number[])[]) =>
+    Uint8Array.from(parts.flatMap((p) => typeof p === "string" ? [...ENC.encode(p)] : p));
+  const OSC = [0xc2, 0x9d];
+  const CSI = [0xc2, 0x9b];
+  const cases: [Uint8Array, string][] = [
+    // ESC U+009D: a terminal cancels the ESC and reads OSC 0 (title) or OSC 52 (clipboard).
+    [b("a\x1b", OSC, "0;PWNED\x07b"), "ab"],
+    [b("a\x1b", OSC, "52;c;Y3VybCBldmlsIHwgc2gK\x07b"), "ab"],
+    // ESC U+009B: CSI window operations.
+    [b("a\x1b", CSI, "8;5;5t\x1b", CSI, "21tb"), "ab"],
+    // Inside a dropped string, ESC U+009D opens another.
+    [b("a\x1b]0;dropped\x1b", OSC, "2;PWNED\x07b"), "ab"],
+    // U+009D inside a CSI cancels it and opens an OSC.
+    [b("a\x1b[", OSC, "0;PWNED\x07b"), "ab"],
+    // Raw 8-bit C1 (a terminal in 8-bit mode reads OSC), and a stray continuation byte.
+    [b("a", [0x9d], "0;X", [0x07], "b"), "a0;X\x07b"],
+    [b("a", [0x9b], "21tb"), "a21tb"],
+    // screen/tmux window name: the escape goes, the text is plain text.
+    [b("a\x1bkPWNED\x1b\\b"), "aPWNEDb"],
+    // Full reset, and a charset other than ASCII or line drawing.
+    [b("a\x1bcb\x1b(Kc"), "abc"],
+    // Malformed UTF-8: an overlong lead, a character cut short by an escape.
+    [b("a", [0xc0, 0xaf], "b", [0xe4, 0xbd], "\x1b", OSC, "0;x\x07c"), "abc"],
+  ];
+  for (const [input, want] of cases) {
+    const hex = [...input].map((x) => x.toString(16).padStart(2, "0")).join(" ");
+    assert.equal(filtered(input), want, hex);
+  }
+});
+
+Deno.test("attach filter - the reset written at detach undoes the modes an agent may leave on", () => {
+  // What red team 24 left in the operator's terminal after Ctrl-]: hidden text, line drawing,
+  // mouse reporting, the alternate screen, bracketed paste, a one-line scroll region.
+  const left = "\x1b[8m\x1b(0\x1b[?1000h\x1b[?1006h\x1b[?1049h\x1b[?2004h\x1b[1;1r";
+  assert.equal(filtered(left), left, "rendering modes pass while attached");
+  for (
+    const undo of [
+      "\x1b[0m",
+      "\x1b(B",
+      "\x1b[?1000l",
+      "\x1b[?1006l",
+      "\x1b[?1049l",
+      "\x1b[?2004l",
+      "\x1b[r",
+    ]
+  ) {
+    assert.ok(ATTACH_RESET.includes(undo), JSON.stringify(undo));
+  }
+  // The reset itself is made of sequences the filter passes: nothing in it acts beyond the screen.
+  assert.equal(filtered(ATTACH_RESET), ATTACH_RESET);
 });

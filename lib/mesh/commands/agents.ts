@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { AttachFilter } from "../../cli/attach_filter.ts";
+import { ATTACH_RESET, AttachFilter } from "../../cli/attach_filter.ts";
 import { cotalCommand } from "../../cli/invocation.ts";
 import { defineCommand, denoIo, JSON_FLAG, printList, printResult } from "../../cli/mod.ts";
 import { CotalError, isCotalError } from "../../errors.ts";
@@ -484,6 +484,9 @@ export const attachCommand = defineCommand({
     }
     reader.releaseLock();
     await session.close();
+    // What the agent switched on (the alternate screen, mouse reporting, hidden text, a scroll
+    // region, line drawing) is switched off: the operator's shell gets its terminal back.
+    if (out.isTerminal()) await out.write(new TextEncoder().encode(ATTACH_RESET)).catch(() => {});
     console.error(`\r\n[cotal attach: ${safeText(why)}]`);
   },
 });
