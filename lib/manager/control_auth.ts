@@ -80,4 +80,12 @@ export class ControlVerifier {
   ): Promise<void> {
     await this.#inner.verify(subject, body, headers, caller, nonce, once);
   }
+
+  /**
+   * Refuses a nonce `caller` used before inside the window, or one past its cap, and remembers
+   * it otherwise. Call it only for a proven request.
+   */
+  remember(caller: { owner: string; actor: string }, nonce: string): void {
+    this.#inner.remember(caller, nonce);
+  }
 }

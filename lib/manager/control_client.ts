@@ -36,10 +36,16 @@ export const DEFAULT_CONTROL_TIMEOUT_MS = 10_000;
 /**
  * Read-only commands are re-sent (same nonce) on silence this often within their deadline: a
  * request published while the manager's connection was down (a broker config reload drops
- * every client on nats-server 2.10) has no subscriber and is lost. Commands with effects are
- * never re-sent.
+ * every client on nats-server 2.10) has no subscriber and is lost.
  */
 export const READ_RESEND_MS = 1_000;
+/**
+ * Commands with effects are re-sent (same nonce, fresh proof) on silence this often: one sent
+ * to a supervisor that froze, or that was killed and is coming back, was lost with it. The
+ * supervisor runs each nonce once and answers every copy with its reply (`ReplyCache`), and a
+ * spawn its predecessor took is found on the roster, not started twice.
+ */
+export const EFFECT_RESEND_MS = 3_000;
 const READ_COMMANDS = READ_ONLY_COMMANDS;
 
 /** How long a connect, and its first round trip, may take (frozen). */
@@ -196,14 +202,17 @@ export class ManagerClient {
           ),
         );
       }, timeoutMs);
-      // Signed once: a re-send of a read-only command carries the same proof.
-      const proof = proveControlRequest(this.#prover, subject, body);
+      // Each copy signed afresh: a long deadline outlasts the proof's window.
       const send = () => {
-        proof.then((headers) => this.#nc.publish(subject, body, { headers })).catch(() => {
-          // Closed: the timer reports it.
-        });
+        proveControlRequest(this.#prover, subject, body)
+          .then((headers) => this.#nc.publish(subject, body, { headers })).catch(() => {
+            // Closed: the timer reports it.
+          });
       };
-      const resend = READ_COMMANDS.has(command) ? setInterval(send, READ_RESEND_MS) : undefined;
+      const resend = setInterval(
+        send,
+        READ_COMMANDS.has(command) ? READ_RESEND_MS : EFFECT_RESEND_MS,
+      );
       const done = () => {
         this.#pending.delete(nonce);
         clearTimeout(timer);

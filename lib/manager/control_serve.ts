@@ -8,7 +8,12 @@ import type { Msg, NatsConnection, Subscription } from "nats";
 import { CotalError } from "../errors.ts";
 import type { ControlVerifier } from "./control_auth.ts";
 import { serveFilters } from "./control_rail.ts";
-import { type ControlOps, dispatchControl, handleControlMessage } from "./control_server.ts";
+import {
+  type ControlOps,
+  dispatchControl,
+  handleControlMessage,
+  ReplyCache,
+} from "./control_server.ts";
 import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 /** Headers that can be read, else none (the request then carries no proof). */
@@ -36,23 +41,26 @@ export async function serveControl(
   nc: NatsConnection,
   ctx: ControlServeContext,
 ): Promise<Subscription[]> {
+  const replies = new ReplyCache();
   const handle = (m: Msg) =>
     handleControlMessage(m, {
       space: ctx.space,
       instanceId: ctx.instanceId,
       epoch: ctx.epoch,
-      verify: (m, caller, nonce, once) =>
-        ctx.verifier.verify(m.subject, m.data, knownHeaders(m), caller, nonce, once),
+      verify: (m, caller) =>
+        ctx.verifier.verify(m.subject, m.data, knownHeaders(m), caller, "", false),
+      remember: (caller, nonce) => ctx.verifier.remember(caller, nonce),
+      replies,
       publish: (to, data) => nc.publish(to, data),
       log: ctx.log,
-      dispatch: (command, args, caller) => {
+      dispatch: (command, args, caller, nonce) => {
         if (!ctx.running()) {
           throw new CotalError(
             "unavailable",
             "The manager is stopping; try again when it is back.",
           );
         }
-        return dispatchControl(command, args, caller, ctx.ops);
+        return dispatchControl(command, args, caller, ctx.ops, nonce);
       },
     });
   const f = serveFilters(ctx.space, ctx.instanceId);

@@ -21,6 +21,7 @@ import {
 } from "./control_rail.ts";
 import type { AgentRow, ManagedAgent } from "./managed_agent.ts";
 import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { REQUEST_PROOF_WINDOW_MS } from "../trust/request_proof.ts";
 
 /** What handling one request needs from its manager. */
 export interface ControlServerContext {
@@ -29,16 +30,68 @@ export interface ControlServerContext {
   epoch: string;
   publish(subject: string, data: Uint8Array): void;
   log(line: string): void;
-  dispatch(command: string, args: JsonObject, caller: ControlCaller): unknown;
-  /**
-   * Throws unless the request proves its caller (lib/manager/control_auth.ts); `once` for
-   * commands with effects, whose nonce may not come again.
-   */
-  verify(m: Msg, caller: ControlCaller, nonce: string, once: boolean): Promise<void>;
+  dispatch(command: string, args: JsonObject, caller: ControlCaller, nonce: string): unknown;
+  /** Throws unless the request proves its caller (lib/manager/control_auth.ts). */
+  verify(m: Msg, caller: ControlCaller): Promise<void>;
+  /** Throws when the caller is past its cap of requests with effects, remembers the nonce otherwise. */
+  remember(caller: ControlCaller, nonce: string): void;
+  /** Replies to commands with effects, by caller and nonce, for their re-sends. */
+  replies: ReplyCache;
 }
 
 /** Commands without effects: a caller re-sends them (same nonce) on silence. */
 export const READ_ONLY_COMMANDS: ReadonlySet<string> = new Set(["status", "ps"]);
+
+/**
+ * How long the reply to a command with effects is kept for its re-sends: as long as its nonce
+ * is remembered (twice the proof window), so a re-send is never taken for a new command.
+ */
+export const REPLY_KEEP_MS = 2 * REQUEST_PROOF_WINDOW_MS;
+/** The most replies kept (the oldest finished one goes first). */
+export const REPLY_CACHE_CAP = 4_096;
+
+/**
+ * The replies to commands with effects, while their callers may re-send them. A caller that
+ * hears nothing (a supervisor frozen, restarting, or its connection down) sends the same
+ * request again; the command runs once and every copy is answered with its one reply.
+ */
+export class ReplyCache {
+  readonly #entries = new Map<string, { reply: Promise<ControlReply>; until: number }>();
+  readonly #now: () => number;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  /** The reply to `key`'s earlier copy (in flight or done), if one is kept. */
+  get(key: string): Promise<ControlReply> | undefined {
+    this.#expire();
+    return this.#entries.get(key)?.reply;
+  }
+
+  /** Keeps `reply` for `key`'s re-sends. */
+  set(key: string, reply: Promise<ControlReply>): void {
+    this.#expire();
+    if (this.#entries.size >= REPLY_CACHE_CAP) {
+      const oldest = this.#entries.keys().next().value;
+      if (oldest !== undefined) this.#entries.delete(oldest);
+    }
+    this.#entries.set(key, { reply, until: this.#now() + REPLY_KEEP_MS });
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  #expire(): void {
+    const now = this.#now();
+    // Insertion order is arrival order, and so expiry order.
+    for (const [k, e] of this.#entries) {
+      if (e.until >= now) break;
+      this.#entries.delete(k);
+    }
+  }
+}
 
 /**
  * Answers one control request; malformed subjects and broker answers aimed at the rail are
@@ -48,18 +101,42 @@ export async function handleControlMessage(m: Msg, ctx: ControlServerContext): P
   const parsed = parseRequestSubject(ctx.space, m.subject);
   const h = headersOf(m);
   if (!parsed || h === UNDECODABLE || isBrokerAnswer(h)) return;
-  let reply: ControlReply;
-  try {
-    await ctx.verify(m, parsed.caller, parsed.nonce, !READ_ONLY_COMMANDS.has(parsed.command));
-    const req = decodeRequest(m.data, parsed);
-    const data = await ctx.dispatch(req.command, req.args, parsed.caller);
-    reply = { v: CONTROL_VERSION, id: parsed.nonce, ok: true, data };
-  } catch (err) {
+  const failed = (err: unknown): ControlReply => {
     const error = isCotalError(err)
       ? { code: err.code, message: err.message }
       : { code: "internal", message: "The manager failed unexpectedly; see its log." };
     if (!isCotalError(err)) ctx.log(`manager: ${parsed.command} failed: ${errorText(err)}`);
-    reply = { v: CONTROL_VERSION, id: parsed.nonce, ok: false, error };
+    return { v: CONTROL_VERSION, id: parsed.nonce, ok: false, error };
+  };
+  const run = async (): Promise<ControlReply> => {
+    try {
+      const req = decodeRequest(m.data, parsed);
+      const data = await ctx.dispatch(req.command, req.args, parsed.caller, parsed.nonce);
+      return { v: CONTROL_VERSION, id: parsed.nonce, ok: true, data };
+    } catch (err) {
+      return failed(err);
+    }
+  };
+  let reply: ControlReply;
+  try {
+    await ctx.verify(m, parsed.caller);
+    if (READ_ONLY_COMMANDS.has(parsed.command)) {
+      reply = await run();
+    } else {
+      // A command with effects runs once per nonce: a re-send (same caller, same nonce, its
+      // proof fresh) gets the first copy's reply, waiting for it while it runs. A replay by
+      // anyone else cannot carry the caller's proof; by the caller it only repeats the answer.
+      const key = `${parsed.caller.owner}.${parsed.caller.actor}.${parsed.nonce}`;
+      let once = ctx.replies.get(key);
+      if (!once) {
+        ctx.remember(parsed.caller, parsed.nonce);
+        once = run();
+        ctx.replies.set(key, once);
+      }
+      reply = await once;
+    }
+  } catch (err) {
+    reply = failed(err);
   }
   const to = replySubject(ctx.space, ctx.instanceId, ctx.epoch, parsed.caller, parsed.nonce);
   try {
@@ -73,7 +150,8 @@ export async function handleControlMessage(m: Msg, ctx: ControlServerContext): P
 export interface ControlOps {
   status(): unknown;
   ps(): AgentRow[];
-  spawn(args: JsonObject): Promise<AgentRow>;
+  /** `requestId` names the request (its nonce): a spawn asked again gets the agent it made. */
+  spawn(args: JsonObject, requestId?: string): Promise<AgentRow>;
   despawn(name: string): Promise<unknown>;
   agent(name: string): ManagedAgent;
   attach(agent: ManagedAgent, size?: { cols: number; rows: number }): unknown;
@@ -94,6 +172,7 @@ export function dispatchControl(
   args: JsonObject,
   caller: ControlCaller,
   ops: ControlOps,
+  nonce?: string,
 ): unknown {
   switch (command) {
     case "status":
@@ -102,7 +181,7 @@ export function dispatchControl(
       return { agents: ops.ps() };
     case "spawn":
       ops.log(`manager: spawn requested by ${caller.owner}.${caller.actor}`);
-      return ops.spawn(args);
+      return ops.spawn(args, nonce);
     case "despawn":
       return ops.despawn(nameArg(args));
     case "input": {

@@ -178,6 +178,7 @@ export class Fleet {
         await this.spawn({ ...row.request!, name: row.name }, {
           lifecycleUid: row.lifecycleUid,
           ...(row.uid !== undefined ? { uid: row.uid } : {}),
+          ...(row.requestId !== undefined ? { requestId: row.requestId } : {}),
         });
         this.#host.log(`manager: brought ${row.name} back (same lifecycle)`);
         this.#broughtBack.push(row.name);
@@ -192,6 +193,40 @@ export class Fleet {
       }
     }
     this.#host.log("manager: bring-back done");
+  }
+
+  /**
+   * The agent an earlier copy of spawn request `requestId` made, once it is ready: a caller
+   * that heard no answer (its supervisor frozen and replaced) asks again, and the supervisor
+   * that took the first copy and saved its roster must not start a second agent. Undefined when
+   * no agent here came from it; its own failure when it could not come back.
+   */
+  async #spawnedFor(requestId: string): Promise<AgentRow | undefined> {
+    const mine = () => [...this.#agents.values()].find((a) => a.requestId === requestId);
+    const waiting = () => [...this.#kept.values()].find((r) => r.requestId === requestId);
+    const name = mine()?.plan.name ?? waiting()?.name;
+    if (name === undefined) return undefined;
+    const until = Date.now() + SPAWN_AGAIN_WAIT_MS;
+    while (Date.now() < until) {
+      const a = mine();
+      if (a && a.status !== "starting") return a.row(this.#present(a.id, a.plan.lifecycleUid));
+      if (!a && !waiting()) {
+        const failed = this.#failedBack.find((f) => f.name === name);
+        throw new CotalError(
+          "spawn_failed",
+          `${name}, which this spawn started before its supervisor was replaced, could not come back${
+            failed ? ` (${failed.reason})` : ""
+          }; spawn it again.`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    throw new CotalError(
+      "spawn_not_ready",
+      `${name}, which this spawn started before its supervisor was replaced, is still starting after ${
+        SPAWN_AGAIN_WAIT_MS / 1000
+      } s; check 'cotal ps'.`,
+    );
   }
 
   /** Whether the lifecycle `uid` runs or waits to come back. */
@@ -223,8 +258,13 @@ export class Fleet {
    */
   async spawn(
     rawArgs: JsonObject,
-    resume?: { lifecycleUid: string; uid?: number },
+    resume?: { lifecycleUid: string; uid?: number; requestId?: string },
+    requestId?: string,
   ): Promise<AgentRow> {
+    if (requestId !== undefined && !resume) {
+      const earlier = await this.#spawnedFor(requestId);
+      if (earlier) return earlier;
+    }
     const req = parseSpawnRequest(rawArgs);
     if (req.command) await assertProgram(req.command);
     const connector = findConnector(req.agent);
@@ -264,6 +304,7 @@ export class Fleet {
         }
         const agent = new ManagedAgent(plan);
         agent.request = rawArgs;
+        agent.requestId = resume?.requestId ?? requestId;
         this.#agents.set(plan.name, agent);
         return agent;
       });
@@ -484,6 +525,9 @@ export interface DespawnResult {
 function childrenEnded(names: string[]): { childrenEnded?: string[] } {
   return names.length ? { childrenEnded: names } : {};
 }
+
+/** How long a spawn asked again waits for the agent its first copy made to be ready. */
+const SPAWN_AGAIN_WAIT_MS = 60_000;
 
 /**
  * Refuses a role that differs only by case from one an agent here serves: `send --role lower`

@@ -45,6 +45,8 @@ export interface IndexedAgent {
   readonly pid?: number;
   /** The spawn request as given: the agent is spawned again, same lifecycle, at the next start. */
   readonly request?: JsonObject;
+  /** The control request that spawned it: a re-send after a restart finds it (fleet.ts). */
+  readonly requestId?: string;
   /**
    * The uid it ran as (a supervisor that switches uids): asked for again when it comes back,
    * so the files it made in its workdir stay its own.

@@ -123,6 +123,8 @@ export class ManagedAgent {
   slot?: number;
   /** The spawn request as given (the roster brings the agent back with it). */
   request?: Readonly<Record<string, unknown>>;
+  /** The control request that spawned it (its nonce): a re-send finds this agent, not a new one. */
+  requestId?: string;
   readonly sinks = new Set<OutputSink>();
   #tail: Uint8Array[] = [];
   #tailBytes = 0;

@@ -340,7 +340,7 @@ export class Manager {
         ops: {
           status: () => this.status(),
           ps: () => this.ps(),
-          spawn: (a) => this.spawn(a),
+          spawn: (a, requestId) => this.#fleet.spawn(a, undefined, requestId),
           despawn: (name) => this.despawn(name),
           agent: (name) => this.#fleet.get(name),
           attach: (agent, size) => this.#sessions!.open(agent, size),

@@ -27,6 +27,7 @@ export function rosterRow(a: ManagedAgent): IndexedAgent {
     credsKey: a.plan.credsKey,
     ...(a.handle ? { pid: a.handle.pid } : {}),
     ...(a.request ? { request: { ...a.request } } : {}),
+    ...(a.requestId !== undefined ? { requestId: a.requestId } : {}),
     ...(a.sandbox?.switchedUid !== undefined ? { uid: a.sandbox.switchedUid } : {}),
   };
 }

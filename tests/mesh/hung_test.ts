@@ -214,3 +214,48 @@ Deno.test("mesh - a spawn whose supervisor was killed mid-spawn reports the agen
     await removeTempDir(root);
   }
 });
+
+Deno.test("mesh - a spawn and a despawn sent to a frozen supervisor happen once, after the watchdog replaced it", async () => {
+  const root = await tempDir("cotal-frozenspawn-");
+  const port = freePort();
+  const sup = `supervise.${spaceKeyHex("default")}`;
+  try {
+    const up = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
+    assert.equal(up.code, 0, up.stderr);
+    const frozen = await pidOf(root, sup);
+    signal(frozen, "SIGSTOP");
+    // Fault pass 8: the request went to the frozen supervisor, died with it, and the command
+    // failed at its deadline though the watchdog had a new supervisor up by then. Re-sent on
+    // silence, it reaches the new one; unnamed, so a second run would show as a second agent.
+    const spawn = await cotal([
+      "spawn",
+      "--root",
+      root,
+      "--role",
+      "r",
+      "--timeout",
+      "90",
+      "--",
+      "/bin/sleep",
+      "600",
+    ]);
+    assert.equal(spawn.code, 0, spawn.stderr);
+    const second = await restartedFrom(root, sup, frozen);
+    const ps = JSON.parse((await cotal(["ps", "--root", root, "--json"])).stdout).agents as {
+      name: string;
+      role?: string;
+    }[];
+    assert.deepEqual(ps.map((a) => a.role), ["r"], JSON.stringify(ps));
+    const name = ps[0].name;
+    // The same for a despawn.
+    signal(second, "SIGSTOP");
+    const despawn = await cotal(["despawn", "--root", root, name]);
+    assert.equal(despawn.code, 0, despawn.stderr);
+    await restartedFrom(root, sup, second);
+    const after = JSON.parse((await cotal(["ps", "--root", root, "--json"])).stdout).agents;
+    assert.deepEqual(after, []);
+  } finally {
+    await cotal(["down", "--root", root]).catch(() => {});
+    await removeTempDir(root);
+  }
+});

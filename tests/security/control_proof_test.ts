@@ -3,12 +3,14 @@
  * JWT of the space and a signature over subject, time and body). These are the ways around it
  * a hostile member or a stolen-looking request would try: no proof (what a broker answer aimed
  * at the rail carries), another profile's JWT, another space's control-caller, a JWT naming
- * another caller than the subject, a changed body, an old timestamp, a replayed command, and a
- * publish ack an agent aims at the rail. Each is refused and nothing is spawned.
+ * another caller than the subject, a changed body, an old timestamp, and a
+ * publish ack an agent aims at the rail. Each is refused and nothing is spawned. A proven
+ * command sent again (a replay, or the caller's re-send on silence) runs once.
  */
 import assert from "node:assert/strict";
 import { connect, credsAuthenticator, type Msg, type MsgHdrs, type NatsConnection } from "nats";
 import { waitFor } from "../_harness/broker.ts";
+import type { AgentRow } from "../../lib/manager/managed_agent.ts";
 import {
   CONTROL_PROOF_WINDOW_MS,
   controlProver,
@@ -148,22 +150,31 @@ Deno.test("security - the control rail refuses every command without a valid pro
     const psBody = encodeEnvelope({ v: CONTROL_VERSION, id: nonce, command: "ps", args: {} });
     const ok = await send({ command: "ps", nonce, body: () => psBody });
     assert.equal(ok.ok, true, JSON.stringify(ok));
-    const dNonce = newNonce();
-    const dSubject = requestSubject(mesh.space, "despawn", caller, dNonce);
-    const dBody = encodeEnvelope({
+    // A command with effects, sent again with its proof (a replay, or the caller's own re-send
+    // on silence), runs once: every copy gets the first one's reply, and nothing is done twice.
+    const sNonce = newNonce();
+    const sSubject = requestSubject(mesh.space, "spawn", caller, sNonce);
+    const sBody = encodeEnvelope({
       v: CONTROL_VERSION,
-      id: dNonce,
-      command: "despawn",
-      args: { name: "nobody" },
+      id: sNonce,
+      command: "spawn",
+      args: { agent: "program", command: "/bin/sleep", args: ["600"], role: "replayed" },
     });
-    const dHeaders = await proveControlRequest(prover, dSubject, dBody);
-    nc.publish(dSubject, dBody, { headers: dHeaders });
-    await waitFor(() => replies.has(dNonce), { what: "the first despawn's answer" });
-    assert.equal(replies.get(dNonce)!.error?.code, "not_found");
-    replies.delete(dNonce);
-    nc.publish(dSubject, dBody, { headers: dHeaders });
-    await waitFor(() => replies.has(dNonce), { what: "the replay's answer" });
-    refused(replies.get(dNonce)!, /used before/);
+    const sHeaders = await proveControlRequest(prover, sSubject, sBody);
+    nc.publish(sSubject, sBody, { headers: sHeaders });
+    // A copy while the first runs, and one after it answered.
+    nc.publish(sSubject, sBody, { headers: sHeaders });
+    await waitFor(() => replies.has(sNonce), { timeoutMs: 40_000, what: "the spawn's answer" });
+    const first = replies.get(sNonce) as unknown as { ok: boolean; data: AgentRow };
+    assert.equal(first.ok, true, JSON.stringify(first));
+    replies.delete(sNonce);
+    nc.publish(sSubject, sBody, { headers: sHeaders });
+    await waitFor(() => replies.has(sNonce), { what: "the replay's answer" });
+    const again = replies.get(sNonce) as unknown as { ok: boolean; data: AgentRow };
+    assert.equal(again.ok, true);
+    assert.equal(again.data.lifecycleUid, first.data.lifecycleUid);
+    assert.deepEqual(mgr.ps().map((a) => a.name), [first.data.name], "spawned twice");
+    await mgr.despawn(first.data.name);
     void subject;
 
     // The aimed ack carries no proof: refused like any other unproven request.

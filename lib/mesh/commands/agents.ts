@@ -305,7 +305,9 @@ export const spawnCommand = defineCommand({
     // Who ran before, to tell a late outcome by its role: only when the supervisor names it.
     const before = typeof req.name === "string" ? new Set<string>() : await agentNames(ctl);
     let late = false;
-    const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 15) * 1000 })
+    // Past the readiness window, room for the watchdog to replace a frozen supervisor (20 s)
+    // and the request, re-sent on silence, to reach the new one.
+    const row = await ctl.request<AgentRow>("spawn", req, { timeoutMs: (readiness + 30) * 1000 })
       .catch(async (err) => {
         if (!isCotalError(err, "manager_unavailable")) throw err;
         // The supervisor may have taken the spawn and then stopped answering (killed, frozen):
@@ -415,7 +417,9 @@ export const despawnCommand = defineCommand({
     await using ctl = await client(values);
     const r = await ctl.request<{ name: string; childrenEnded?: string[] }>("despawn", {
       name: localActor(positionals[0]),
-    }, { timeoutMs: 30_000 });
+      // Long enough for the watchdog to replace a frozen supervisor (20 s) and the request,
+      // re-sent on silence, to reach the new one.
+    }, { timeoutMs: 60_000 });
     printResult(
       denoIo(),
       { json: values.json === true },
