@@ -18,6 +18,7 @@ import type { SecretStore } from "../workspace/types.ts";
 import { prepareAgent, runnerSandbox } from "./agent_setup.ts";
 import { scheduleAgentRenewal } from "./agent_renewal.ts";
 import { findConnector } from "./connectors.ts";
+import { declaredProgram } from "./launch.ts";
 import type { JsonObject } from "./control_rail.ts";
 import { childrenOf, delegatedSpawnHandler, maxChildren, SpawnRate } from "./delegated_spawn.ts";
 import type { HostSandbox } from "./host_sandbox.ts";
@@ -39,7 +40,7 @@ import {
 import { awaitPresence } from "./readiness.ts";
 import { onRunnerExit } from "./restarts.ts";
 import { isPresent, presenceHolds, rosterRow, rosterRows } from "./roster.ts";
-import { planSpawn } from "./spawn_plan.ts";
+import { bindsOf, type OtherAgentBinds, planSpawn } from "./spawn_plan.ts";
 import { assertProgram, parseSpawnRequest, type SpawnRequest } from "./spawn_request.ts";
 import { RUNNER_HUNG_AFTER_MS } from "./sandbox/control_channel.ts";
 import { signalGroup, signalProcess } from "./sandbox/libc.ts";
@@ -229,6 +230,37 @@ export class Fleet {
     );
   }
 
+  /**
+   * The host paths every other agent here has bound (running, or kept to come back), for
+   * `assertNoSharedTree`. The agent being planned is not in the map yet; a kept one coming
+   * back (`except`) is skipped by its name.
+   */
+  #othersBinds(except?: string): OtherAgentBinds[] {
+    const out: OtherAgentBinds[] = [];
+    for (const a of this.#agents.values()) {
+      if (a.status === "retired") continue;
+      const p = a.plan;
+      out.push({
+        name: p.name,
+        ...(p.workdir ? { workdir: p.workdir } : {}),
+        binds: bindsOf(p.workdir, p.expose, declaredProgram(p.spec)),
+      });
+    }
+    for (const [name, row] of this.#kept) {
+      if (name === except || this.#agents.has(name)) continue;
+      const r = row.request ?? {};
+      const workdir = typeof r.workdir === "string" ? r.workdir : undefined;
+      const expose = Array.isArray(r.expose) ? r.expose.filter((e) => typeof e === "string") : [];
+      const command = typeof r.command === "string" ? r.command : undefined;
+      out.push({
+        name,
+        ...(workdir ? { workdir } : {}),
+        binds: bindsOf(workdir, expose as string[], command),
+      });
+    }
+    return out;
+  }
+
   /** Whether the lifecycle `uid` runs or waits to come back. */
   #alive(uid: string): boolean {
     return [...this.#agents.values()].some((a) => a.plan.lifecycleUid === uid) ||
@@ -293,6 +325,7 @@ export class Fleet {
         isolate: (r) => Promise.resolve(this.#host.sandbox!.isolate(r)),
         credsKey: (name, uid) => agentCredsKey(this.#host.ctx, name, uid),
         spaceLimits: this.#host.opts.agentLimits,
+        others: this.#othersBinds(resume ? req.name : undefined),
         ...(resume ? { lifecycleUid: resume.lifecycleUid } : {}),
       }).then((plan) => {
         // A child whose parent ended while its spawn waited would outlive it.

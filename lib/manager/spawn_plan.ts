@@ -25,7 +25,7 @@ import {
 } from "./sandbox/isolation.ts";
 import { isReservedAgentName, type SpawnRequest } from "./spawn_request.ts";
 import { type AgentLimits, resolveLimits } from "./sandbox/limits.ts";
-import { assertExposable } from "./sandbox/plan.ts";
+import { assertExposable, isInside } from "./sandbox/plan.ts";
 
 /** Inputs of {@linkcode planSpawn}. */
 export interface SpawnPlanInput {
@@ -42,6 +42,51 @@ export interface SpawnPlanInput {
   readonly spaceLimits?: Partial<AgentLimits>;
   /** A lifecycle brought back after a manager restart: its uid is kept (durables, backlog). */
   readonly lifecycleUid?: string;
+  /** What the other agents of this manager have bound: their workdirs and read-only paths. */
+  readonly others?: readonly OtherAgentBinds[];
+}
+
+/** One other agent's host paths: the workdir it may change, and everything bound into it. */
+export interface OtherAgentBinds {
+  readonly name: string;
+  readonly workdir?: string;
+  /** Its workdir, exposed paths and program. */
+  readonly binds: readonly string[];
+}
+
+/**
+ * Refuses paths one agent can change under another's bind: a workdir is the agent's to rename
+ * and relink, and bwrap (as root) resolves each bind's source at every start, so a path of
+ * one agent inside another's workdir would let that other agent swap it for a link to any
+ * host path and have it bound in at the first agent's next start (red team 24). Both ways:
+ * the new agent's paths inside another's workdir, and another's paths inside the new workdir.
+ */
+export function assertNoSharedTree(
+  name: string,
+  workdir: string | undefined,
+  binds: readonly string[],
+  others: readonly OtherAgentBinds[],
+): void {
+  for (const o of others) {
+    if (o.workdir) {
+      const inside = binds.find((p) => isInside(p, o.workdir!));
+      if (inside !== undefined) {
+        throw new CotalError(
+          "sandbox_path_refused",
+          `${inside} is inside ${o.name}'s workdir ${o.workdir}, which ${o.name} can change under this agent (swap it for a link); give ${name} a path outside every other agent's workdir.`,
+        );
+      }
+    }
+    if (workdir) {
+      const theirs = o.binds.find((p) => isInside(p, workdir));
+      if (theirs !== undefined) {
+        throw new CotalError(
+          "sandbox_path_refused",
+          `The workdir ${workdir} holds ${theirs}, which ${o.name} has bound, and ${name} could swap it for a link under ${o.name}; pick a workdir that holds no other agent's paths.`,
+        );
+      }
+    }
+  }
 }
 
 /**
@@ -110,6 +155,19 @@ export function allocateName(
   throw new CotalError("name_taken", `Every name ${base}_<n> is taken; pass a name.`);
 }
 
+/** The host paths an agent has bound apart from the system's: workdir, exposed, program. */
+export function bindsOf(
+  workdir: string | undefined,
+  expose: readonly string[],
+  program: string | undefined,
+): string[] {
+  return [
+    ...(workdir ? [workdir] : []),
+    ...expose,
+    ...(program && !SYSTEM_PREFIXES.some((p) => program.startsWith(p)) ? [program] : []),
+  ];
+}
+
 /** Plans a spawn; every refusal here leaves nothing behind. */
 export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
   const { req, ctx } = input;
@@ -162,6 +220,12 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
     harness && launch.command !== harness && launch.args.includes(harness) &&
     !SYSTEM_PREFIXES.some((p) => harness.startsWith(p))
   ) expose.push(await checkedPath(harness, forbidden, "exposed path"));
+  assertNoSharedTree(
+    name,
+    workdir,
+    bindsOf(workdir, expose, declaredProgram(spec)),
+    input.others ?? [],
+  );
   const limits = resolveLimits(input.spaceLimits, req.limits);
   const lifecycleUid = input.lifecycleUid ?? newLifecycleUid();
   return {

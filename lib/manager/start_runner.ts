@@ -288,6 +288,7 @@ export async function startRunner(
     ...(pty ? { term: opts.term ?? "xterm-256color" } : {}),
   };
   const bwrap = opts.isolation.mode === "bwrap";
+  if (bwrap) await assertBindsUnmoved(opts.sandbox);
   const cgroup = bwrap ? opts.sandbox.cgroup : undefined;
   const { result, sync } = await spawnWithFds(
     {
@@ -346,6 +347,27 @@ export async function startRunner(
 }
 
 /** The first bytes a handle prints, as one printable line (at most 300 characters). */
+/**
+ * Refuses a start whose workdir or exposed paths now resolve elsewhere than when they were
+ * checked at spawn (a link put in their place since): bwrap, as root, would bind whatever the
+ * link points at. Paths no agent can change are the spawn's rule (`assertNoSharedTree`); this is
+ * the check at every restart besides.
+ */
+async function assertBindsUnmoved(sb: RunnerSandbox): Promise<void> {
+  for (const path of [...(sb.workdir ? [sb.workdir] : []), ...sb.expose]) {
+    const given = path.replace(/\/+$/, "") || "/";
+    const real = await Deno.realPath(given).catch(() => undefined);
+    if (real !== given) {
+      throw new CotalError(
+        "sandbox_path_refused",
+        `${given} ${
+          real === undefined ? "is gone" : `now resolves to ${real} (a link in its place)`
+        } since the agent was spawned; it is not bound in. Restore it, or despawn the agent and spawn it again.`,
+      );
+    }
+  }
+}
+
 function boundedOutput(handle: RuntimeHandle): { text(): string; stop(): void } {
   const chunks: Uint8Array[] = [];
   let size = 0;
