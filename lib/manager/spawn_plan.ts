@@ -60,6 +60,8 @@ export interface OtherAgentBinds {
  * one agent inside another's workdir would let that other agent swap it for a link to any
  * host path and have it bound in at the first agent's next start (red team 24). Both ways:
  * the new agent's paths inside another's workdir, and another's paths inside the new workdir.
+ * The same workdir for two agents is no such path: neither can rename the mount point itself
+ * (its parent is not in either sandbox), and sharing its contents is what the operator chose.
  */
 export function assertNoSharedTree(
   name: string,
@@ -69,7 +71,7 @@ export function assertNoSharedTree(
 ): void {
   for (const o of others) {
     if (o.workdir) {
-      const inside = binds.find((p) => isInside(p, o.workdir!));
+      const inside = binds.find((p) => strictlyInside(p, o.workdir!));
       if (inside !== undefined) {
         throw new CotalError(
           "sandbox_path_refused",
@@ -78,7 +80,7 @@ export function assertNoSharedTree(
       }
     }
     if (workdir) {
-      const theirs = o.binds.find((p) => isInside(p, workdir));
+      const theirs = o.binds.find((p) => strictlyInside(p, workdir));
       if (theirs !== undefined) {
         throw new CotalError(
           "sandbox_path_refused",
@@ -155,17 +157,54 @@ export function allocateName(
   throw new CotalError("name_taken", `Every name ${base}_<n> is taken; pass a name.`);
 }
 
-/** The host paths an agent has bound apart from the system's: workdir, exposed, program. */
+function strictlyInside(path: string, dir: string): boolean {
+  return path !== dir && isInside(path, dir);
+}
+
+/**
+ * The host paths bound into an agent on their own: its workdir, and its exposed paths and
+ * program unless the system's or under its own workdir (which shows those: start_runner.ts).
+ * A program is taken at its spelled path and at the path it resolves to, so an alias (a link
+ * into another agent's workdir) is judged where it lands (red team 25).
+ */
 export function bindsOf(
   workdir: string | undefined,
   expose: readonly string[],
   program: string | undefined,
 ): string[] {
-  return [
-    ...(workdir ? [workdir] : []),
-    ...expose,
-    ...(program && !SYSTEM_PREFIXES.some((p) => program.startsWith(p)) ? [program] : []),
-  ];
+  const own = (p: string) => workdir !== undefined && isInside(p, workdir);
+  const system = (p: string) => SYSTEM_PREFIXES.some((s) => p.startsWith(s));
+  const out = [...(workdir ? [workdir] : []), ...expose.filter((p) => !own(p) && !system(p))];
+  if (program?.startsWith("/")) {
+    let real = program;
+    try {
+      real = Deno.realPathSync(program);
+    } catch {
+      // Gone: judged as spelled.
+    }
+    for (const p of new Set([program, real])) if (!own(p) && !system(p)) out.push(p);
+  }
+  return out;
+}
+
+/**
+ * Refuses a program spelled outside the agent's workdir that resolves into it: bound on its
+ * own at the spelled path, bwrap would follow the alias into a tree the agent may relink.
+ */
+function assertNoAliasIntoWorkdir(program: string | undefined, workdir: string | undefined): void {
+  if (!program?.startsWith("/") || !workdir || isInside(program, workdir)) return;
+  let real: string;
+  try {
+    real = Deno.realPathSync(program);
+  } catch {
+    return;
+  }
+  if (isInside(real, workdir)) {
+    throw new CotalError(
+      "sandbox_path_refused",
+      `The program ${program} resolves to ${real}, inside the agent's own workdir, through a link; pass ${real} itself.`,
+    );
+  }
 }
 
 /** Plans a spawn; every refusal here leaves nothing behind. */
@@ -220,12 +259,9 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
     harness && launch.command !== harness && launch.args.includes(harness) &&
     !SYSTEM_PREFIXES.some((p) => harness.startsWith(p))
   ) expose.push(await checkedPath(harness, forbidden, "exposed path"));
-  assertNoSharedTree(
-    name,
-    workdir,
-    bindsOf(workdir, expose, declaredProgram(spec)),
-    input.others ?? [],
-  );
+  const program = declaredProgram(spec);
+  assertNoAliasIntoWorkdir(program, workdir);
+  assertNoSharedTree(name, workdir, bindsOf(workdir, expose, program), input.others ?? []);
   const limits = resolveLimits(input.spaceLimits, req.limits);
   const lifecycleUid = input.lifecycleUid ?? newLifecycleUid();
   return {

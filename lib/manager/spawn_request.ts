@@ -265,9 +265,16 @@ function int(v: unknown, what: string, min: number, max: number): number | undef
   return v as number;
 }
 
+/**
+ * An absolute path in its one spelling (a trailing slash aside): no `..`, `.` or empty segment.
+ * Every containment check compares paths as strings, so `//P/x` must not pass as another path
+ * than `/P/x` (red team 25).
+ */
 function absolute(v: string | undefined, what: string): string | undefined {
-  if (v !== undefined && (!v.startsWith("/") || v.split("/").includes(".."))) {
-    bad(`${what} must be an absolute path without '..'.`);
+  if (v === undefined) return v;
+  const segments = v.replace(/\/+$/, "").split("/").slice(1);
+  if (!v.startsWith("/") || segments.some((s) => s === ".." || s === "." || s === "")) {
+    bad(`${what} must be an absolute path without '..', '.' or '//'.`);
   }
   return v;
 }

@@ -356,13 +356,12 @@ export async function startRunner(
 async function assertBindsUnmoved(sb: RunnerSandbox): Promise<void> {
   for (const path of [...(sb.workdir ? [sb.workdir] : []), ...sb.expose]) {
     const given = path.replace(/\/+$/, "") || "/";
-    const real = await Deno.realPath(given).catch(() => undefined);
+    // A path that is gone binds nothing: bwrap refuses the start in its own words.
+    const real = await Deno.realPath(given).catch(() => given);
     if (real !== given) {
       throw new CotalError(
         "sandbox_path_refused",
-        `${given} ${
-          real === undefined ? "is gone" : `now resolves to ${real} (a link in its place)`
-        } since the agent was spawned; it is not bound in. Restore it, or despawn the agent and spawn it again.`,
+        `${given} now resolves to ${real} (a link in its place) since the agent was spawned; it is not bound in. Restore it, or despawn the agent and spawn it again.`,
       );
     }
   }

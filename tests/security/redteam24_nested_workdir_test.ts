@@ -56,6 +56,32 @@ Deno.test("redteam24 - no agent's paths may lie in another agent's workdir, eith
     ctl.request("spawn", { ...SLEEPER, name: "b", command: `${p}/bin/sleep` }),
     refused(/bin\/sleep is inside a's workdir/),
   );
+  // Red team 25: the same program spelled `//P/...`, or reached through a link elsewhere.
+  await assert.rejects(
+    ctl.request("spawn", { ...SLEEPER, name: "b", command: `/${p}/bin/sleep` }),
+    (e) => isCotalError(e, "spawn_bad_args") && /without '\.\.', '\.' or '\/\/'/.test(e.message),
+  );
+  await Deno.symlink(`${p}/bin`, `${base}/alias`);
+  await assert.rejects(
+    ctl.request("spawn", { ...SLEEPER, name: "b", command: `${base}/alias/sleep` }),
+    refused(/P\/bin\/sleep is inside a's workdir/),
+  );
+  // Its own workdir through an alias: bound at the spelled path, bwrap would follow it.
+  const own = `${base}/own`;
+  await shared(own);
+  await shared(`${own}/bin`);
+  await Deno.copyFile("/bin/sleep", `${own}/bin/sleep`);
+  await Deno.chmod(`${own}/bin/sleep`, 0o755);
+  await Deno.symlink(`${own}/bin`, `${base}/ownalias`);
+  await assert.rejects(
+    ctl.request("spawn", {
+      ...SLEEPER,
+      name: "b",
+      workdir: own,
+      command: `${base}/ownalias/sleep`,
+    }),
+    refused(/resolves to .*own\/bin\/sleep, inside the agent's own workdir, through a link/),
+  );
   // The other way: a workdir that holds what an agent already has bound.
   const q = `${base}/Q`;
   await shared(q);
@@ -67,6 +93,10 @@ Deno.test("redteam24 - no agent's paths may lie in another agent's workdir, eith
     ctl.request("spawn", { ...SLEEPER, name: "e", workdir: q }),
     refused(/The workdir .*Q holds .*Q\/sub, which d has bound/),
   );
+  // One workdir for two agents is sharing, not nesting: neither can rename the mount point.
+  await ctl.request<AgentRow>("spawn", { ...SLEEPER, name: "a2", workdir: p }, {
+    timeoutMs: 40_000,
+  });
   // Side by side is fine.
   await shared(`${base}/R`);
   const row = await ctl.request<AgentRow>(
@@ -78,7 +108,7 @@ Deno.test("redteam24 - no agent's paths may lie in another agent's workdir, eith
   );
   assert.equal(row.status, "running");
   const names = (await ctl.request<{ agents: AgentRow[] }>("ps")).agents.map((a) => a.name).sort();
-  assert.deepEqual(names, ["a", "d", "f"]);
+  assert.deepEqual(names, ["a", "a2", "d", "f"]);
 });
 
 Deno.test("redteam24 - a workdir a link replaced since the spawn is not bound at the restart", async () => {
