@@ -46,6 +46,13 @@ export const READ_RESEND_MS = 1_000;
  * spawn its predecessor took is found on the roster, not started twice.
  */
 export const EFFECT_RESEND_MS = 3_000;
+/**
+ * The commands with effects that are re-sent. Not `input`: the supervisor's memory of a nonce
+ * dies with it, so a copy that reaches its successor runs again (red team 25), and keys typed
+ * twice into an agent are worse than a refusal the operator can retype. A spawn is found on
+ * the successor's roster; a despawn run twice is told the agent is gone.
+ */
+const RESENT_EFFECTS: ReadonlySet<string> = new Set(["spawn", "despawn", "attach"]);
 const READ_COMMANDS = READ_ONLY_COMMANDS;
 
 /** How long a connect, and its first round trip, may take (frozen). */
@@ -209,10 +216,11 @@ export class ManagerClient {
             // Closed: the timer reports it.
           });
       };
-      const resend = setInterval(
-        send,
-        READ_COMMANDS.has(command) ? READ_RESEND_MS : EFFECT_RESEND_MS,
-      );
+      const resend = READ_COMMANDS.has(command)
+        ? setInterval(send, READ_RESEND_MS)
+        : RESENT_EFFECTS.has(command)
+        ? setInterval(send, EFFECT_RESEND_MS)
+        : undefined;
       const done = () => {
         this.#pending.delete(nonce);
         clearTimeout(timer);

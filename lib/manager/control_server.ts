@@ -56,7 +56,10 @@ export const REPLY_CACHE_CAP = 4_096;
  * request again; the command runs once and every copy is answered with its one reply.
  */
 export class ReplyCache {
-  readonly #entries = new Map<string, { reply: Promise<ControlReply>; until: number }>();
+  readonly #entries = new Map<
+    string,
+    { reply: Promise<ControlReply>; until: number; settled: boolean }
+  >();
   readonly #now: () => number;
 
   constructor(now: () => number = Date.now) {
@@ -69,14 +72,27 @@ export class ReplyCache {
     return this.#entries.get(key)?.reply;
   }
 
-  /** Keeps `reply` for `key`'s re-sends. */
+  /**
+   * Keeps `reply` for `key`'s re-sends. At the cap the oldest finished reply goes, never one
+   * still running (red team 25 flushed a slow spawn's entry with cheap failing commands, and its
+   * caller's re-send was then refused as a replay); with every entry running, the oldest goes.
+   */
   set(key: string, reply: Promise<ControlReply>): void {
     this.#expire();
     if (this.#entries.size >= REPLY_CACHE_CAP) {
-      const oldest = this.#entries.keys().next().value;
-      if (oldest !== undefined) this.#entries.delete(oldest);
+      let victim: string | undefined;
+      for (const [k, e] of this.#entries) {
+        if (e.settled) {
+          victim = k;
+          break;
+        }
+      }
+      victim ??= this.#entries.keys().next().value;
+      if (victim !== undefined) this.#entries.delete(victim);
     }
-    this.#entries.set(key, { reply, until: this.#now() + REPLY_KEEP_MS });
+    const entry = { reply, until: this.#now() + REPLY_KEEP_MS, settled: false };
+    reply.finally(() => entry.settled = true).catch(() => {});
+    this.#entries.set(key, entry);
   }
 
   get size(): number {
