@@ -1,8 +1,8 @@
 /**
  * What `cotal attach` lets through of an agent's terminal output: an allowlist. Attaching is
  * driving a terminal, so the agent's rendering passes: UTF-8 text, the C0 controls a screen
- * uses (BEL, BS, HT, LF, VT, FF, CR, SO, SI), CSI sequences whose final byte draws, moves, erases or
- * sets a mode, and a few two-byte escapes (save/restore cursor, keypad modes, index, the ASCII
+ * uses (BEL, BS, HT, LF, VT, FF, CR, SO, SI), CSI sequences that draw, move, erase or set one of
+ * the listed modes, and a few two-byte escapes (save/restore cursor, keypad modes, index, the ASCII
  * and line-drawing character sets). Everything else is dropped, whole: OSC (window title,
  * clipboard through OSC 52, hyperlinks, palette), DCS, SOS, PM and APC strings and whatever
  * terminates them, CSI window operations (`t`) and any other final byte, every other escape
@@ -31,14 +31,76 @@ const ESC_PASSED = new Set([..."78=>DEM"].map((c) => c.charCodeAt(0)));
 /** Character sets that may be designated with `ESC (` or `ESC )`: ASCII and line drawing. */
 const CHARSETS_PASSED = new Set([..."B0"].map((c) => c.charCodeAt(0)));
 /**
- * CSI final bytes that pass: cursor moves, erases, inserts and deletes, scrolling, SGR, modes
- * (`h`/`l`), the scroll region, cursor save/restore and style, and reports the terminal answers
- * into the agent's own input. Not `t` (window operations) nor the rest (printing, soft reset,
- * rectangle and checksum operations).
+ * CSI final bytes that pass with plain numeric parameters: cursor moves, erases, inserts and
+ * deletes, scrolling, tab stops, SGR, the scroll region. Modes (`h`/`l`), reports (`n`, `c`),
+ * cursor restore (`u`) and cursor style (` q`) pass only in the forms `csiPasses` names. Not `t`
+ * (window operations) nor the rest (printing, soft reset, rectangle and checksum operations).
  */
-const CSI_FINALS_PASSED = new Set(
-  [..."@ABCDEFGHIJKLMPSTXZ`abcdefghlmnqrsu"].map((c) => c.charCodeAt(0)),
-);
+const CSI_DRAWING = new Set([..."@ABCDEFGHIJKLMPSTXZ`abdefgmrs"].map((c) => c.charCodeAt(0)));
+/**
+ * DEC private modes (`CSI ? n h|l`) that pass: cursor keys, origin, autowrap, cursor blink and
+ * visibility, the alternate screen, mouse reporting in the usual encodings, focus events,
+ * bracketed paste, synchronized output. Not 132 columns (`?3`, it resizes the window), VT52
+ * (`?2`, after which no reset parses), reverse video, highlight or X10 mouse, raise or urgency
+ * on bell, meta and keyboard variants (red team 25): each outlives the session or acts beyond
+ * the screen. Every one that passes is switched off by {@linkcode ATTACH_RESET}.
+ */
+const PRIVATE_MODES = new Set([
+  1,
+  6,
+  7,
+  12,
+  25,
+  47,
+  1000,
+  1002,
+  1003,
+  1004,
+  1005,
+  1006,
+  1015,
+  1047,
+  1048,
+  1049,
+  2004,
+  2026,
+]);
+/** ANSI modes (`CSI n h|l`) that pass: insert (4). Not keyboard lock, local echo or newline. */
+const ANSI_MODES = new Set([4]);
+
+/**
+ * Whether a whole CSI (`ESC [` params intermediates final) is rendering that may pass. An
+ * allowlist by final byte, private marker, parameters and intermediates: a terminal reads far
+ * more than draws (red team 25 resized and raised the window, locked the keyboard and switched
+ * the keys to escape codes through modes that passed on their final byte).
+ */
+function csiPasses(seq: readonly number[]): boolean {
+  const body = String.fromCharCode(...seq.slice(2, -1));
+  const final = String.fromCharCode(seq[seq.length - 1]);
+  const m = /^([<=>?]?)([0-9;:]*)([ -/]*)$/.exec(body);
+  if (!m) return false;
+  const [, marker, params, inter] = m;
+  const numbers = params === "" ? [] : params.split(/[;:]/).map(Number);
+  if (inter !== "") return inter === " " && final === "q" && marker === ""; // cursor style
+  if (marker === "?") {
+    return (final === "h" || final === "l") && numbers.length > 0 &&
+      numbers.every((n) => PRIVATE_MODES.has(n));
+  }
+  if (marker !== "") return false; // `>`, `<`, `=`: keyboard protocols, version reports
+  switch (final) {
+    case "h":
+    case "l":
+      return numbers.length > 0 && numbers.every((n) => ANSI_MODES.has(n));
+    case "n":
+      return params === "5" || params === "6"; // status and cursor position reports
+    case "c":
+      return params === "" || params === "0"; // device attributes
+    case "u":
+      return params === ""; // restore cursor
+    default:
+      return CSI_DRAWING.has(final.charCodeAt(0));
+  }
+}
 /** A CSI longer than this is dropped whole (its bytes skipped up to its final byte). */
 const MAX_CSI = 64;
 
@@ -47,9 +109,10 @@ const MAX_CSI = 64;
  * cursor back to normal, the alternate screen left, mouse reporting, focus events and
  * bracketed paste off, cursor keys and keypad normal.
  */
-export const ATTACH_RESET = "\x1b[0m\x1b(B\x1b)B\x0f\x1b[r\x1b[?25h\x1b[?1049l" +
+export const ATTACH_RESET = "\x1b[0m\x1b(B\x1b)B\x0f\x1b[r\x1b[?6l\x1b[4l\x1b[?25h" +
+  "\x1b[?1049l\x1b[?1047l\x1b[?47l" +
   "\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1005l\x1b[?1006l\x1b[?1015l\x1b[?1004l" +
-  "\x1b[?2004l\x1b[?1l\x1b>\x1b[?7h";
+  "\x1b[?2004l\x1b[?2026l\x1b[?1l\x1b>\x1b[?7h";
 
 type State =
   | "ground"
@@ -86,7 +149,7 @@ export class AttachFilter {
       case "ground":
         return this.#ground(b, out);
       case "utf8":
-        if (b >= 0x80 && b <= 0xbf) {
+        if (b >= 0x80 && b <= 0xbf && this.#fits(b)) {
           this.#utf8.push(b);
           if (--this.#need === 0) {
             out.push(...this.#utf8);
@@ -147,7 +210,7 @@ export class AttachFilter {
       case "csi":
         if (b >= 0x40 && b <= 0x7e) {
           this.#csi.push(b);
-          if (CSI_FINALS_PASSED.has(b)) out.push(...this.#csi);
+          if (csiPasses(this.#csi)) out.push(...this.#csi);
           this.#csi = [];
           this.#state = "ground";
         } else if (b >= 0x20 && b <= 0x3f) {
@@ -207,6 +270,20 @@ export class AttachFilter {
     }
     // DEL, a stray continuation byte (a raw 8-bit C1 control among them), 0xC0, 0xC1 and
     // 0xF5..0xFF: never text, dropped.
+  }
+
+  /**
+   * Whether continuation byte `b` may come next: the second byte of a character bounds it, so
+   * no overlong form (E0 82 9D spells U+009D), surrogate or value past U+10FFFF passes.
+   */
+  #fits(b: number): boolean {
+    if (this.#utf8.length !== 1) return true;
+    const lead = this.#utf8[0];
+    if (lead === 0xe0) return b >= 0xa0;
+    if (lead === 0xed) return b <= 0x9f;
+    if (lead === 0xf0) return b >= 0x90;
+    if (lead === 0xf4) return b <= 0x8f;
+    return true;
   }
 
   #startCsi(): void {

@@ -118,3 +118,54 @@ Deno.test("attach filter - the reset written at detach undoes the modes an agent
   // The reset itself is made of sequences the filter passes: nothing in it acts beyond the screen.
   assert.equal(filtered(ATTACH_RESET), ATTACH_RESET);
 });
+
+Deno.test("attach filter - red team 25: modes, keyboard protocols and reports that outlive the session or act beyond the screen are dropped", () => {
+  const E = "\x1b";
+  const dropped = [
+    `${E}[?40h${E}[?3h`, // allow 132 columns, then DECCOLM: the window is resized
+    `${E}[?1043h`, // raise the window on every bell
+    `${E}[?1042h`, // urgency hint on bell
+    `${E}[?1001h`, // highlight mouse tracking: xterm hangs on a click
+    `${E}[?9h`, // X10 mouse: clicks typed into the shell after detach
+    `${E}[2h`, // keyboard locked
+    `${E}[12l`, // local echo
+    `${E}[20h`, // newline mode
+    `${E}[?5h`, // reverse video
+    `${E}[?2l`, // VT52: no reset parses after it
+    `${E}[>4;2m`, // modifyOtherKeys: Ctrl-C reaches the shell as an escape code
+    `${E}[>31u`, // kitty keyboard flags pushed
+    `${E}[=31;1u`, // kitty keyboard flags set
+    `${E}[?1051h`, // Sun function keys
+    `${E}[?1034h`, // eight-bit meta
+    `${E}[?1046l`, // alternate screen switching off
+    `${E}[>0q`, // version report (a DCS into the input)
+    `${E}[?67h`, // backarrow sends BS
+    `${E}[?1000;3h`, // an allowed mode with a forbidden one beside it
+    `${E}[1?h`, // a marker out of place
+    `${E}[5q`, // LEDs
+    `${E}[3n`, // an unknown report
+  ];
+  for (const seq of dropped) assert.equal(filtered(`a${seq}b`), "ab", JSON.stringify(seq));
+  // Overlong and surrogate UTF-8 (E0 82 9D spells U+009D, OSC, to a lenient decoder).
+  for (const raw of [[0xe0, 0x82, 0x9d], [0xf0, 0x80, 0x80, 0x9b], [0xed, 0xa0, 0x80]]) {
+    assert.equal(filtered(Uint8Array.from([0x61, ...raw, 0x62])), "ab", JSON.stringify(raw));
+  }
+  // What drawing needs still passes, and each mode it may set is undone at detach.
+  for (
+    const seq of [
+      `${E}[?1049h`,
+      `${E}[?1000h${E}[?1006h`,
+      `${E}[?2004h`,
+      `${E}[?25l`,
+      `${E}[4h`,
+      `${E}[5 q`,
+      `${E}[6n`,
+      `${E}[1;31;48:5:17m`,
+      `${E}[2;20r`,
+      `${E}[u`,
+    ]
+  ) assert.equal(filtered(seq), seq, JSON.stringify(seq));
+  for (const undo of ["?1049l", "?1000l", "?1006l", "?2004l", "?25h", "[4l", "[r", "?6l"]) {
+    assert.ok(ATTACH_RESET.includes(undo), undo);
+  }
+});

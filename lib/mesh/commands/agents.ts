@@ -487,10 +487,16 @@ export const attachCommand = defineCommand({
       Deno.stdin.setRaw(false);
     }
     reader.releaseLock();
-    await session.close();
-    // What the agent switched on (the alternate screen, mouse reporting, hidden text, a scroll
-    // region, line drawing) is switched off: the operator's shell gets its terminal back.
-    if (out.isTerminal()) await out.write(new TextEncoder().encode(ATTACH_RESET)).catch(() => {});
+    try {
+      await session.close();
+    } finally {
+      // What the agent switched on (the alternate screen, mouse reporting, hidden text, a
+      // scroll region, line drawing) is switched off: the operator's shell gets its terminal
+      // back, whatever the close did.
+      if (out.isTerminal()) {
+        await out.write(new TextEncoder().encode(ATTACH_RESET)).catch(() => {});
+      }
+    }
     console.error(`\r\n[cotal attach: ${safeText(why)}]`);
   },
 });
