@@ -15,6 +15,8 @@ import {
   buildMessage,
   connectBroker,
   decodeMessage,
+  deprovisionAgent,
+  type DeprovisionResult,
   isNotFound,
   liveAclUids,
   parsePrincipalId,
@@ -139,6 +141,32 @@ export async function provisionForRoot(
   return p.creds;
 }
 
+/**
+ * Undoes `mint --provision`: removes the durables and the ACL row of `local.<actor>`'s lifecycle
+ * `lifecycleUid` on the running broker (what the member's creds then reach is nothing; the creds
+ * themselves expire on their own).
+ */
+export async function deprovisionForRoot(
+  root: string,
+  space: string,
+  actor: string,
+  lifecycleUid: string,
+): Promise<DeprovisionResult> {
+  const live = await runningBroker(root);
+  if (!live) {
+    throw new CotalError(
+      "broker_not_running",
+      `Deprovisioning removes the agent's durables on the running broker, and ${root} runs none; start it with '${cotalCommand()} up --root ${root}'.`,
+    );
+  }
+  const auth = await rootSigner(root, space);
+  const principal = operatorPrincipal(actor);
+  const creds = await mintCreds(auth, newIdentity(), "deprovisioner", {
+    deprovisionTarget: { ...principal, lifecycleUid },
+  });
+  return await deprovisionAgent({ servers: live.url, creds, space, principal, lifecycleUid });
+}
+
 /** Connects to a root's running broker as a short-lived operator-side profile. */
 export async function connectAs(
   root: string,
@@ -190,6 +218,22 @@ export interface SendTarget {
   channel?: string;
   to?: string;
   role?: string;
+}
+
+/**
+ * Whether `local.<actor>` has a live agent in `space` (a live ACL row): a send `--as` it speaks
+ * in that agent's name, which its receivers cannot tell from its own.
+ */
+export async function isLiveAgent(root: string, space: string, actor: string): Promise<boolean> {
+  const nc = await connectAs(root, space, "provisioner");
+  try {
+    const jsm = await nc.jetstreamManager();
+    const acl = bucketNames(space).acl;
+    const p = parsePrincipalId(`local.${actor}`, { anyOwner: true });
+    return (await liveAclUids(jsm, await bindKv(nc, acl), acl, p)).length > 0;
+  } finally {
+    await nc.close();
+  }
 }
 
 /**

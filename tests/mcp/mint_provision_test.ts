@@ -82,6 +82,38 @@ Deno.test("mcp - a member run by hand: mint --provision makes what cotal mcp --c
     const got = await call("wait", { timeout_seconds: 30 });
     assert.deepEqual(got.messages.map((m: { text: string }) => m.text), ["review this"]);
 
+    // Undone with the command it printed: bob's durables and ACL row go, a DM to him is refused.
+    const printed = await cotal([
+      ...["mint", "--root", root, "--space", "prov", "--profile", "agent", "--provision"],
+      ...["--actor", "carol", "--out", `${root}/carol.creds`],
+    ], env);
+    assert.match(printed.stderr, /undo with: cotal deprovision carol --lifecycle [0-9a-z]+\)/);
+    const undo = await cotal([
+      ...["deprovision", "--root", root, "--space", "prov", "bob", "--lifecycle", lifecycleUid],
+    ], env);
+    assert.equal(undo.code, 0, undo.stderr);
+    assert.match(
+      undo.stdout,
+      /^deprovisioned local\.bob \(lifecycle \S+\): removed .*dm_.*; its ACL row purged/,
+    );
+    const after = await cotal(
+      ["send", "--root", root, "--space", "prov", "--to", "local.bob", "still there?"],
+      env,
+    );
+    assert.equal(after.code, 1);
+    assert.match(after.stderr, /local\.bob has no live agent in space 'prov'/);
+    const again = await cotal(
+      ["deprovision", "--root", root, "--space", "prov", "bob", "--lifecycle", lifecycleUid],
+      env,
+    );
+    assert.match(
+      again.stdout,
+      /^local\.bob had no durables under lifecycle \S+; its ACL row is purged/,
+    );
+    const bad = await cotal(["deprovision", "--root", root, "--space", "prov", "bob"], env);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /Name the lifecycle with --lifecycle <uid>/);
+
     // Misuse: --provision is an agent's; --role and --channel need it; a reserved name.
     for (
       const [args, code, re] of [

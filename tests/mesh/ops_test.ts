@@ -72,6 +72,34 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     assert.equal(line.channel, "general");
     assert.equal(line.from, "local.operator");
 
+    // `--as` a live agent's name speaks for it: said on stderr, and sent all the same.
+    const prov = await run(
+      [
+        ...["mint", "--space", "ops", "--profile", "agent", "--provision", "--actor", "bob"],
+        ...["--out", `${elsewhere}/bob.creds`],
+      ],
+      env,
+      elsewhere,
+    );
+    assert.equal(prov.code, 0, prov.stderr);
+    const asBob = await run(
+      ["send", "--space", "ops", "--channel", "general", "--as", "bob", "hi"],
+      env,
+      elsewhere,
+    );
+    assert.equal(asBob.code, 0, asBob.stderr);
+    assert.match(
+      asBob.stderr,
+      /note: sending as local\.bob, a live agent of space 'ops': its receivers cannot tell this message from its own\./,
+    );
+    const asCarol = await run(
+      ["send", "--space", "ops", "--channel", "general", "--as", "carol", "hi"],
+      env,
+      elsewhere,
+    );
+    assert.equal(asCarol.code, 0, asCarol.stderr);
+    assert.doesNotMatch(asCarol.stderr, /note:/);
+
     const credsFile = `${elsewhere}/obs.creds`;
     const minted = await run(
       ["mint", "--space", "ops", "--profile", "observer", "--ttl", "60", "--out", credsFile],

@@ -5,7 +5,7 @@
  */
 import { parseCreds } from "../../nats/creds.ts";
 import { decodeJwtUnverified } from "../../nats/jwt.ts";
-import { newLifecycleUid } from "../../wire/names.ts";
+import { assertValidLifecycleUid, newLifecycleUid } from "../../wire/names.ts";
 import { writeFileAtomic } from "../../atomic_file.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
@@ -14,7 +14,14 @@ import { registry } from "../../registry.ts";
 import { CREDENTIAL_LIFETIMES, principalFromTags, PROFILES } from "../../trust/mod.ts";
 import { appendAudit, signerAuditPath } from "../../signer/mod.ts";
 import { assertValidSpaceName } from "../names.ts";
-import { mintForRoot, provisionForRoot, sendText, tail } from "../ops.ts";
+import {
+  deprovisionForRoot,
+  isLiveAgent,
+  mintForRoot,
+  provisionForRoot,
+  sendText,
+  tail,
+} from "../ops.ts";
 import { join } from "../join.ts";
 import { TextLineStream } from "../../cli/lines.ts";
 import { callerPath, localActor, resolveMeshRoot, ROOT_FLAG } from "./common.ts";
@@ -277,10 +284,69 @@ export const mintCommand = defineCommand({
     if (values.profile === "agent" && !values.lifecycle) {
       console.error(
         provision
-          ? `lifecycle uid ${lifecycleUid} (its durables are made; cotal mcp --creds needs it)`
+          ? `lifecycle uid ${lifecycleUid} (its durables are made; cotal mcp --creds needs it; ` +
+            `undo with: cotal deprovision ${
+              safeText(values.actor ?? "operator")
+            } --lifecycle ${lifecycleUid})`
           : `lifecycle uid ${lifecycleUid} (add --provision to make its durables, as cotal spawn does)`,
       );
     }
+  },
+});
+
+/** `cotal deprovision`: undo `mint --provision`. */
+export const deprovisionCommand = defineCommand({
+  kind: "command",
+  name: "deprovision",
+  summary: "remove the durables and ACL row 'mint --provision' made for a member",
+  flags: {
+    ...ROOT_FLAG,
+    ...SPACE_FLAG,
+    ...JSON_FLAG,
+    lifecycle: {
+      type: "string",
+      value: "uid",
+      description: "the lifecycle uid mint --provision printed",
+    },
+  },
+  positionals: [{
+    name: "actor",
+    description: "the member's actor (local.<actor>)",
+    required: true,
+  }],
+  async run({ values, positionals }) {
+    const space = assertValidSpaceName(values.space);
+    const root = await resolveMeshRoot(values.root, space);
+    if (values.lifecycle === undefined) {
+      throw new CotalError(
+        "usage",
+        "Name the lifecycle with --lifecycle <uid>: the one 'cotal mint --provision' printed.",
+      );
+    }
+    const uid = values.lifecycle;
+    try {
+      assertValidLifecycleUid(uid);
+    } catch {
+      throw new CotalError(
+        "usage",
+        `--lifecycle takes the uid 'cotal mint --provision' printed, not '${safeText(uid)}'.`,
+      );
+    }
+    const actor = localActor(positionals[0]);
+    const r = await deprovisionForRoot(root, space, actor, uid);
+    printResult(
+      denoIo(),
+      { json: values.json === true },
+      { member: `local.${actor}`, lifecycleUid: uid, ...r },
+      (v) =>
+        v.removed.length === 0
+          ? `local.${safeText(actor)} had no durables under lifecycle ${uid}${
+            v.aclPurged ? "; its ACL row is purged" : ""
+          }`
+          : `deprovisioned local.${safeText(actor)} (lifecycle ${uid}): removed ${
+            v.removed.join(", ") || "no durables"
+          }${v.aclPurged ? "; its ACL row purged" : ""}`,
+    );
   },
 });
 
@@ -309,12 +375,20 @@ export const sendCommand = defineCommand({
   async run({ values, positionals }) {
     const space = assertValidSpaceName(values.space);
     const root = await resolveMeshRoot(values.root, space);
+    const as = localActor(values.as);
+    // Newcomer pass 8: `--as` a live agent's name posted in its name without a word.
+    if (as !== "operator" && await isLiveAgent(root, space, as)) {
+      console.error(
+        `note: sending as local.${safeText(as)}, a live agent of space '${space}': its receivers ` +
+          `cannot tell this message from its own.`,
+      );
+    }
     const r = await sendText(
       root,
       space,
       { channel: values.channel, to: values.to, role: values.role },
       positionals.join(" "),
-      localActor(values.as),
+      as,
     );
     printResult(
       denoIo(),
@@ -366,7 +440,7 @@ export const tailCommand = defineCommand({
   },
 });
 
-registry.register([mintCommand, sendCommand, tailCommand]);
+registry.register([mintCommand, deprovisionCommand, sendCommand, tailCommand]);
 
 function userName(): string {
   // Read at run time, never at import: a CLI row without USER must still load this module.
