@@ -1,18 +1,23 @@
 /**
- * The fan-out writer: routing only, never the authorization gate. Each CHAT message is
- * authenticated against its subject, and on a durable channel one INBOX entry is written per
- * member whose window holds the message's sequence (the sender excepted). The trusted reader
- * re-authorizes every entry before anything reaches a member.
+ * The fan-out writer. Each CHAT message is authenticated against its subject, and on a durable
+ * channel one copy is made per member whose window holds the message's sequence (the sender
+ * excepted). A member whose read ACL row is known is judged here, as the trusted reader would
+ * judge its entry: a copy its ACL allows goes straight to its DLV subject, framed, under the
+ * copy id the reader would use; one its ACL refuses is dropped. A member with no ACL row yet
+ * (unknown is not "no") gets an INBOX entry, which the reader judges once the row is there.
+ * One broker write per copy instead of two (an INBOX entry, then its DLV copy): that was the
+ * copy path's cost at scale (issue 17).
  *
  * @module
  */
 
 import { headersOf } from "../nats/headers.ts";
 import type { JsMsg } from "nats";
-import { decodeMessage, dinboxSubject, parseSubject } from "../wire/mod.ts";
+import { decodeMessage, dinboxSubject, dlvSubject, parseSubject } from "../wire/mod.ts";
+import { channelCovers } from "../wire/provision.ts";
 import { FANOUT_DURABLE } from "./constants.ts";
 import { deliveryClassOf, type DeliveryContext } from "./context.ts";
-import { copyId, entryHeaders, type InboxEntry, renderFrame } from "./frames.ts";
+import { copyId, entryHeaders, frameHeaders, type InboxEntry, renderFrame } from "./frames.ts";
 import { isBacklogFull, isTooLarge } from "./setaside.ts";
 import { durableEligible } from "./members.ts";
 import { type PullLoop, startPullLoop } from "./pull_loop.ts";
@@ -28,7 +33,7 @@ export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): 
     return;
   }
   // The delivery class and member rows as of now, not as of some earlier watch delivery.
-  await Promise.all([ctx.channels.sync(), ctx.members.sync()]);
+  await Promise.all([ctx.channels.sync(), ctx.members.sync(), ctx.acl.sync()]);
   const channel = parsed.channel;
   const pubs: Promise<unknown>[] = [];
   let refusal: unknown;
@@ -49,11 +54,31 @@ export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): 
         generation: rec.generation,
       };
       if (!ctx.fence.mayAct(token)) break;
-      pubs.push(
-        ctx.gate.publish(dinboxSubject(ctx.space, { owner, actor }, rec.lifecycleUid), frame, {
+      const acl = ctx.acl.get(`${rec.owner}.${rec.lifecycleUid}`)?.value;
+      if (acl && !acl.allowSubscribe.some((pattern) => channelCovers(pattern, channel))) {
+        // Revoked or narrowed: never copied.
+        ctx.counters.droppedAcl++;
+        continue;
+      }
+      // Straight to DLV while the warden sees room (no warden: no daemon-side DLV guard at all).
+      const direct = acl !== undefined && (ctx.warden?.admitsDirect(frame.length) ?? true);
+      const member = { owner, actor };
+      const subject = direct
+        ? dlvSubject(ctx.space, member, rec.lifecycleUid)
+        : dinboxSubject(ctx.space, member, rec.lifecycleUid);
+      // DLV under pressure: a member with one of the largest unread backlogs waits, as if its
+      // backlog were full (the storage warden, ./warden.ts).
+      const publish = direct && ctx.warden?.yields(subject)
+        ? Promise.reject(new Error("maximum messages per subject exceeded"))
+        : ctx.gate.publish(subject, frame, {
           msgID: copyId(entry.msgId, rec.owner, rec.lifecycleUid, rec.generation),
-          headers: entryHeaders(entry),
-        }).catch(async (err) => {
+          headers: direct ? frameHeaders() : entryHeaders(entry),
+        });
+      pubs.push(
+        publish.then(() => {
+          if (direct) ctx.counters.delivered++;
+          else ctx.counters.entriesWritten++;
+        }, async (err) => {
           // A member's full queue or a copy too large: that copy is set aside, the rest flow.
           if (isBacklogFull(err)) {
             await ctx.setaside?.missed(rec.owner, rec.lifecycleUid, {
@@ -82,7 +107,6 @@ export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): 
   // Every publish settles before anything is decided: none is left to reject unheard.
   await Promise.all(pubs);
   if (refusal) throw refusal;
-  ctx.counters.entriesWritten += pubs.length;
   if (!ctx.fence.mayAct(token)) return;
   m.ack();
   ctx.counters.fannedOut++;

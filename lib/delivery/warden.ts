@@ -112,6 +112,10 @@ export class StorageWarden {
   readonly #ctx: DeliveryContext;
   readonly #token: number;
   #yielding = new Set<string>();
+  /** DLV's bytes and cap at the last look (0: not looked yet), and what this daemon wrote since. */
+  #dlvBytes = 0;
+  #dlvMax = 0;
+  #sinceLook = 0;
   #timer?: ReturnType<typeof setInterval>;
   #sweeping = false;
   readonly #watched: Watched[];
@@ -160,6 +164,24 @@ export class StorageWarden {
   /** True when a copy to this DLV subject must wait (counted for a gap marker instead). */
   yields(dlvSubject: string): boolean {
     return this.#yielding.has(dlvSubject);
+  }
+
+  /**
+   * Whether the fan-out may write a copy of `bytes` straight to DLV, counting it: only while DLV
+   * (as last looked at, plus what was written since) stays under {@linkcode WARDEN_TARGET}.
+   * Past it copies take the INBOX path, where the reader writes them at its own pace and the
+   * warden, looking again at once, judges who yields: the fan-out alone writes faster than one
+   * look a second can follow (it filled DLV to 65% between two looks).
+   */
+  admitsDirect(bytes: number): boolean {
+    if (
+      this.#dlvMax <= 0 || this.#dlvBytes + this.#sinceLook + bytes >= WARDEN_TARGET * this.#dlvMax
+    ) {
+      if (this.#dlvMax > 0 && !this.#sweeping) void this.sweep().catch(() => {});
+      return false;
+    }
+    this.#sinceLook += bytes;
+    return true;
   }
 
   /** One look at DM, TASK and DLV; deletions, trims and refusals as the module doc says. */
@@ -338,6 +360,9 @@ export class StorageWarden {
     const { jsm, streams, root } = this.#ctx;
     const si = await jsm.streams.info(streams.dlv);
     const max = si.config.max_bytes;
+    this.#dlvBytes = si.state.bytes;
+    this.#dlvMax = max > 0 ? max : 0;
+    this.#sinceLook = 0;
     if (!(max > 0) || si.state.messages === 0 || si.state.bytes < WARDEN_ONSET * max) {
       this.#yielding.clear();
       return;

@@ -7,8 +7,9 @@
  *   deno run -A tests/bench/delivery_bench.ts --write   # also update docs/BENCHMARKS.md
  *
  * The daemon runs as a real process under its own permission row (as in production). Each copy
- * costs two JetStream writes (the INBOX entry and the framed DLV copy), so half the raw publish
- * rate is the ceiling. Not a test: timings are reported, never asserted.
+ * to a member whose ACL row the daemon knows is one JetStream write (the fan-out writes the
+ * framed DLV copy itself); until stop 28 it was two (an INBOX entry, then the reader's copy).
+ * Not a test: timings are reported, never asserted.
  */
 import type { NatsConnection } from "nats";
 import { percentile, runContext, writeSection } from "./_report.ts";
@@ -231,9 +232,9 @@ const md = `## lib/delivery: durable copies per second vs raw JetStream publish
 
 ${
   runContext("deno run -A tests/bench/delivery_bench.ts --write")
-} One operator-mode broker; the daemon is a real process under its \`cotal-delivery\` permission row (V8 flags included); the sender publishes pipelined (${IN_FLIGHT} acked publishes in flight). A copy is counted when the reader's framed copy is stored in DLV (the stream's last sequence). Raw = the same envelope published the same way as DMs to eight provisioned sinks nobody pulls (DM stores them and the daemon's storage warden reads each once, as it reads every DM; no member reads them; purged after each raw round), ${
+} One operator-mode broker; the daemon is a real process under its \`cotal-delivery\` permission row (V8 flags included); the sender publishes pipelined (${IN_FLIGHT} acked publishes in flight). A copy is counted when its framed copy is stored in DLV (the stream's last sequence). Raw = the same envelope published the same way as DMs to eight provisioned sinks nobody pulls (DM stores them and the daemon's storage warden reads each once, as it reads every DM; no member reads them; purged after each raw round), ${
   fmt(RAW_PER_ROUND)
-} messages before every daemon round, so both see the same machine load; each column is the median of its rounds. Each copy costs two JetStream writes (INBOX entry, DLV copy) plus two acks, so with one publisher's rate as the yardstick 50% would be the ceiling; the daemon exceeds that when the broker has headroom a single pipelined publisher does not use.
+} messages before every daemon round, so both see the same machine load; each column is the median of its rounds. Each copy to a member whose ACL row the daemon knows costs one JetStream write and its ack (the fan-out writes the framed DLV copy itself, under the copy id the reader would use); a member with no row yet gets an INBOX entry the reader copies later. The daemon exceeds one publisher's rate when the broker has headroom a single pipelined publisher does not use. Measured on the same machine just before the change (copies through INBOX and the reader): 4,133 / 6,042 / 8,539 copies/s at 1 / 10 / 50 members, 19% / 26% / 31% of raw.
 
 | members | copies | durable copies delivered | raw publish, same rounds | copies vs raw |
 |---:|---:|---:|---:|---:|

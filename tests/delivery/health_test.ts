@@ -1,7 +1,7 @@
 /**
  * The delivery daemon's `health` answer on its admin rail, what `cotal status` reads to show a
  * stall its process state never would (newcomer pass 5: fan-out failed for hours while status
- * said "running"). Here the fan-out's INBOX is taken away under it: every copy it makes fails,
+ * said "running"). Here DLV is taken away under the fan-out: every copy it makes fails,
  * and the daemon says since when and why; the first copy that lands clears it.
  */
 import assert from "node:assert/strict";
@@ -30,9 +30,10 @@ Deno.test("delivery - health says since when a loop has only failed and why, and
     const fine = await health();
     assert.equal(fine.ready, true);
     assert.equal(fine.stalledSince, undefined);
-    // Bob's copies have nowhere to go: every fan-out of a post to general fails.
+    // Bob's copies have nowhere to go (his ACL row is known: the fan-out writes his DLV
+    // subject itself): every fan-out of a post to general fails.
     const teardown = await connectAs(s.url, await s.mint("teardown"));
-    await (await teardown.jetstreamManager()).streams.delete(streamNames(s.space).inbox);
+    await (await teardown.jetstreamManager()).streams.delete(streamNames(s.space).dlv);
     await teardown.close();
     await post(an, s.space, alice, "general", "into the void");
     let h = await health();
@@ -42,7 +43,7 @@ Deno.test("delivery - health says since when a loop has only failed and why, and
     });
     assert.match(h.lastError!, /^fan-out: /);
     assert.ok(h.stalledSince! <= Date.now());
-    // INBOX back: the redelivered post is copied, and the stall is gone.
+    // DLV back: the redelivered post is copied, and the stall is gone.
     await setupSpaceStreams({ servers: s.url, space: s.space, creds: await s.mint("provisioner") });
     await waitFor(async () => (await health()).stalledSince === undefined, {
       what: "the stall cleared by a success",
