@@ -9,14 +9,7 @@
 import { calculateJwkThumbprint, CompactSign, exportJWK, generateKeyPair, importJWK } from "jose";
 import { CotalError } from "../errors.ts";
 import { BEARER_VERSION, MAX_BEARER_TTL_SEC, RETIRED_KID_RETENTION_SEC } from "./constants.ts";
-import {
-  isActorToken,
-  isCredentialId,
-  isDerivedOwner,
-  isLifecycleUid,
-  isParentPrincipal,
-  isScopeList,
-} from "./grammar.ts";
+import * as grammar from "./grammar.ts";
 import { isPlainObject, type JsonWebKeySet, type KeyResolver, type PublicJwk } from "./jwks.ts";
 import { bearerIssuer } from "./validate.ts";
 
@@ -227,17 +220,21 @@ function buildClaims(req: IssueRequest, space: string, iss: string, now: number)
         `${JSON.stringify(String(req.space).slice(0, 64))}; use that space's issuer.`,
     );
   }
-  if (!isDerivedOwner(req.owner)) refuseIssue("bad_subject", "owner is not a derived owner");
-  if (!isActorToken(req.actor)) refuseIssue("bad_actor", "actor is not an actor token");
+  if (!grammar.isDerivedOwner(req.owner)) {
+    refuseIssue("bad_subject", "owner is not a derived owner");
+  }
+  if (!grammar.isActorToken(req.actor)) refuseIssue("bad_actor", "actor is not an actor token");
   const scope = req.scope === undefined ? [] : [...req.scope];
-  if (!isScopeList(scope)) refuseIssue("bad_claim", "scope is not a list of distinct scopes");
-  if (req.lifecycleUid !== undefined && !isLifecycleUid(req.lifecycleUid)) {
+  if (!grammar.isScopeList(scope)) {
+    refuseIssue("bad_claim", "scope is not a list of distinct scopes");
+  }
+  if (req.lifecycleUid !== undefined && !grammar.isLifecycleUid(req.lifecycleUid)) {
     refuseIssue("bad_actor", "lifecycleUid is malformed");
   }
-  if (req.credentialId !== undefined && !isCredentialId(req.credentialId)) {
+  if (req.credentialId !== undefined && !grammar.isCredentialId(req.credentialId)) {
     refuseIssue("bad_actor", "credentialId is malformed");
   }
-  if (req.parent !== undefined && !isParentPrincipal(req.parent)) {
+  if (req.parent !== undefined && !grammar.isParentPrincipal(req.parent)) {
     refuseIssue("bad_actor", "parent is not one <derived owner>.<actor> link");
   }
   const ttl = req.ttlSec ?? MAX_BEARER_TTL_SEC;

@@ -1,12 +1,5 @@
 import { fetchDebBinary } from "./deb_fetch.ts";
-import {
-  assertSupported,
-  cachedServerPath,
-  findServer,
-  type FoundServer,
-  probeServerVersion,
-  projectCacheDir,
-} from "./find.ts";
+import * as find from "./find.ts";
 
 /** Options for {@linkcode installServer}. */
 export interface InstallOptions {
@@ -29,9 +22,9 @@ const MANUAL =
  * Installs nats-server into the project cache without touching the system, from the machine's
  * configured Debian mirror, and verifies its `--version` before it is used.
  */
-export async function installServer(opts: InstallOptions = {}): Promise<FoundServer> {
-  const cacheDir = opts.cacheDir ?? projectCacheDir();
-  const target = cachedServerPath(cacheDir);
+export async function installServer(opts: InstallOptions = {}): Promise<find.FoundServer> {
+  const cacheDir = opts.cacheDir ?? find.projectCacheDir();
+  const target = find.cachedServerPath(cacheDir);
   const staged = `${target}.new`;
   await fetchDebBinary({
     pkg: "nats-server",
@@ -44,9 +37,9 @@ export async function installServer(opts: InstallOptions = {}): Promise<FoundSer
     etcApt: opts.etcApt,
     onProgress: opts.onProgress,
   });
-  const version = await probeServerVersion(staged);
+  const version = await find.probeServerVersion(staged);
   try {
-    assertSupported(staged, version);
+    find.assertSupported(staged, version);
   } catch (err) {
     await Deno.remove(staged).catch(() => {});
     throw err;
@@ -57,6 +50,6 @@ export async function installServer(opts: InstallOptions = {}): Promise<FoundSer
 }
 
 /** Finds nats-server, installing it into the project cache when absent. */
-export async function ensureServer(opts: InstallOptions = {}): Promise<FoundServer> {
-  return await findServer(opts.cacheDir) ?? await installServer(opts);
+export async function ensureServer(opts: InstallOptions = {}): Promise<find.FoundServer> {
+  return await find.findServer(opts.cacheDir) ?? await installServer(opts);
 }

@@ -20,7 +20,7 @@ import { deliveryClassOf, type DeliveryContext } from "./context.ts";
 import { copyId, entryHeaders, frameHeaders, type InboxEntry, renderFrame } from "./frames.ts";
 import { isBacklogFull, isTooLarge } from "./setaside.ts";
 import { durableEligible } from "./members.ts";
-import { type PullLoop, startPullLoop } from "./pull_loop.ts";
+import { type PullLoop, startDurableLoop } from "./pull_loop.ts";
 
 /** Handle one CHAT message under fence token `token`. */
 export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): Promise<void> {
@@ -113,12 +113,5 @@ export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): 
 }
 
 /** Starts the fan-out loop on the `fanout` durable. */
-export async function startFanout(ctx: DeliveryContext): Promise<PullLoop> {
-  const consumer = await ctx.js.consumers.get(ctx.streams.chat, FANOUT_DURABLE);
-  return await startPullLoop(ctx, {
-    name: "fan-out",
-    consumer,
-    window: 64,
-    handle: (m, token) => fanoutOne(ctx, m, token),
-  });
-}
+export const startFanout = (ctx: DeliveryContext): Promise<PullLoop> =>
+  startDurableLoop(ctx, "fan-out", ctx.streams.chat, FANOUT_DURABLE, fanoutOne);

@@ -66,3 +66,20 @@ export async function startPullLoop(
     },
   };
 }
+
+/** Starts a loop of `window` (64) on the daemon's durable `durable` of `stream`. */
+export async function startDurableLoop(
+  ctx: DeliveryContext,
+  name: string,
+  stream: string,
+  durable: string,
+  handle: (ctx: DeliveryContext, m: JsMsg, token: number) => Promise<void>,
+): Promise<PullLoop> {
+  const consumer = await ctx.js.consumers.get(stream, durable);
+  return await startPullLoop(ctx, {
+    name,
+    consumer,
+    window: 64,
+    handle: (m, token) => handle(ctx, m, token),
+  });
+}

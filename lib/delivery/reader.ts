@@ -15,7 +15,7 @@ import type { DeliveryContext } from "./context.ts";
 import { copyId, decodeEntry, frameHeaders } from "./frames.ts";
 import { durableEligible } from "./members.ts";
 import { isBacklogFull, isTooLarge } from "./setaside.ts";
-import { type PullLoop, startPullLoop } from "./pull_loop.ts";
+import { type PullLoop, startDurableLoop } from "./pull_loop.ts";
 import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
 function deferOrTerm(ctx: DeliveryContext, m: JsMsg, token: number, why: string): void {
@@ -114,12 +114,5 @@ export async function readOne(ctx: DeliveryContext, m: JsMsg, token: number): Pr
 }
 
 /** Starts the reader loop on the `reader` durable. */
-export async function startReader(ctx: DeliveryContext): Promise<PullLoop> {
-  const consumer = await ctx.js.consumers.get(ctx.streams.inbox, READER_DURABLE);
-  return await startPullLoop(ctx, {
-    name: "reader",
-    consumer,
-    window: 64,
-    handle: (m, token) => readOne(ctx, m, token),
-  });
-}
+export const startReader = (ctx: DeliveryContext): Promise<PullLoop> =>
+  startDurableLoop(ctx, "reader", ctx.streams.inbox, READER_DURABLE, readOne);

@@ -57,35 +57,12 @@ export function proveControlRequest(
   return proveRequest(prover, RAIL.context, subject, body, now);
 }
 
-/** Checks control requests against a space's keys and remembers the nonces of commands. */
-export class ControlVerifier {
-  readonly #inner: RequestVerifier;
-
+/**
+ * Checks control requests against a space's keys and remembers the nonces of commands: a
+ * request verifier of the control rail (its context, the control-caller profile, its refusal).
+ */
+export class ControlVerifier extends RequestVerifier {
   constructor(trust: ControlTrust, opts: { now?: () => number } = {}) {
-    this.#inner = new RequestVerifier(trust, RAIL, opts);
-  }
-
-  /**
-   * Resolves when `headers` prove that a control-caller of this space named `caller` sent
-   * `body` on `subject` within the window; throws `unauthenticated_request` otherwise. With
-   * `once`, a nonce seen before is refused (a replay of a command with effects).
-   */
-  async verify(
-    subject: string,
-    body: Uint8Array,
-    headers: MsgHdrs | undefined,
-    caller: { owner: string; actor: string },
-    nonce: string,
-    once: boolean,
-  ): Promise<void> {
-    await this.#inner.verify(subject, body, headers, caller, nonce, once);
-  }
-
-  /**
-   * Refuses a nonce `caller` used before inside the window, or one past its cap, and remembers
-   * it otherwise. Call it only for a proven request.
-   */
-  remember(caller: { owner: string; actor: string }, nonce: string): void {
-    this.#inner.remember(caller, nonce);
+    super(trust, RAIL, opts);
   }
 }

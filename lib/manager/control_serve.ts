@@ -47,8 +47,8 @@ export async function serveControl(
       space: ctx.space,
       instanceId: ctx.instanceId,
       epoch: ctx.epoch,
-      verify: (m, caller) =>
-        ctx.verifier.verify(m.subject, m.data, knownHeaders(m), caller, "", false),
+      verify: async (m, caller) =>
+        void await ctx.verifier.verify(m.subject, m.data, knownHeaders(m), caller, "", false),
       remember: (caller, nonce) => ctx.verifier.remember(caller, nonce),
       replies,
       publish: (to, data) => nc.publish(to, data),

@@ -5,14 +5,7 @@
  */
 import { CotalError } from "../errors.ts";
 import { spaceNames } from "./grant_names.ts";
-import {
-  assertConnId,
-  assertLifecycleUid,
-  assertPrincipalOwner,
-  assertValidActor,
-  assertValidChannel,
-  assertValidRole,
-} from "./space_token.ts";
+import * as token from "./space_token.ts";
 import { type GrantContext, GrantSet } from "./profile_context.ts";
 import {
   adminGrants,
@@ -75,7 +68,7 @@ function refuse(code: string, message: string): never {
 function channels(list: readonly string[] | undefined, what: string, concrete: boolean): string[] {
   if (list === undefined) return [];
   if (!Array.isArray(list)) refuse("invalid_channel", `${what} must be an array of channel names.`);
-  for (const ch of list) assertValidChannel(ch, { concrete });
+  for (const ch of list) token.assertValidChannel(ch, { concrete });
   return [...new Set(list)];
 }
 
@@ -112,10 +105,10 @@ export function permissionsFor(space: string, profile: Profile, opts: Permission
       );
     }
   }
-  assertConnId(opts.connId);
+  token.assertConnId(opts.connId);
   const principal: Principal = opts.principal ?? { owner: "local", actor: opts.connId };
-  assertPrincipalOwner(principal.owner);
-  assertValidActor(principal.actor);
+  token.assertPrincipalOwner(principal.owner);
+  token.assertValidActor(principal.actor);
 
   if (profile === "agent") {
     if (opts.lifecycleUid === undefined) {
@@ -124,8 +117,8 @@ export function permissionsFor(space: string, profile: Profile, opts: Permission
         "An agent credential needs a lifecycleUid (it keys the agent's durables); pass one from newLifecycleUid().",
       );
     }
-    assertLifecycleUid(opts.lifecycleUid);
-    if (opts.role !== undefined) assertValidRole(opts.role);
+    token.assertLifecycleUid(opts.lifecycleUid);
+    if (opts.role !== undefined) token.assertValidRole(opts.role);
   }
   if (profile === "deprovisioner") {
     const t = opts.deprovisionTarget;
@@ -135,9 +128,9 @@ export function permissionsFor(space: string, profile: Profile, opts: Permission
         "A deprovisioner credential is pinned to one lifecycle; pass deprovisionTarget {owner, actor, lifecycleUid}.",
       );
     }
-    assertPrincipalOwner(t.owner);
-    assertValidActor(t.actor);
-    assertLifecycleUid(t.lifecycleUid);
+    token.assertPrincipalOwner(t.owner);
+    token.assertValidActor(t.actor);
+    token.assertLifecycleUid(t.lifecycleUid);
   }
   const ctx: GrantContext = {
     names: spaceNames(space),

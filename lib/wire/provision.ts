@@ -28,15 +28,7 @@ import {
 import { liveAclUids, reissueAclRow } from "./acl.ts";
 import { type BrokerTarget, withBroker } from "./connect.ts";
 import { bindKv, listKeys } from "./kv.ts";
-import {
-  assertConcreteChannel,
-  assertValidChannel,
-  assertValidLifecycleUid,
-  assertValidPrincipal,
-  assertValidRole,
-  describe,
-  type Principal,
-} from "./names.ts";
+import * as names from "./names.ts";
 import {
   aclKey,
   bucketNames,
@@ -106,18 +98,18 @@ export function resolveChannelPolicy(policy: AgentChannelPolicy = {}): ResolvedC
   const subscribe = list(policy.subscribe, "subscribe") ?? (allow0 ? [] : ["general"]);
   const allowSubscribe = allow0 ?? [...subscribe];
   const allowPublish = list(policy.allowPublish, "allowPublish") ?? [];
-  for (const ch of [...subscribe, ...allowSubscribe]) assertValidChannel(ch);
-  for (const ch of allowPublish) assertConcreteChannel(ch);
+  for (const ch of [...subscribe, ...allowSubscribe]) names.assertValidChannel(ch);
+  for (const ch of allowPublish) names.assertConcreteChannel(ch);
   for (const ch of subscribe) {
     if (!allowSubscribe.some((a) => channelCovers(a, ch))) {
       throw new CotalError(
         "subscribe_outside_acl",
-        `Boot channel ${describe(ch)} is not covered by allowSubscribe ` +
+        `Boot channel ${names.describe(ch)} is not covered by allowSubscribe ` +
           `${JSON.stringify(allowSubscribe)}; add it to allowSubscribe or drop it from subscribe.`,
       );
     }
   }
-  if (policy.role !== undefined) assertValidRole(policy.role);
+  if (policy.role !== undefined) names.assertValidRole(policy.role);
   return policy.role === undefined
     ? { subscribe, allowSubscribe, allowPublish }
     : { subscribe, allowSubscribe, allowPublish, role: policy.role };
@@ -128,7 +120,7 @@ export interface ProvisionAgentDurablesOptions extends BrokerTarget, AgentChanne
   /** The space. */
   space: string;
   /** The agent's principal (`local` or a derived `u_` owner). */
-  principal: Principal;
+  principal: names.Principal;
   /** The incarnation's never-reused uid; durables and the ACL row are keyed on it. */
   lifecycleUid: string;
   /** false: a live-only launch; no ACL row is written (no durable membership possible). */
@@ -155,8 +147,8 @@ export interface ProvisionedDurables extends ResolvedChannelPolicy {
 export async function provisionAgentDurables(
   opts: ProvisionAgentDurablesOptions,
 ): Promise<ProvisionedDurables> {
-  const principal = assertValidPrincipal(opts.principal);
-  assertValidLifecycleUid(opts.lifecycleUid);
+  const principal = names.assertValidPrincipal(opts.principal);
+  names.assertValidLifecycleUid(opts.lifecycleUid);
   const policy = resolveChannelPolicy(opts);
   return await withBroker(
     opts,
@@ -168,7 +160,7 @@ export async function provisionAgentDurables(
 async function provisionOn(
   nc: NatsConnection,
   space: string,
-  principal: Principal,
+  principal: names.Principal,
   uid: string,
   policy: ResolvedChannelPolicy,
   opts: { durableMembership?: boolean },
@@ -243,8 +235,10 @@ async function ensureDurable(
     if (have.config.filter_subject !== filter) {
       throw new CotalError(
         "durable_conflict",
-        `Durable ${name} on ${stream} exists with filter ${describe(have.config.filter_subject)} ` +
-          `instead of ${describe(filter)}; delete it and provision again.`,
+        `Durable ${name} on ${stream} exists with filter ${
+          names.describe(have.config.filter_subject)
+        } ` +
+          `instead of ${names.describe(filter)}; delete it and provision again.`,
       );
     }
     return false;
@@ -273,7 +267,7 @@ export async function consumerInfo(
 /** Options of {@linkcode deprovisionAgent}. */
 export interface DeprovisionAgentOptions extends BrokerTarget {
   space: string;
-  principal: Principal;
+  principal: names.Principal;
   lifecycleUid: string;
 }
 
@@ -293,8 +287,8 @@ export interface DeprovisionResult {
  * pinned to this lifecycle.
  */
 export async function deprovisionAgent(opts: DeprovisionAgentOptions): Promise<DeprovisionResult> {
-  const principal = assertValidPrincipal(opts.principal);
-  assertValidLifecycleUid(opts.lifecycleUid);
+  const principal = names.assertValidPrincipal(opts.principal);
+  names.assertValidLifecycleUid(opts.lifecycleUid);
   const s = streamNames(opts.space);
   const acl = bucketNames(opts.space).acl;
   return await withBroker(opts, async (nc) => {
@@ -357,12 +351,14 @@ export async function provisionAgent(opts: ProvisionAgentOptions): Promise<Provi
   if (opts.auth?.space !== opts.space) {
     throw new CotalError(
       "space_mismatch",
-      `The signer is for space ${describe(opts.auth?.space)} but the agent is provisioned in ` +
-        `${describe(opts.space)}; pass the signer of the same space.`,
+      `The signer is for space ${
+        names.describe(opts.auth?.space)
+      } but the agent is provisioned in ` +
+        `${names.describe(opts.space)}; pass the signer of the same space.`,
     );
   }
-  const principal = assertValidPrincipal(opts.principal);
-  assertValidLifecycleUid(opts.lifecycleUid);
+  const principal = names.assertValidPrincipal(opts.principal);
+  names.assertValidLifecycleUid(opts.lifecycleUid);
   const policy = resolveChannelPolicy(opts);
   const creds = await mintWith(signer, opts.identity, "agent", {
     principal,
