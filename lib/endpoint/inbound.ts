@@ -31,6 +31,12 @@ export interface InboundHost {
   space: string;
   self(): Principal;
   seen: SeenIds;
+  /**
+   * Ids surfaced only as history, for a host whose backfill does not count as seen
+   * (`EndpointOptions.historyCountsAsSeen: false`): a gap-filled copy of one is not repeated,
+   * a durable copy is delivered. Undefined when history counts as seen.
+   */
+  history?: SeenIds;
   /** True when a persistent `message` listener is attached. */
   listening(): boolean;
   dispatch(ev: Event): boolean;
@@ -71,7 +77,7 @@ export function surfaceCore(
     if (d.reason !== "echo") host.error(dropped(d.reason, d.detail, "channel"));
     return;
   }
-  if (host.seen.has(d.message.id)) return;
+  if (host.seen.has(d.message.id) || host.history?.has(d.message.id)) return;
   const ev = new CotalMessageEvent(d.message, NOOP, {
     kind: d.kind,
     historical: source === "backfill",
@@ -84,7 +90,11 @@ export function surfaceCore(
     host.hold(ev, data.length);
     return;
   }
-  host.seen.check(d.message.id);
+  // For a host that ignores history (cotal mcp) a backfilled copy is kept apart from what was
+  // seen: the durable copy owed for it must still surface, or it is settled as "already seen"
+  // and lost (fault pass 9).
+  if (source === "backfill" && host.history) host.history.check(d.message.id);
+  else host.seen.check(d.message.id);
   host.dispatch(ev);
 }
 

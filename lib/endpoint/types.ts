@@ -112,6 +112,13 @@ export interface EndpointOptions {
   watchPresence?: boolean;
   /** Bind the DM, role and durable-delivery consumers (default true). */
   consume?: boolean;
+  /**
+   * Whether a channel's join backfill (history, `meta.historical`) counts as seen, so the
+   * durable copy owed for the same message is settled without surfacing again (default true:
+   * each id surfaces once). A host that ignores history turns it off, or a durable copy shown
+   * only as history would never reach it (`cotal mcp`, fault pass 9).
+   */
+  historyCountsAsSeen?: boolean;
 }
 
 /** Options of a publish. */

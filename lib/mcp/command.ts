@@ -70,6 +70,8 @@ async function fromCreds(values: {
     lifecycleUid: values["lifecycle-uid"],
     creds: text,
     ...(values.channel?.length ? { channels: values.channel } : {}),
+    // It keeps no history (serveMcp drops it): a durable copy must not be taken for seen.
+    historyCountsAsSeen: false,
   });
   return { endpoint, id: `${owner}.${actor}` };
 }
@@ -127,7 +129,10 @@ export const mcpCommand = defineCommand({
       const launch = await readLaunchMaterial(path);
       joined = {
         // The channels the agent was spawned into: joined, so their posts reach the harness.
-        endpoint: agentEndpoint(path, launch, { channels: launch.channels ?? [] }),
+        endpoint: agentEndpoint(path, launch, {
+          channels: launch.channels ?? [],
+          historyCountsAsSeen: false,
+        }),
         id: `${launch.principal.owner}.${launch.principal.actor}`,
         ...(launch.sandbox?.spawn ? { spawn: launch.sandbox.spawn } : {}),
       };

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { deliveryRequest } from "../../lib/delivery/mod.ts";
+import { CotalEndpoint, type CotalMessageEvent } from "../../lib/endpoint/mod.ts";
 import { aclKey, bindKv, bucketNames, streamNames } from "../../lib/wire/mod.ts";
 import { waitFor } from "../_harness/broker.ts";
 import {
@@ -65,6 +66,84 @@ Deno.test("delivery - a known member's copies go straight to DLV; an unknown one
     throw e;
   } finally {
     for (const c of [an, bn, admin]) await c.close().catch(() => {});
+    daemon.kill();
+    await daemon.exited;
+  }
+});
+
+Deno.test("delivery - an endpoint that ignores history still gets the durable copies its join backfill showed", async () => {
+  await using s = await startDeliverySpace({ prefix: "histdur" });
+  const daemon = startDaemonProcess(s);
+  const alice = await s.agent("alice");
+  const bob = await s.agent("bob");
+  const an = await connectAs(s.url, alice.creds);
+  const bn = await connectAs(s.url, bob.creds);
+  const endpoints: CotalEndpoint[] = [];
+  const endpoint = (opts: { historyCountsAsSeen?: boolean } = {}) => {
+    const ep = new CotalEndpoint({
+      servers: s.url,
+      space: s.space,
+      card: { name: bob.name },
+      lifecycleUid: bob.uid,
+      creds: bob.creds,
+      channels: ["general"],
+      ...opts,
+    });
+    endpoints.push(ep);
+    return ep;
+  };
+  try {
+    await daemon.waitForLine(/delivery daemon up/, 30_000);
+    await deliveryRequest(bn, s.space, bob.principal, "durableJoin", { channel: "general" });
+    const sent = [];
+    for (let i = 0; i < 3; i++) sent.push((await post(an, s.space, alice, "general", `p${i}`)).id);
+    await waitFor(async () => await dlvCount(bn, s.space, bob) >= 3, { what: "bob's copies" });
+    // Fault pass 9: a cotal mcp was killed holding these copies unacked (in flight), and the next
+    // one joined general first: its backfill showed the posts, which cotal mcp drops as history,
+    // and marked them seen; the durable copies redelivered after the ack wait were then settled
+    // as already handled, and lost to bob.
+    const first = endpoint({ historyCountsAsSeen: false });
+    let held = 0;
+    first.addEventListener("message", (e) => {
+      const ev = e as CotalMessageEvent;
+      if (ev.meta.source !== "durable") return;
+      ev.preventDefault(); // kept, never settled: in flight when it goes
+      held++;
+    });
+    await first.start();
+    await waitFor(() => held >= 3, { what: "the copies in flight" });
+    await first.stop();
+    const b = endpoint({ historyCountsAsSeen: false });
+    const got: CotalMessageEvent[] = [];
+    b.addEventListener("message", (e) => void got.push(e as CotalMessageEvent));
+    await b.start();
+    await waitFor(() => got.filter((e) => !e.meta.historical).length >= 3, {
+      what: "the durable copies, redelivered after the ack wait",
+      timeoutMs: 90_000,
+    });
+    const delivered = got.filter((e) => !e.meta.historical);
+    assert.deepEqual(delivered.map((e) => e.message.id).sort(), [...sent].sort());
+    assert.ok(delivered.every((e) => e.meta.source === "durable"));
+    assert.ok(got.some((e) => e.meta.historical), "the backfill showed them first");
+    await b.stop();
+    // The default (history counts as seen): each id surfaces once.
+    for (let i = 0; i < 3; i++) sent.push((await post(an, s.space, alice, "general", `q${i}`)).id);
+    await waitFor(async () => await dlvCount(bn, s.space, bob) >= 3, { what: "the next copies" });
+    const c = endpoint();
+    const once: CotalMessageEvent[] = [];
+    c.addEventListener("message", (e) => void once.push(e as CotalMessageEvent));
+    await c.start();
+    await waitFor(async () => await dlvCount(bn, s.space, bob) === 0, {
+      what: "the copies settled",
+      timeoutMs: 20_000,
+    });
+    assert.equal(new Set(once.map((e) => e.message.id)).size, once.length, "an id surfaced twice");
+  } catch (e) {
+    console.error(daemon.stderr().slice(-2000));
+    throw e;
+  } finally {
+    for (const ep of endpoints) await ep.stop().catch(() => {});
+    for (const c of [an, bn]) await c.close().catch(() => {});
     daemon.kill();
     await daemon.exited;
   }
