@@ -49,6 +49,12 @@ export const WARDEN_INTERVAL_MS = 1_000;
 export const WARDEN_ONSET = 0.5;
 /** The fill a trim brings DM or TASK back to. */
 export const WARDEN_TARGET = 0.4;
+/**
+ * The share of DLV below which the fan-out writes copies straight to it; above, copies go through
+ * INBOX and the reader, whose pace the warden's one look a second can follow (the fan-out alone
+ * filled DLV from 40% to 65% between two looks on a loaded machine).
+ */
+export const DIRECT_CEILING = 0.25;
 /** The longest one sweep reads DM or TASK; a longer backlog is read on over the next sweeps. */
 export const WARDEN_READ_BUDGET_MS = 5_000;
 /** Messages per fetch of a read. */
@@ -168,15 +174,14 @@ export class StorageWarden {
 
   /**
    * Whether the fan-out may write a copy of `bytes` straight to DLV, counting it: only while DLV
-   * (as last looked at, plus what was written since) stays under {@linkcode WARDEN_TARGET}.
+   * (as last looked at, plus what was written since) stays under {@linkcode DIRECT_CEILING}.
    * Past it copies take the INBOX path, where the reader writes them at its own pace and the
    * warden, looking again at once, judges who yields: the fan-out alone writes faster than one
    * look a second can follow (it filled DLV to 65% between two looks).
    */
   admitsDirect(bytes: number): boolean {
-    if (
-      this.#dlvMax <= 0 || this.#dlvBytes + this.#sinceLook + bytes >= WARDEN_TARGET * this.#dlvMax
-    ) {
+    const ceiling = DIRECT_CEILING * this.#dlvMax;
+    if (this.#dlvMax <= 0 || this.#dlvBytes + this.#sinceLook + bytes >= ceiling) {
       if (this.#dlvMax > 0 && !this.#sweeping) void this.sweep().catch(() => {});
       return false;
     }
