@@ -132,7 +132,7 @@ export class CotalEndpoint extends EndpointEvents {
       space: opts.space,
       self: () => this.principal,
       seen: this.#seen,
-      ...(opts.historyCountsAsSeen === false ? { history: new SeenIds() } : {}),
+      dedupeDurable: opts.dedupeDurable ?? true,
       listening: () => this.listenerCount("message") > 0,
       dispatch: (ev) => this.dispatchEvent(ev),
       hold: (ev, bytes) => this.#hold(ev, bytes),
@@ -383,10 +383,8 @@ export class CotalEndpoint extends EndpointEvents {
       const { ev, bytes } = this.#held.shift()!;
       this.#heldIds.delete(ev.message.id);
       this.#heldBytes -= bytes;
-      // A copy that came again meanwhile (its durable copy, to a listener) is not repeated;
-      // history kept apart stays apart (`historyCountsAsSeen: false`).
-      const ids = ev.meta.historical && this.#inbound.history ? this.#inbound.history : this.#seen;
-      if (!this.#seen.has(ev.message.id) && !ids.check(ev.message.id)) this.dispatchEvent(ev);
+      // A copy that came again meanwhile (its durable copy, to a listener) is not repeated.
+      if (!this.#seen.check(ev.message.id)) this.dispatchEvent(ev);
     }
   }
 

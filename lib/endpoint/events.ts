@@ -41,6 +41,11 @@ export interface Delivery {
   nak(delayMs?: number): void;
   /** Never: the broker stops redelivering it. */
   term(): void;
+  /**
+   * Still being worked on: the broker's redelivery timer for this copy starts again (a copy
+   * kept unsettled longer than the consumer's ack wait, 60 s, is otherwise delivered again).
+   */
+  working(): void;
 }
 
 /**

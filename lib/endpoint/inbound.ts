@@ -31,12 +31,8 @@ export interface InboundHost {
   space: string;
   self(): Principal;
   seen: SeenIds;
-  /**
-   * Ids surfaced only as history, for a host whose backfill does not count as seen
-   * (`EndpointOptions.historyCountsAsSeen: false`): a gap-filled copy of one is not repeated,
-   * a durable copy is delivered. Undefined when history counts as seen.
-   */
-  history?: SeenIds;
+  /** Whether a consumer copy of an id already surfaced is settled silently (`dedupeDurable`). */
+  dedupeDurable: boolean;
   /** True when a persistent `message` listener is attached. */
   listening(): boolean;
   dispatch(ev: Event): boolean;
@@ -54,6 +50,7 @@ const NOOP: Delivery = Object.freeze({
   ack: () => Promise.resolve(),
   nak: () => {},
   term: () => {},
+  working: () => {},
 });
 
 function dropped(reason: string, detail: string, where: string): CotalError {
@@ -77,7 +74,7 @@ export function surfaceCore(
     if (d.reason !== "echo") host.error(dropped(d.reason, d.detail, "channel"));
     return;
   }
-  if (host.seen.has(d.message.id) || host.history?.has(d.message.id)) return;
+  if (host.seen.has(d.message.id)) return;
   const ev = new CotalMessageEvent(d.message, NOOP, {
     kind: d.kind,
     historical: source === "backfill",
@@ -90,11 +87,7 @@ export function surfaceCore(
     host.hold(ev, data.length);
     return;
   }
-  // For a host that ignores history (cotal mcp) a backfilled copy is kept apart from what was
-  // seen: the durable copy owed for it must still surface, or it is settled as "already seen"
-  // and lost (fault pass 9).
-  if (source === "backfill" && host.history) host.history.check(d.message.id);
-  else host.seen.check(d.message.id);
+  host.seen.check(d.message.id);
   host.dispatch(ev);
 }
 
@@ -175,8 +168,10 @@ function settleAfterDispatch(
   source: MessageSource,
 ): void {
   // An id already surfaced (the live copy came first, or a redelivery of a handled copy) is
-  // settled silently: the host has seen it.
-  if (host.seen.has(message.id)) {
+  // settled silently: the host has seen it. Unless the host settles copies itself once it has
+  // kept them (cotal mcp, `dedupeDurable: false`): its live copy or its history of a post is in
+  // RAM only, and this copy is what the broker keeps until it is read (fault pass 9).
+  if (host.dedupeDurable && host.seen.has(message.id)) {
     m.ack();
     return;
   }
@@ -184,8 +179,10 @@ function settleAfterDispatch(
     m.nak(UNCLAIMED_NAK_MS);
     return;
   }
-  host.seen.check(message.id);
-  const delivery = consumerDelivery(m, () => host.seen.forget(message.id));
+  const again = host.seen.check(message.id);
+  const delivery = consumerDelivery(m, () => {
+    if (!again) host.seen.forget(message.id);
+  });
   const ev = new CotalMessageEvent(message, delivery, {
     kind,
     historical: false,
@@ -219,6 +216,9 @@ function consumerDelivery(m: JsMsg, forget: () => void): Delivery {
       if (settled) return;
       settled = true;
       m.term();
+    },
+    working() {
+      if (!settled) m.working();
     },
   };
 }

@@ -113,12 +113,13 @@ export interface EndpointOptions {
   /** Bind the DM, role and durable-delivery consumers (default true). */
   consume?: boolean;
   /**
-   * Whether a channel's join backfill (history, `meta.historical`) counts as seen, so the
-   * durable copy owed for the same message is settled without surfacing again (default true:
-   * each id surfaces once). A host that ignores history turns it off, or a durable copy shown
-   * only as history would never reach it (`cotal mcp`, fault pass 9).
+   * Whether a consumer copy (a DM, a task, a durable channel copy) of a message already surfaced
+   * is settled without surfacing again (default true: each id surfaces once). A host that keeps
+   * messages itself, dedupes them by id and settles each copy only once it has kept it turns it
+   * off: every consumer copy then surfaces with its delivery to settle (`cotal mcp`, whose live
+   * copy or history of a post is in RAM, fault pass 9).
    */
-  historyCountsAsSeen?: boolean;
+  dedupeDurable?: boolean;
 }
 
 /** Options of a publish. */

@@ -224,7 +224,7 @@ function signalNumber(sig: Deno.Signal): number | undefined {
 export function agentEndpoint(
   launchPath: string,
   launch: LaunchMaterial,
-  opts: { consume?: boolean; channels?: readonly string[]; historyCountsAsSeen?: boolean } = {},
+  opts: { consume?: boolean; channels?: readonly string[]; dedupeDurable?: boolean } = {},
 ): CotalEndpoint {
   if (launch.auth.kind !== "creds") {
     throw new CotalError(
@@ -246,7 +246,7 @@ export function agentEndpoint(
     lifecycleUid: launch.lifecycleUid,
     ...(opts.consume === false ? { consume: false } : {}),
     ...(opts.channels?.length ? { channels: [...opts.channels] } : {}),
-    ...(opts.historyCountsAsSeen === false ? { historyCountsAsSeen: false } : {}),
+    ...(opts.dedupeDurable === false ? { dedupeDurable: false } : {}),
     creds: async () => {
       const now = await readLaunchMaterial(launchPath);
       if (now.auth.kind !== "creds") {

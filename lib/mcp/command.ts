@@ -70,8 +70,8 @@ async function fromCreds(values: {
     lifecycleUid: values["lifecycle-uid"],
     creds: text,
     ...(values.channel?.length ? { channels: values.channel } : {}),
-    // It keeps no history (serveMcp drops it): a durable copy must not be taken for seen.
-    historyCountsAsSeen: false,
+    // It keeps messages itself and settles each copy once the harness read it (collectInto).
+    dedupeDurable: false,
   });
   return { endpoint, id: `${owner}.${actor}` };
 }
@@ -131,7 +131,7 @@ export const mcpCommand = defineCommand({
         // The channels the agent was spawned into: joined, so their posts reach the harness.
         endpoint: agentEndpoint(path, launch, {
           channels: launch.channels ?? [],
-          historyCountsAsSeen: false,
+          dedupeDurable: false,
         }),
         id: `${launch.principal.owner}.${launch.principal.actor}`,
         ...(launch.sandbox?.spawn ? { spawn: launch.sandbox.spawn } : {}),

@@ -152,6 +152,16 @@ export class InboxJournal {
     return this.#seen.has(id);
   }
 
+  /** Whether the message with this id is in the inbox and read (or compacted away, all read). */
+  isRead(id: string): boolean {
+    if (!this.#seen.has(id)) return false;
+    const e = this.find(id);
+    return e === undefined || this.#isRead(e.n);
+  }
+
+  /** Called with the entries each {@linkcode markRead} marked read, once that is on disk. */
+  onRead?: (entries: readonly InboxEntry[]) => void;
+
   /**
    * Writes `message` to the inbox (whole, before it resolves); resolves false for an id already
    * held.
@@ -220,6 +230,7 @@ export class InboxJournal {
     const run = this.#writing.then(() => this.#saveMarks());
     this.#writing = run.then(() => {}, () => {});
     await run;
+    this.onRead?.(entries);
     await this.#compact();
   }
 

@@ -22,7 +22,7 @@ import {
 import { listChannelResources, readChannelResource, ResourceSubscriptions } from "./resources.ts";
 import { isCotalError } from "../errors.ts";
 import { startWaitingForBroker } from "../endpoint/wait_start.ts";
-import type { CotalEndpoint, CotalMessageEvent } from "../endpoint/mod.ts";
+import type { CotalEndpoint, CotalMessageEvent, Delivery } from "../endpoint/mod.ts";
 import type { InboxJournal, InboxKind } from "./journal.ts";
 import { checkArguments, type MeshTool, meshTools, toolErrorText } from "./tools.ts";
 import { spawnTools } from "./spawn_tools.ts";
@@ -59,19 +59,45 @@ function kindOf(ev: CotalMessageEvent): InboxKind {
   return m.channel !== undefined ? "channel" : m.to !== undefined ? "dm" : "task";
 }
 
-/** Keeps every arriving message in `inbox`; a held copy is acked only once it is on disk. */
+/** How often copies kept unsettled until read are reported as being worked on. */
+export const HELD_WORKING_MS = 20_000;
+
+/**
+ * Keeps every arriving message in `inbox`. A copy the broker holds for the agent (a DM, a task,
+ * a durable channel copy) stays unsettled until the harness has read it, and is acked then: the
+ * broker, not the inbox file, is what keeps it. A sandboxed agent's inbox is on its RAM home,
+ * which a restart of its runner empties (fault pass 9 lost every unread DM that way); the broker
+ * delivers the copy again to the next `cotal mcp`. Until it is read it is reported as being
+ * worked on, so the broker does not redeliver it to this one. Returns a stop function.
+ */
 export function collectInto(
   endpoint: CotalEndpoint,
   inbox: InboxJournal,
   log: (l: string) => void,
-) {
+): () => void {
+  const unread = new Map<string, Delivery>();
+  const settle = (id: string, delivery: Delivery) => {
+    if (inbox.isRead(id)) delivery.ack().catch(() => {});
+    else unread.set(id, delivery);
+  };
+  inbox.onRead = (entries) => {
+    for (const e of entries) {
+      const d = unread.get(e.message.id);
+      if (!d) continue;
+      unread.delete(e.message.id);
+      d.ack().catch(() => {});
+    }
+  };
+  const working = setInterval(() => {
+    for (const d of unread.values()) d.working();
+  }, HELD_WORKING_MS);
   endpoint.addEventListener("message", (ev) => {
     if (ev.meta.historical) return;
     const held = ev.delivery.durable && !ev.delivery.settled;
     if (held) ev.preventDefault();
     inbox.append(kindOf(ev), ev.message).then(
       () => {
-        if (held) ev.delivery.ack().catch(() => {});
+        if (held) settle(ev.message.id, ev.delivery);
       },
       (err) => {
         log(`cotal mcp: could not keep a message in the inbox (${(err as Error).message})`);
@@ -80,6 +106,10 @@ export function collectInto(
       },
     );
   });
+  return () => {
+    clearInterval(working);
+    unread.clear();
+  };
 }
 
 /** Answers one tool call: the tool's JSON result, or a one-sentence tool error. */
@@ -120,7 +150,7 @@ export async function serveMcp(
 ): Promise<{ closed: Promise<void>; stop(): Promise<void> }> {
   const log = opts.log ?? ((l: string) => console.error(l));
   const { endpoint, inbox } = opts;
-  collectInto(endpoint, inbox, log);
+  const stopCollecting = collectInto(endpoint, inbox, log);
   endpoint.addEventListener("warning", (ev) => log(`cotal mcp: ${ev.error.message}`));
   endpoint.addEventListener("error", (ev) => log(`cotal mcp: ${ev.error.message}`));
   // A broker that is down is waited for, not a reason to exit (fault pass 8: the program that
@@ -199,10 +229,14 @@ export async function serveMcp(
   server.onclose = () => done();
   await server.connect(opts.transport ?? new StdioServerTransport());
   const stop = async () => {
+    stopCollecting();
     await server.close().catch(() => {});
     await endpoint.stop().catch(() => {});
     done();
   };
-  closed.then(() => endpoint.stop().catch(() => {}));
+  closed.then(() => {
+    stopCollecting();
+    return endpoint.stop().catch(() => {});
+  });
   return { closed, stop };
 }

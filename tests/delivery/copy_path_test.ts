@@ -71,7 +71,7 @@ Deno.test("delivery - a known member's copies go straight to DLV; an unknown one
   }
 });
 
-Deno.test("delivery - an endpoint that ignores history still gets the durable copies its join backfill showed", async () => {
+Deno.test("delivery - an endpoint that settles copies itself (dedupeDurable: false) gets the durable copies its join backfill showed", async () => {
   await using s = await startDeliverySpace({ prefix: "histdur" });
   const daemon = startDaemonProcess(s);
   const alice = await s.agent("alice");
@@ -79,7 +79,7 @@ Deno.test("delivery - an endpoint that ignores history still gets the durable co
   const an = await connectAs(s.url, alice.creds);
   const bn = await connectAs(s.url, bob.creds);
   const endpoints: CotalEndpoint[] = [];
-  const endpoint = (opts: { historyCountsAsSeen?: boolean } = {}) => {
+  const endpoint = (opts: { dedupeDurable?: boolean } = {}) => {
     const ep = new CotalEndpoint({
       servers: s.url,
       space: s.space,
@@ -102,7 +102,7 @@ Deno.test("delivery - an endpoint that ignores history still gets the durable co
     // one joined general first: its backfill showed the posts, which cotal mcp drops as history,
     // and marked them seen; the durable copies redelivered after the ack wait were then settled
     // as already handled, and lost to bob.
-    const first = endpoint({ historyCountsAsSeen: false });
+    const first = endpoint({ dedupeDurable: false });
     let held = 0;
     first.addEventListener("message", (e) => {
       const ev = e as CotalMessageEvent;
@@ -113,7 +113,7 @@ Deno.test("delivery - an endpoint that ignores history still gets the durable co
     await first.start();
     await waitFor(() => held >= 3, { what: "the copies in flight" });
     await first.stop();
-    const b = endpoint({ historyCountsAsSeen: false });
+    const b = endpoint({ dedupeDurable: false });
     const got: CotalMessageEvent[] = [];
     b.addEventListener("message", (e) => void got.push(e as CotalMessageEvent));
     await b.start();

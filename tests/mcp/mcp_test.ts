@@ -161,6 +161,42 @@ Deno.test("mcp - what was not read survives a kill -9 and restart of cotal mcp; 
   }
 });
 
+Deno.test("mcp - what was not read survives losing the inbox with the process (a sandbox's RAM home): the broker keeps it until it is read", async () => {
+  await using s = await startDeliverySpace({ prefix: "mcpram" });
+  const alice = await startMcp(s, await provision(s, "alice"));
+  const bobAgent = await provision(s, "bob");
+  let bob = await startMcp(s, bobAgent);
+  try {
+    for (const n of [1, 2, 3]) await alice.call("dm", { to: "local.bob", text: `m${n}` });
+    for (let i = 0; i < 50; i++) {
+      const text = await Deno.readTextFile(`${bob.inbox}/inbox.jsonl`).catch(() => "");
+      if (text.trim().split("\n").filter(Boolean).length === 3) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // m1 is read (the next request shows it taken); m2 and m3 are only in the inbox file.
+    const first = await bob.call("inbox", { max: 1 });
+    assert.deepEqual(first.json.messages.map((m: { text: string }) => m.text), ["m1"]);
+    await bob.call("presence");
+    // Fault pass 9: a sandboxed agent's inbox is on its RAM home, gone with its runner; the
+    // copies were acked once written there, and every unread DM was lost.
+    Deno.kill(bob.pid, "SIGKILL");
+    await bob.close().catch(() => {});
+    await Deno.remove(bob.inbox, { recursive: true });
+    bob = await startMcp(s, bobAgent);
+    const texts: string[] = [];
+    // Delivered again once the first server's unsettled copies pass their ack wait (60 s).
+    for (let i = 0; i < 20 && texts.length < 2; i++) {
+      const r = await bob.call("wait", { timeout_seconds: 10 });
+      texts.push(...r.json.messages.map((m: { text: string }) => m.text));
+    }
+    assert.deepEqual(texts.sort(), ["m2", "m3"]);
+    assert.deepEqual((await bob.call("inbox")).json.messages, []);
+  } finally {
+    await alice.close();
+    await bob.close();
+  }
+});
+
 Deno.test("mcp - a client that closes stdin ends cotal mcp, with exit code 0", async () => {
   await using s = await startDeliverySpace({ prefix: "mcpeof" });
   const who = await provision(s, "carol");
