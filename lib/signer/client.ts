@@ -13,6 +13,13 @@ import { SIGN_CONTEXT, type SignWireRequest } from "./serve.ts";
 
 /** How long a signing request waits for the signer by default. */
 export const SIGN_TIMEOUT_MS = 10_000;
+/**
+ * A request the signer has not answered is sent again this often, as a new request (a new nonce
+ * and proof), within {@linkcode SIGN_TIMEOUT_MS}: one published while the signer was being
+ * restarted (the watchdog's ~1 s) reached nobody and was lost (fault pass 9). The first answer
+ * wins; a copy the signer answered too is one more audited signature of the same public key.
+ */
+export const SIGN_RESEND_MS = 2_000;
 
 /**
  * What a remote signer needs of a broker connection: a subscription to its reply rail and a
@@ -99,19 +106,25 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
       profile: req.profile,
       opts: wireOpts,
     };
-    const nonce = crypto.randomUUID().replaceAll("-", "");
-    const subject = signRail.request(root, owner, actor, nonce);
     const data = new TextEncoder().encode(JSON.stringify(body));
-    const headers = await proveRequest(
-      await proverFor(await opts.creds()),
-      SIGN_CONTEXT,
-      subject,
-      data,
-    );
+    const nonces: string[] = [];
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let resend: ReturnType<typeof setInterval> | undefined;
     try {
       const answer = await new Promise<unknown>((resolve, reject) => {
-        waiting.set(nonce, resolve);
+        const send = async () => {
+          const nonce = crypto.randomUUID().replaceAll("-", "");
+          const subject = signRail.request(root, owner, actor, nonce);
+          nonces.push(nonce);
+          waiting.set(nonce, resolve);
+          const headers = await proveRequest(
+            await proverFor(await opts.creds()),
+            SIGN_CONTEXT,
+            subject,
+            data,
+          );
+          opts.nc.publish(subject, data, { headers });
+        };
         timer = setTimeout(
           () =>
             reject(
@@ -124,7 +137,8 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
             ),
           timeoutMs,
         );
-        opts.nc.publish(subject, data, { headers });
+        resend = setInterval(() => void send().catch(() => {}), SIGN_RESEND_MS);
+        send().catch(reject);
       });
       const a = answer as {
         ok?: boolean;
@@ -140,7 +154,8 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
       );
     } finally {
       clearTimeout(timer);
-      waiting.delete(nonce);
+      clearInterval(resend);
+      for (const n of nonces) waiting.delete(n);
     }
   };
 

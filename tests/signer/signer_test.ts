@@ -80,6 +80,31 @@ Deno.test("signer - a supervisor's agent creds come from cotal-signer under its 
   }
 });
 
+Deno.test("signer - a request sent while the signer restarts is sent again and answered, not failed", async () => {
+  await using s = await startDeliverySpace({ prefix: "signre" });
+  const sup = await supervisorOf(s);
+  let daemon: ReturnType<typeof startSigner> | undefined;
+  try {
+    // Fault pass 9: the request went out while the watchdog was starting a new signer, reached
+    // nobody, and the spawn failed after 10 s though the signer was back within one.
+    const agent = newIdentity();
+    const asked = mintWith(sup.signer, agent, "agent", {
+      principal: { owner: "local", actor: "late" },
+      lifecycleUid: newLifecycleUid(),
+    });
+    await new Promise((r) => setTimeout(r, 1_500));
+    daemon = startSigner(s);
+    const creds = await asked;
+    const claims = decodeJwtUnverified(/BEGIN NATS USER JWT-+\n(\S+)\n/.exec(creds)![1]);
+    assert.equal(claims.sub, agent.id);
+  } finally {
+    sup.signer.close();
+    await sup.nc.close();
+    daemon?.kill();
+    await daemon?.exited;
+  }
+});
+
 Deno.test("signer - what the policy does not allow is refused, audited, and the signer keeps serving", async () => {
   await using s = await startDeliverySpace({ prefix: "signno" });
   const daemon = startSigner(s);
