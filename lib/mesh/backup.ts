@@ -27,7 +27,7 @@ import {
 } from "../workspace/mod.ts";
 import { meshPaths } from "./layout.ts";
 import { restoreStream, type SnapshotHeader, snapshotStream } from "./snapshot.ts";
-import { runningBroker, spaceStreamList, startSpaceDaemons } from "./space.ts";
+import { runningBroker, spaceIncomplete, spaceStreamList, startSpaceDaemons } from "./space.ts";
 import {
   ensureBrokerAuth,
   loadSpaceAccount,
@@ -241,9 +241,14 @@ export async function spaceRestore(
   const live = await requireLive(root);
   const index = await readSpaceIndex(root);
   if (index.spaces.includes(m.space)) {
+    // Fault pass 9: a restore killed part-way leaves the space listed without its daemons.
     throw new CotalError(
       "space_exists",
-      `${root} already serves space '${m.space}'; remove it with 'cotal space rm ${m.space}' first.`,
+      await spaceIncomplete(root, m.space)
+        ? `${root} lists space '${m.space}' but not all of its daemons run (an interrupted ` +
+          `restore or add); restore it again after 'cotal space rm ${m.space}', or start its ` +
+          `daemons on what is there with 'cotal space add ${m.space}'.`
+        : `${root} already serves space '${m.space}'; remove it with 'cotal space rm ${m.space}' first.`,
     );
   }
   const store = workspaceSecretStore(root);

@@ -6,7 +6,7 @@
  */
 import { CotalError } from "../errors.ts";
 import { spaceDaemons } from "./space_daemons.ts";
-import { updateWatchList } from "./watchdog.ts";
+import { readWatchList, updateWatchList } from "./watchdog.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import { bucketNames, connectBroker, streamNames } from "../wire/mod.ts";
 import {
@@ -16,7 +16,9 @@ import {
   workspaceSecretStore,
 } from "../workspace/mod.ts";
 import { meshPaths } from "./layout.ts";
+import { isSameProcess, readPidFile } from "./pidfile.ts";
 import {
+  componentFiles,
   ensureComponent,
   listComponents,
   readMeshRecord,
@@ -63,9 +65,22 @@ export async function spaceAdd(
   root: string,
   space: string,
   opts: { onServing?: () => void } = {},
-): Promise<{ created: boolean }> {
+): Promise<{ created: boolean; completed?: boolean }> {
   const before = await readSpaceIndex(root);
   if (before.spaces.includes(space)) {
+    // An add or restore killed part-way (kill -9 of the CLI) leaves the space listed with some
+    // of its daemons never started, or started and never put on the watchdog's list: the same
+    // add completes it (fault pass 9 found it refused as "already served", and nothing healed it).
+    const live = await runningBroker(root);
+    if (live && await spaceIncomplete(root, space)) {
+      const store = workspaceSecretStore(root);
+      const account = (await loadSpaceAccount(store, space))!;
+      await provisionSpace(account, live.url, root);
+      opts.onServing?.();
+      await startSpaceDaemons(root, store, account);
+      await registerMesh({ space, root, url: live.url });
+      return { created: false, completed: true };
+    }
     throw new CotalError(
       "space_exists",
       `Space '${space}' is already served by ${root}; 'cotal space list' shows them all.`,
@@ -113,6 +128,22 @@ export async function startSpaceDaemons(
   }
   // The watchdog heals this space from now on, as it does the ones up started.
   await updateWatchList(root, { add: specs });
+}
+
+/**
+ * Whether a listed space of a running mesh lacks one of its daemons, running or on the
+ * watchdog's list (a detached mesh has one): what an interrupted `space add` or `restore` leaves.
+ */
+export async function spaceIncomplete(root: string, space: string): Promise<boolean> {
+  const rec = await readMeshRecord(root);
+  if (!rec) return false;
+  const watched = new Set((await readWatchList(root).catch(() => [])).map((c) => c.id));
+  for (const spec of await spaceDaemons(root, space, rec)) {
+    const pid = await readPidFile(componentFiles(root, spec.id).pidFile).catch(() => undefined);
+    if (!pid || !isSameProcess(pid)) return true;
+    if (watched.size > 0 && !watched.has(spec.id)) return true;
+  }
+  return false;
 }
 
 /** Lists a root's spaces with their accounts and daemons. */

@@ -38,13 +38,16 @@ export const spaceAddCommand = defineCommand({
       { json: values.json === true },
       { space, ...result },
       () =>
-        `added space '${space}': agents, messages, tasks and durable delivery work now\n` +
-        `not yet: its live-member view (who is connected, on which channels) and removing a ` +
-        `member's live connections and the per-cred connection cap, which need the space's $SYS ` +
-        `creds; only the system seed ` +
-        `mints them, at a restart: when convenient, 'cotal down --keep-agents', then ` +
-        `'cotal up --rotate-sys' (with --detach if it ran detached; agents come back). ` +
-        `'cotal status' lists them as missing, and exits 1, until then.`,
+        result.completed
+          ? `completed space '${space}', which an interrupted add or restore had left without ` +
+            `all of its daemons: they run, and the watchdog heals them`
+          : `added space '${space}': agents, messages, tasks and durable delivery work now\n` +
+            `not yet: its live-member view (who is connected, on which channels) and removing a ` +
+            `member's live connections and the per-cred connection cap, which need the space's $SYS ` +
+            `creds; only the system seed ` +
+            `mints them, at a restart: when convenient, 'cotal down --keep-agents', then ` +
+            `'cotal up --rotate-sys' (with --detach if it ran detached; agents come back). ` +
+            `'cotal status' lists them as missing, and exits 1, until then.`,
     );
   },
 });
