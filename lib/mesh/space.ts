@@ -25,7 +25,7 @@ import {
   reloadBroker,
   stopComponent,
 } from "./stack.ts";
-import type { ComponentSpec } from "./stack.ts";
+import type { ComponentSpec, ComponentStatus } from "./stack.ts";
 import { ensureDaemonCreds } from "./daemons.ts";
 import { registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
@@ -144,6 +144,28 @@ export async function spaceIncomplete(root: string, space: string): Promise<bool
     if (watched.size > 0 && !watched.has(spec.id)) return true;
   }
   return false;
+}
+
+/**
+ * The daemons a running mesh's listed spaces should have and that have no record at all (never
+ * started: an interrupted `space add` or `restore`), as stopped components for `status` to show.
+ */
+export async function neverStartedDaemons(
+  root: string,
+  spaces: readonly string[],
+  have: readonly ComponentStatus[],
+): Promise<ComponentStatus[]> {
+  const rec = await readMeshRecord(root);
+  if (!rec || !have.some((c) => c.id === "nats-server" && c.state === "running")) return [];
+  const out: ComponentStatus[] = [];
+  for (const space of spaces) {
+    for (const spec of await spaceDaemons(root, space, rec)) {
+      if (!have.some((c) => c.id === spec.id)) {
+        out.push({ id: spec.id, name: spec.name, space, state: "stopped" });
+      }
+    }
+  }
+  return out;
 }
 
 /** Lists a root's spaces with their accounts and daemons. */

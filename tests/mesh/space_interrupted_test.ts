@@ -12,6 +12,8 @@ import { readWatchList, updateWatchList } from "../../lib/mesh/watchdog.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
 
+const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
+
 Deno.test("mesh - a space add killed part-way is completed by the same add, watched again, and said so", async () => {
   const root = await tempDir("cotal-spaceint-");
   try {
@@ -32,6 +34,21 @@ Deno.test("mesh - a space add killed part-way is completed by the same add, watc
     await updateWatchList(root, { remove: (id) => ids.includes(id) });
     await stopComponent(root, ids[2]);
     assert.equal(await spaceIncomplete(root, "team2"), true);
+    // status shows the daemon that never ran, and is not healthy (it had no line for it).
+    const st = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", COTAL, "status", "--root", root, "--json"],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const report = JSON.parse(new TextDecoder().decode(st.stdout));
+    assert.equal(st.code, 1);
+    assert.equal(report.healthy, false);
+    assert.deepEqual(
+      report.components.filter((c: { id: string }) => c.id === ids[2]).map((c: { state: string }) =>
+        c.state
+      ),
+      ["stopped"],
+    );
     const done = await spaceAdd(root, "team2");
     assert.deepEqual(done, { created: false, completed: true });
     assert.equal(await spaceIncomplete(root, "team2"), false);

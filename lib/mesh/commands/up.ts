@@ -31,6 +31,7 @@ import { doctorAuth, isFailingCred } from "../../workspace/doctor.ts";
 import { credRows, storeRows } from "./doctor.ts";
 import { doctorStore } from "../../workspace/doctor_store.ts";
 import { workspaceSecretStore } from "../../workspace/mod.ts";
+import { neverStartedDaemons } from "../space.ts";
 import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { DEFAULT_AGENT_IDS, parseIdRange } from "../../manager/sandbox/ids.ts";
 
@@ -307,7 +308,10 @@ export const statusCommand = defineCommand({
         }; pass --root the directory 'cotal up' used.`,
       );
     }
-    const components = await listComponents(root);
+    const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+    const listed = await listComponents(root);
+    // A space's daemon that never started (an interrupted space add) has no record: shown too.
+    const components = [...listed, ...await neverStartedDaemons(root, spaces, listed)];
     const creds = components.length ? await doctorAuth(root).catch(() => []) : [];
     const credsOk = creds.every((c) => !isFailingCred(c.status));
     const store = components.length ? await doctorStore(workspaceSecretStore(root)) : [];
@@ -320,7 +324,6 @@ export const statusCommand = defineCommand({
     const isolation: Record<string, string> = {};
     const signing: Record<string, string> = {};
     const rec = await readMeshRecord(root);
-    const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
     // A process that runs is not one that answers (frozen, or wedged): the broker is asked for
     // one round trip first, and a running daemon that does not answer its rail is said so. A
     // hung broker leaves the rest unasked: each would only wait out its own deadline.
