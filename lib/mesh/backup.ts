@@ -35,7 +35,7 @@ import {
   writeSpaceIndex,
 } from "./trust_state.ts";
 import { provisionSpace, renderBrokerConfig } from "./space_setup.ts";
-import { reloadBroker } from "./stack.ts";
+import { brokerNotRunning, reloadBroker } from "./stack.ts";
 import { registerMesh } from "./machine_registry.ts";
 
 function mib(bytes: number): string {
@@ -72,10 +72,7 @@ async function inboxPrefixOf(creds: string): Promise<string> {
 async function requireLive(root: string) {
   const live = await runningBroker(root);
   if (!live) {
-    throw new CotalError(
-      "broker_not_running",
-      `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}' first.`,
-    );
+    throw await brokerNotRunning(root, " first");
   }
   return live;
 }

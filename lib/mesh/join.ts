@@ -3,7 +3,7 @@
  * presence, its own durables and a bounded agent cred, removed again when it leaves. Lines read
  * are posted to the current channel; `/`-commands do the rest.
  */
-import { cotalCommand } from "../cli/invocation.ts";
+import { brokerNotRunning } from "./stack.ts";
 import { CotalEndpoint, type CotalMessageEvent } from "../endpoint/mod.ts";
 import { safeText } from "../cli/terminal.ts";
 import { CotalError } from "../errors.ts";
@@ -226,10 +226,7 @@ export async function join(opts: JoinOptions): Promise<number> {
 async function provisionSession(opts: JoinOptions) {
   const live = await runningBroker(opts.root);
   if (!live) {
-    throw new CotalError(
-      "broker_not_running",
-      `The mesh under ${opts.root} is not running; start it with '${cotalCommand()} up --root ${opts.root}'.`,
-    );
+    throw await brokerNotRunning(opts.root);
   }
   const account = await loadSpaceAccount(workspaceSecretStore(opts.root), opts.space);
   if (!account) {

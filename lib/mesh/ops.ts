@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { brokerNotRunning } from "./stack.ts";
 import { cotalCommand } from "../cli/invocation.ts";
 import { headersOf } from "../nats/headers.ts";
 import type { NatsConnection } from "nats";
@@ -176,10 +177,7 @@ export async function connectAs(
 ): Promise<NatsConnection> {
   const live = await runningBroker(root);
   if (!live) {
-    throw new CotalError(
-      "broker_not_running",
-      `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}'.`,
-    );
+    throw await brokerNotRunning(root);
   }
   const creds = await mintForRoot(root, space, { profile, actor, expiresInSeconds: 300 });
   return await connectBroker({ servers: live.url, creds }, { name: `cotal ${profile}` });

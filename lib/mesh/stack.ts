@@ -208,10 +208,7 @@ export async function reloadBroker(root: string): Promise<void> {
   const { pidFile, logFile } = componentFiles(root, "nats-server");
   const rec = await readPidFile(pidFile);
   if (!rec || !isSameProcess(rec)) {
-    throw new CotalError(
-      "broker_not_running",
-      `The broker of ${root} is not running; start it with '${cotalCommand()} up --root ${root}'.`,
-    );
+    throw await brokerNotRunning(root);
   }
   const from = await fileSize(logFile);
   Deno.kill(rec.pid, "SIGHUP");
@@ -251,4 +248,21 @@ export async function sandboxBinary(say: (l: string) => void): Promise<string | 
     );
     return undefined;
   }
+}
+
+/**
+ * The refusal of a command that needs the broker of `root` when it is not running. While a
+ * watchdog of the root runs, the broker is being restarted (a kill, a storage fault): the
+ * sentence says to wait, not to start it (fault pass 9 was told to run `up` mid-restart).
+ */
+export async function brokerNotRunning(root: string, alternative = ""): Promise<CotalError> {
+  const watched = (await listComponents(root)).some((c) =>
+    c.id.startsWith("watchdog") && c.state === "running"
+  );
+  return new CotalError(
+    "broker_not_running",
+    watched
+      ? `The broker of ${root} is not running right now, and its watchdog is restarting it; try again in a few seconds ('${cotalCommand()} status --root ${root}' shows it).`
+      : `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}'${alternative}.`,
+  );
 }

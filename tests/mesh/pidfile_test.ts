@@ -8,6 +8,7 @@ import {
 } from "../../lib/mesh/pidfile.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";
+import { brokerNotRunning } from "../../lib/mesh/stack.ts";
 
 Deno.test("mesh - a pid file pins the process start time and is written 0600", async () => {
   const dir = await tempDir();
@@ -53,5 +54,23 @@ Deno.test("mesh - a corrupt pid file is refused with a sentence, an absent one i
     await assert.rejects(readPidFile(`${dir}/bad.pid`), (e) => isCotalError(e, "pid_file_corrupt"));
   } finally {
     await removeTempDir(dir);
+  }
+});
+
+Deno.test("mesh - a command that finds the broker down says to wait while a watchdog restarts it, and to run up otherwise", async () => {
+  const root = await tempDir("cotal-down-");
+  try {
+    await Deno.mkdir(`${root}/run`, { recursive: true });
+    const plain = await brokerNotRunning(root);
+    assert.equal(plain.code, "broker_not_running");
+    assert.match(plain.message, /is not running; start it with '.*up --root /);
+    // A live watchdog of the root (this process stands in for it): fault pass 9 was told to run
+    // `up` in the second its watchdog was restarting the broker.
+    await writePidFile(`${root}/run/watchdog.pid`, Deno.pid, "cotal-watchdog");
+    const healing = await brokerNotRunning(root);
+    assert.equal(healing.code, "broker_not_running");
+    assert.match(healing.message, /its watchdog is restarting it; try again in a few seconds/);
+  } finally {
+    await removeTempDir(root);
   }
 });

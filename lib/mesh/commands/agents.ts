@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { brokerNotRunning } from "../stack.ts";
 import { ATTACH_RESET, AttachFilter } from "../../cli/attach_filter.ts";
 import { cotalCommand } from "../../cli/invocation.ts";
 import { defineCommand, denoIo, JSON_FLAG, printList, printResult } from "../../cli/mod.ts";
@@ -58,10 +59,7 @@ async function client(
   const root = await resolveMeshRoot(values.root, space);
   const url = values.server ?? (await runningBroker(root))?.url;
   if (!url) {
-    throw new CotalError(
-      "broker_not_running",
-      `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}' or pass --server.`,
-    );
+    throw await brokerNotRunning(root, " or pass --server");
   }
   const creds = await mintForRoot(root, space, {
     profile: "control-caller",

@@ -7,10 +7,9 @@
  *
  * @module
  */
-import { cotalCommand } from "../../cli/invocation.ts";
+import { brokerNotRunning } from "../stack.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { safeText } from "../../cli/terminal.ts";
-import { CotalError } from "../../errors.ts";
 import type { DeadLetter, Gap, ToldGap, TrimRecord } from "../../delivery/setaside.ts";
 import { registry } from "../../registry.ts";
 import { assertValidSpaceName } from "../names.ts";
@@ -93,10 +92,7 @@ export const deadLettersCommand = defineCommand({
     const root = await resolveMeshRoot(values.root, space);
     const url = (await runningBroker(root))?.url;
     if (!url) {
-      throw new CotalError(
-        "broker_not_running",
-        `The mesh under ${root} is not running; start it with '${cotalCommand()} up --root ${root}'.`,
-      );
+      throw await brokerNotRunning(root);
     }
     const r = await deliveryAdmin(root, space, url, "setAside") as SetAsideListing;
     printResult(denoIo(), { json: values.json === true }, r, setAsideText);
