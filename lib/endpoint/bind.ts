@@ -71,7 +71,15 @@ export async function bindConnection(
   const watch = opts.watchPresence !== false;
   const register = opts.registerPresence !== false;
   if (watch || register) {
-    const kv = await openBucket(conn.js, conn.jsm, names.presence, warn);
-    if (kv) await presence.bind(kv, { watch: watch && watcher(names.presence), register });
+    // Said once; tried again until the bucket is back (PresenceTracker.bindWhenThere).
+    let told = false;
+    const once = (err: CotalError) => {
+      if (!told) warn(err);
+      told = true;
+    };
+    await presence.bindWhenThere(
+      () => openBucket(conn.js, conn.jsm, names.presence, once),
+      { watch: watch && watcher(names.presence), register },
+    );
   }
 }

@@ -56,6 +56,7 @@ export class PresenceTracker {
   #failingSince?: number;
   #stuckReported = false;
   #watchStop?: () => void;
+  #retry?: ReturnType<typeof setInterval>;
 
   constructor(host: PresenceHost, opts: { heartbeatMs?: number; ttlMs?: number } = {}) {
     this.#host = host;
@@ -86,8 +87,32 @@ export class PresenceTracker {
     }
   }
 
+  /**
+   * Binds the bucket `open` yields; while it yields none (the memory-backed presence bucket is
+   * gone with a broker restart until the supervisor puts it back), tries again every heartbeat
+   * until it is there or the tracker is unbound. Fault pass 9: an agent started during a broker
+   * restart bound no presence and never tried again, and its spawn failed its readiness.
+   */
+  async bindWhenThere(
+    open: () => Promise<KV | undefined>,
+    opts: { watch: false | WatchFactory; register: boolean },
+  ): Promise<void> {
+    this.unbind();
+    const kv = await open();
+    if (kv) return await this.bind(kv, opts);
+    const retry = setInterval(() => {
+      open().then(async (kv) => {
+        if (!kv || this.#retry !== retry) return;
+        await this.bind(kv, opts);
+      }).catch(() => {});
+    }, this.#heartbeatMs);
+    this.#retry = retry;
+  }
+
   /** Stop timers and the watch (the roster is kept for the next bind). */
   unbind(): void {
+    clearInterval(this.#retry);
+    this.#retry = undefined;
     clearInterval(this.#heartbeat);
     clearInterval(this.#sweep);
     this.#heartbeat = this.#sweep = undefined;

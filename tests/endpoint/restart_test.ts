@@ -3,6 +3,8 @@ import { waitFor } from "../_harness/broker.ts";
 import type { CotalMessageEvent, TransportEvent } from "../../lib/endpoint/mod.ts";
 import { collect, startMesh } from "./_mesh.ts";
 import { startRelay } from "./_proxy.ts";
+import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
+import { bucketNames, connectBroker, kvStreamName, setupSpaceStreams } from "../../lib/wire/mod.ts";
 
 const policy = { subscribe: ["general"], allowPublish: ["general"] };
 
@@ -78,4 +80,35 @@ Deno.test("endpoint - a rebuild is serialized and reopens subscriptions without 
   await new Promise((r) => setTimeout(r, 200));
   assert.deepEqual(got.slice(3).map((e) => e.message.id).sort(), [live.id, dm.id].sort());
   assert.equal(got.filter((e) => e.meta.historical).length, 3, "history was not replayed again");
+});
+
+Deno.test("endpoint - started while the presence bucket is gone (a broker restart), it binds presence once the bucket is back", async () => {
+  await using mesh = await startMesh();
+  const bob = await mesh.agent("bob", policy);
+  const admin = await connectBroker({
+    servers: mesh.url,
+    creds: await mintCreds(mesh.auth, newIdentity(), "teardown"),
+  });
+  try {
+    // The memory-backed presence bucket is gone until the supervisor puts it back.
+    const jsm = await admin.jetstreamManager();
+    await jsm.streams.delete(kvStreamName(bucketNames(mesh.space).presence));
+    const b = bob.endpoint();
+    const warned = collect<Event & { error: Error }>(b, "warning");
+    await b.start();
+    assert.ok(warned.some((w) => /does not exist/.test(w.error.message)));
+    await setupSpaceStreams({
+      servers: mesh.url,
+      creds: await mesh.provisioner(),
+      space: mesh.space,
+    });
+    // Fault pass 9: it never tried again, and its spawn failed its readiness.
+    await waitFor(() => b.getRoster().some((p) => p.card.id === bob.id), {
+      what: "bob's own presence row, once the bucket is back",
+      timeoutMs: 15_000,
+    });
+    assert.equal(warned.filter((w) => /does not exist/.test(w.error.message)).length, 1);
+  } finally {
+    await admin.close();
+  }
 });
