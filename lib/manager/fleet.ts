@@ -18,7 +18,6 @@ import type { SecretStore } from "../workspace/types.ts";
 import { prepareAgent, runnerSandbox } from "./agent_setup.ts";
 import { scheduleAgentRenewal } from "./agent_renewal.ts";
 import { findConnector } from "./connectors.ts";
-import { declaredProgram } from "./launch.ts";
 import type { JsonObject } from "./control_rail.ts";
 import { childrenOf, delegatedSpawnHandler, maxChildren, SpawnRate } from "./delegated_spawn.ts";
 import type { HostSandbox } from "./host_sandbox.ts";
@@ -40,7 +39,9 @@ import {
 import { awaitPresence } from "./readiness.ts";
 import { onRunnerExit } from "./restarts.ts";
 import { isPresent, presenceHolds, rosterRow, rosterRows } from "./roster.ts";
-import { bindsOf, type OtherAgentBinds, planSpawn } from "./spawn_plan.ts";
+import { type OtherAgentBinds, planSpawn } from "./spawn_plan.ts";
+import * as requests from "./fleet_requests.ts";
+export type { DespawnResult } from "./fleet_requests.ts";
 import { assertProgram, parseSpawnRequest, type SpawnRequest } from "./spawn_request.ts";
 import { RUNNER_HUNG_AFTER_MS } from "./sandbox/control_channel.ts";
 import { signalGroup, signalProcess } from "./sandbox/libc.ts";
@@ -196,69 +197,19 @@ export class Fleet {
     this.#host.log("manager: bring-back done");
   }
 
-  /**
-   * The agent an earlier copy of spawn request `requestId` made, once it is ready: a caller
-   * that heard no answer (its supervisor frozen and replaced) asks again, and the supervisor
-   * that took the first copy and saved its roster must not start a second agent. Undefined when
-   * no agent here came from it; its own failure when it could not come back.
-   */
-  async #spawnedFor(requestId: string): Promise<AgentRow | undefined> {
-    const mine = () => [...this.#agents.values()].find((a) => a.requestId === requestId);
-    const waiting = () => [...this.#kept.values()].find((r) => r.requestId === requestId);
-    const name = mine()?.plan.name ?? waiting()?.name;
-    if (name === undefined) return undefined;
-    const until = Date.now() + SPAWN_AGAIN_WAIT_MS;
-    while (Date.now() < until) {
-      const a = mine();
-      if (a && a.status !== "starting") return a.row(this.#present(a.id, a.plan.lifecycleUid));
-      if (!a && !waiting()) {
-        const failed = this.#failedBack.find((f) => f.name === name);
-        throw new CotalError(
-          "spawn_failed",
-          `${name}, which this spawn started before its supervisor was replaced, could not come back${
-            failed ? ` (${failed.reason})` : ""
-          }; spawn it again.`,
-        );
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    throw new CotalError(
-      "spawn_not_ready",
-      `${name}, which this spawn started before its supervisor was replaced, is still starting after ${
-        SPAWN_AGAIN_WAIT_MS / 1000
-      } s; check 'cotal ps'.`,
-    );
+  /** The agent an earlier copy of spawn request `requestId` made (see `spawnedFor`). */
+  #spawnedFor(requestId: string): Promise<AgentRow | undefined> {
+    return requests.spawnedFor(requestId, {
+      agents: () => this.#agents.values(),
+      kept: () => this.#kept.values(),
+      failedBack: () => this.#failedBack,
+      present: (a) => this.#present(a.id, a.plan.lifecycleUid),
+    });
   }
 
-  /**
-   * The host paths every other agent here has bound (running, or kept to come back), for
-   * `assertNoSharedTree`. The agent being planned is not in the map yet; a kept one coming
-   * back (`except`) is skipped by its name.
-   */
+  /** What every other agent here has bound (see `othersBinds`). */
   #othersBinds(except?: string): OtherAgentBinds[] {
-    const out: OtherAgentBinds[] = [];
-    for (const a of this.#agents.values()) {
-      if (a.status === "retired") continue;
-      const p = a.plan;
-      out.push({
-        name: p.name,
-        ...(p.workdir ? { workdir: p.workdir } : {}),
-        binds: bindsOf(p.workdir, p.expose, declaredProgram(p.spec)),
-      });
-    }
-    for (const [name, row] of this.#kept) {
-      if (name === except || this.#agents.has(name)) continue;
-      const r = row.request ?? {};
-      const workdir = typeof r.workdir === "string" ? r.workdir : undefined;
-      const expose = Array.isArray(r.expose) ? r.expose.filter((e) => typeof e === "string") : [];
-      const command = typeof r.command === "string" ? r.command : undefined;
-      out.push({
-        name,
-        ...(workdir ? { workdir } : {}),
-        binds: bindsOf(workdir, expose as string[], command),
-      });
-    }
-    return out;
+    return requests.othersBinds(this.#agents, this.#kept, except);
   }
 
   /** Whether the lifecycle `uid` runs or waits to come back. */
@@ -306,7 +257,7 @@ export class Fleet {
     const taken = (n: string) =>
       names().some((k) => k.toLowerCase() === n.toLowerCase()) ||
       presenceHolds(this.#roster(), n, this.#ended, resume?.lifecycleUid);
-    if (req.role !== undefined && !resume) assertRoleCase(req.role, this.#agents.values());
+    if (req.role !== undefined && !resume) requests.assertRoleCase(req.role, this.#agents.values());
     // One plan at a time, its name held before the next is chosen (two spawns of one role at
     // once took the same name, and one's cleanup removed the other's dir).
     const planned = this.#planning.then(() => {
@@ -515,7 +466,7 @@ export class Fleet {
    * Stops one agent and removes its footprint (durables, ACL row, creds, dir), and the agents it
    * spawned (named in `childrenEnded`).
    */
-  async despawn(name: string): Promise<DespawnResult> {
+  async despawn(name: string): Promise<requests.DespawnResult> {
     const kept = this.#kept.get(name);
     this.#kept.delete(name);
     if (kept && !this.#agents.has(name)) {
@@ -524,7 +475,7 @@ export class Fleet {
       await this.saveIndex().catch(() => {});
       this.#host.log(`manager: despawned ${name} (it was waiting to come back)`);
       const ended = await this.#endChildren(kept.lifecycleUid);
-      return { name, durablesRemoved: r.durablesRemoved, ...childrenEnded(ended) };
+      return { name, durablesRemoved: r.durablesRemoved, ...requests.childrenEnded(ended) };
     }
     const a = this.get(name);
     const wasRetired = a.status === "retired";
@@ -541,39 +492,6 @@ export class Fleet {
     this.#host.log(`manager: despawned ${name}`);
     // What it spawned ends with it.
     const ended = await this.#endChildren(a.plan.lifecycleUid);
-    return { name, durablesRemoved: r.durablesRemoved, ...childrenEnded(ended) };
-  }
-}
-
-/** What a despawn did. */
-export interface DespawnResult {
-  /** The agent despawned. */
-  readonly name: string;
-  /** Its durables that were removed. */
-  readonly durablesRemoved: readonly string[];
-  /** The agents it had spawned, despawned with it. */
-  readonly childrenEnded?: readonly string[];
-}
-
-function childrenEnded(names: string[]): { childrenEnded?: string[] } {
-  return names.length ? { childrenEnded: names } : {};
-}
-
-/** How long a spawn asked again waits for the agent its first copy made to be ready. */
-const SPAWN_AGAIN_WAIT_MS = 60_000;
-
-/**
- * Refuses a role that differs only by case from one an agent here serves: `send --role lower`
- * would find no agent while `Lower` has one (a task queue is named by the exact role).
- */
-function assertRoleCase(role: string, agents: Iterable<ManagedAgent>): void {
-  for (const a of agents) {
-    const other = a.plan.role;
-    if (other !== undefined && other !== role && other.toLowerCase() === role.toLowerCase()) {
-      throw new CotalError(
-        "role_case_clash",
-        `The role ${role} differs only by case from the role ${other} that ${a.plan.name} serves; use ${other}.`,
-      );
-    }
+    return { name, durablesRemoved: r.durablesRemoved, ...requests.childrenEnded(ended) };
   }
 }
