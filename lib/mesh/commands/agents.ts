@@ -7,20 +7,23 @@
  */
 import { brokerNotRunning } from "../stack.ts";
 import { ATTACH_RESET, AttachFilter } from "../../cli/attach_filter.ts";
+import { consoleSize, parseSize } from "../../cli/term_size.ts";
 import { cotalCommand } from "../../cli/invocation.ts";
-import { defineCommand, denoIo, JSON_FLAG, printList, printResult } from "../../cli/mod.ts";
+import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { CotalError, isCotalError } from "../../errors.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
 import type { AgentRow } from "../../manager/managed_agent.ts";
 import { registry } from "../../registry.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { HARNESS_INSTALL } from "../../manager/harness_connectors.ts";
-import { listPersonas, type Persona, personaSpawnFields, readPersona } from "../persona.ts";
+import { type Persona, personaSpawnFields, readPersona } from "../persona.ts";
 import { limitBoundsText, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
 import { runningBroker } from "../space.ts";
-import { localActor, resolveMeshRoot, ROOT_FLAG } from "./common.ts";
+import { localActor, resolveMeshRoot, TARGET_FLAGS } from "./common.ts";
+// The persona verbs register themselves beside these.
+import "./persona.ts";
 
 /** `--env NAME`s with their values from this shell; an unset one is refused, named. */
 function envFrom(names: readonly string[]): Record<string, string> {
@@ -40,16 +43,6 @@ function envFrom(names: readonly string[]): Record<string, string> {
 
 /** Ctrl-]: leaves `cotal attach` (the agent keeps running). */
 export const DETACH_KEY = 0x1d;
-
-const TARGET_FLAGS = {
-  ...ROOT_FLAG,
-  space: { type: "string", default: "default", description: "the space" },
-  server: {
-    type: "string",
-    value: "url",
-    description: "the broker (default: the one this root runs)",
-  },
-} as const;
 
 async function client(
   values: { root?: string; space: string; server?: string },
@@ -499,100 +492,4 @@ export const attachCommand = defineCommand({
   },
 });
 
-/** `arg` as one shell word: bare when it holds nothing a shell would split or expand. */
-function shellWord(arg: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`;
-}
-
-function parseSize(text: string | undefined): { cols: number; rows: number } | undefined {
-  if (text === undefined) return undefined;
-  const m = /^(\d{1,4})x(\d{1,4})$/.exec(text);
-  if (!m || Number(m[1]) < 1 || Number(m[2]) < 1) {
-    throw new CotalError("usage", `--size must look like 120x32, not '${text}'.`);
-  }
-  return { cols: Number(m[1]), rows: Number(m[2]) };
-}
-
-function consoleSize(): { cols: number; rows: number } | undefined {
-  try {
-    const s = Deno.consoleSize();
-    return { cols: s.columns, rows: s.rows };
-  } catch {
-    return undefined;
-  }
-}
-
-/** `cotal persona list`: the personas of a root. */
-export const personaListCommand = defineCommand({
-  kind: "command",
-  name: "persona list",
-  summary: "list the personas of this root (<root>/personas/<name>.md)",
-  flags: { ...TARGET_FLAGS, ...JSON_FLAG },
-  async run({ values }) {
-    const root = await resolveMeshRoot(values.root, assertValidSpaceName(values.space));
-    const invalid: { name: string; error: string }[] = [];
-    const rows = await listPersonas(
-      root,
-      (name, err) => invalid.push({ name, error: err.message }),
-    );
-    // A bad file is named (and fails the command) without hiding the good ones.
-    for (const bad of invalid) console.error(safeText(`cotal: ${bad.error}`));
-    printList(
-      denoIo(),
-      { json: values.json === true },
-      rows,
-      (p) =>
-        safeText(
-          `${p.name.padEnd(20)} ${p.agent.padEnd(12)} ${(p.role ?? "-").padEnd(12)} ${
-            p.description ?? ""
-          }`,
-        ),
-      invalid.length
-        ? "no persona could be read"
-        : `no personas yet; create ${root}/personas/ and write one there as <name>.md`,
-    );
-    if (invalid.length) {
-      throw new CotalError(
-        "persona_invalid",
-        `${invalid.length} persona file(s) could not be read (named above); fix or remove them.`,
-      );
-    }
-  },
-});
-
-/** `cotal persona show <name>`: one persona, as spawn would use it. */
-export const personaShowCommand = defineCommand({
-  kind: "command",
-  name: "persona show",
-  summary: "show one persona as spawn would use it",
-  flags: { ...TARGET_FLAGS, ...JSON_FLAG },
-  positionals: [{ name: "name", description: "the persona", required: true }],
-  async run({ values, positionals }) {
-    const root = await resolveMeshRoot(values.root, assertValidSpaceName(values.space));
-    const p = await readPersona(root, positionals[0]);
-    printResult(denoIo(), { json: values.json === true }, p, (v) =>
-      [
-        safeText(`persona ${v.name} (${v.file})`),
-        safeText(`agent: ${v.agent}`),
-        safeText(`description: ${v.description ?? "-"}`),
-        safeText(`role: ${v.role ?? "-"}`),
-        safeText(`channels: ${v.channels.join(", ") || "-"}`),
-        safeText(`model: ${v.model ?? "-"}`),
-        safeText(`env: ${v.env.join(", ") || "-"}`),
-        safeText(`may spawn: ${v.spawn.join(", ") || "-"}`),
-        // Quoted as a shell would take it: `sh -c 'tr a-z A-Z'` is three arguments, not five.
-        safeText(`command: ${v.command ? [v.command, ...v.args].map(shellWord).join(" ") : "-"}`),
-        "",
-        safeText(v.instructions || "(no instructions)", { lines: true }),
-      ].join("\n"));
-  },
-});
-
-registry.register([
-  spawnCommand,
-  psCommand,
-  despawnCommand,
-  attachCommand,
-  personaListCommand,
-  personaShowCommand,
-]);
+registry.register([spawnCommand, psCommand, despawnCommand, attachCommand]);

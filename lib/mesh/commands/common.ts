@@ -98,3 +98,14 @@ export function callerPath(path: string): string {
   const base = Deno.env.get("INIT_CWD") || Deno.cwd();
   return `${base.replace(/\/+$/, "")}/${path}`;
 }
+
+/** The flags of a command that talks to a running space: its root, space and broker. */
+export const TARGET_FLAGS = {
+  ...ROOT_FLAG,
+  space: { type: "string", default: "default", description: "the space" },
+  server: {
+    type: "string",
+    value: "url",
+    description: "the broker (default: the one this root runs)",
+  },
+} as const;
