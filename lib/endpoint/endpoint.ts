@@ -54,18 +54,11 @@ import type {
   SendOptions,
 } from "./types.ts";
 
+import { HeldMessages } from "./held.ts";
+export { HELD_BYTES, HELD_MESSAGES } from "./held.ts";
+
 /** The broker an endpoint dials when `servers` is not given. */
 export const DEFAULT_SERVER = "nats://127.0.0.1:4222";
-
-/**
- * Channel copies kept for the first `message` listener when none is attached yet (a boot
- * channel's backfill and live posts before a module agent adds its listener); older ones are
- * dropped past this count or {@linkcode HELD_BYTES}, with one warning. DM, task and durable
- * copies wait on the broker instead.
- */
-export const HELD_MESSAGES = 1_000;
-/** The encoded bytes of the held channel copies at most (see {@linkcode HELD_MESSAGES}). */
-export const HELD_BYTES = 4 * 1024 * 1024;
 
 type State = "idle" | "starting" | "running" | "rebuilding" | "stopped";
 
@@ -106,10 +99,7 @@ export class CotalEndpoint extends EndpointEvents {
   #status: PresenceStatus = "idle";
   #activity?: string;
   /** Channel copies that came before any `message` listener, oldest first, and their ids. */
-  readonly #held: { ev: CotalMessageEvent; bytes: number }[] = [];
-  readonly #heldIds = new Set<string>();
-  #heldBytes = 0;
-  #heldDropped = 0;
+  readonly #held = new HeldMessages((err) => this.#warn(err));
   /** Callers waiting for the library's next reconnect (a swap, a publish retry). */
   readonly #reconnected = new Waiters();
   /** Callers of reconnect() waiting for the next rebuild attempt's outcome. */
@@ -352,37 +342,17 @@ export class CotalEndpoint extends EndpointEvents {
 
   /** The first `message` listener gets what came before it, in arrival order. */
   protected override listenerAdded(type: string): void {
-    if (type === "message" && this.#held.length) queueMicrotask(() => this.#release());
+    if (type === "message" && this.#held.size) queueMicrotask(() => this.#release());
   }
 
   #hold(ev: CotalMessageEvent, bytes: number): void {
-    const id = ev.message.id;
-    if (this.#heldIds.has(id)) return;
-    this.#held.push({ ev, bytes });
-    this.#heldIds.add(id);
-    this.#heldBytes += bytes;
-    while (this.#held.length > HELD_MESSAGES || this.#heldBytes > HELD_BYTES) {
-      const old = this.#held.shift()!;
-      this.#heldIds.delete(old.ev.message.id);
-      this.#heldBytes -= old.bytes;
-      if (this.#heldDropped++ === 0) {
-        this.#warn(
-          new CotalError(
-            "messages_unheard",
-            `More channel messages came before any message listener than are kept (${HELD_MESSAGES}, ${
-              HELD_BYTES / 1024 / 1024
-            } MiB); the oldest were dropped. Add a message listener before start() or joinChannel().`,
-          ),
-        );
-      }
-    }
+    this.#held.hold(ev, bytes);
   }
 
   #release(): void {
-    while (this.#held.length && this.listenerCount("message") > 0) {
-      const { ev, bytes } = this.#held.shift()!;
-      this.#heldIds.delete(ev.message.id);
-      this.#heldBytes -= bytes;
+    while (this.listenerCount("message") > 0) {
+      const ev = this.#held.next();
+      if (!ev) return;
       // A copy that came again meanwhile (its durable copy, to a listener) is not repeated.
       if (!this.#seen.check(ev.message.id)) this.dispatchEvent(ev);
     }
