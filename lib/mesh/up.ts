@@ -6,12 +6,11 @@
  * @module
  */
 import { cotalCommand } from "../cli/invocation.ts";
-import { safeText } from "../cli/terminal.ts";
-import { errorText } from "../wire/connect.ts";
-import type { BringBackReport } from "../manager/manager_types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
-import { ManagerClient } from "../manager/control_client.ts";
 import { mintForRoot } from "./ops.ts";
+import { ManagerClient } from "../manager/control_client.ts";
+import { bringBackLines, sayWhatIsUp } from "./up_report.ts";
+export { BRING_BACK_WAIT_MS } from "./up_report.ts";
 import { type SecretStore, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { listMeshes, registerMesh, unregisterMesh } from "./machine_registry.ts";
@@ -165,39 +164,13 @@ export async function up(
       (r.started ? started : healthy).push(w.id);
     }
   } catch (err) {
-    // A failed up leaves nothing it started running: a foreground stack is all its own, a
-    // detached one keeps only what ran before this up.
-    if (!detach) await down(opts.root).catch(() => {});
-    else {
-      for (const id of startedIds.reverse()) await stopComponent(opts.root, id).catch(() => {});
-    }
-    // A first --user-auth that did not start (an IdP that does not answer) is not kept: every
-    // later plain up failed on it, with nothing to turn it off (newcomer pass 8).
-    if (pinnedIdp) {
-      await Deno.remove(`${opts.root}/user-auth.json`).catch(() => {});
-      opts.say("user auth was not kept: the next 'cotal up' starts with static creds");
-    }
+    await undoFailedUp(opts, { detach, startedIds, pinnedIdp });
     throw err;
   }
   for (const space of freshSupervisors) {
     for (const line of await bringBackLines(opts.root, space, rec.url)) opts.say(line);
   }
-  // Over a running stack, say what was already up (and what this up started), not a fresh start.
-  if (healthy.length) {
-    opts.say(`already up: ${healthy.join(", ")}`);
-    if (started.length) opts.say(`started: ${started.join(", ")}`);
-  }
-  // A wildcard listen address is no address to dial: say the loopback one and what it serves.
-  const wildcard = /^nats:\/\/(0\.0\.0\.0|\[::\])(:\d+)$/.exec(rec.url);
-  opts.say(
-    wildcard
-      ? `broker:  nats://127.0.0.1${wildcard[2]} (listening on every interface, ${wildcard[1]}; ` +
-        `remote clients dial this machine's address)`
-      : `broker:  ${rec.url}`,
-  );
-  if (rec.monitor) opts.say(`monitor: http://${rec.monitor}/ (varz, connz, jsz)`);
-  opts.say(`spaces:  ${accounts.map((a) => a.space).join(", ")}`);
-  opts.say(`state:   ${opts.root}`);
+  sayWhatIsUp(opts, rec, accounts.map((a) => a.space), { started, healthy });
   const result = {
     url: rec.url,
     root: opts.root,
@@ -217,6 +190,28 @@ export async function up(
   }
   await serveForeground(opts, accounts.map((a) => a.space));
   return result;
+}
+
+/**
+ * What a failed `up` undoes: it leaves nothing it started running (a foreground stack is all
+ * its own, a detached one keeps only what ran before this up), and a first `--user-auth` that
+ * did not start (an IdP that does not answer) is not kept: every later plain up failed on it,
+ * with nothing to turn it off (newcomer pass 8).
+ */
+async function undoFailedUp(
+  opts: UpOptions,
+  done: { detach: boolean; startedIds: string[]; pinnedIdp: boolean },
+): Promise<void> {
+  if (!done.detach) await down(opts.root).catch(() => {});
+  else {
+    for (const id of [...done.startedIds].reverse()) {
+      await stopComponent(opts.root, id).catch(() => {});
+    }
+  }
+  if (done.pinnedIdp) {
+    await Deno.remove(`${opts.root}/user-auth.json`).catch(() => {});
+    opts.say("user auth was not kept: the next 'cotal up' starts with static creds");
+  }
 }
 
 /**
@@ -473,51 +468,3 @@ export async function down(
 
 /** How long `down` waits for the foreground up it asked to stop (its own down takes this long). */
 const FOREGROUND_STOP_WAIT_MS = 60_000;
-
-/** How long `up` waits for a fresh supervisor to bring back the agents a down kept. */
-export const BRING_BACK_WAIT_MS = 90_000;
-
-/**
- * What a fresh supervisor's bring-back did, once it is done (or {@linkcode BRING_BACK_WAIT_MS}
- * passed): the agents back, each one it could not bring back and why (it removed them), and
- * any still on their way. Nothing when it kept no agents.
- */
-async function bringBackLines(root: string, space: string, url: string): Promise<string[]> {
-  const deadline = Date.now() + BRING_BACK_WAIT_MS;
-  let report: BringBackReport | undefined;
-  try {
-    const creds = await mintForRoot(root, space, {
-      profile: "control-caller",
-      actor: "status",
-      expiresInSeconds: Math.ceil(BRING_BACK_WAIT_MS / 1000) + 60,
-    });
-    await using ctl = await ManagerClient.connect({ servers: url, space, creds });
-    for (;;) {
-      report = (await ctl.request<{ bringBack?: BringBackReport }>("status", {}, {
-        timeoutMs: 5_000,
-      })).bringBack;
-      if (!report || report.done || Date.now() > deadline) break;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  } catch (err) {
-    return [
-      `warning: could not ask space '${space}''s supervisor what it brought back (${
-        safeText(errorText(err))
-      }); 'cotal ps --space ${space}' shows its agents`,
-    ];
-  }
-  if (!report) return [];
-  const out: string[] = [];
-  if (report.back.length) out.push(`agents:  brought back ${report.back.join(", ")} (${space})`);
-  for (const f of report.failed) {
-    out.push(
-      `warning: could not bring back ${f.name} in space '${space}' (${
-        safeText(f.reason)
-      }); it was removed`,
-    );
-  }
-  if (report.pending.length) {
-    out.push(`agents:  still bringing back ${report.pending.join(", ")} (${space}; cotal ps)`);
-  }
-  return out;
-}
