@@ -73,12 +73,7 @@ export async function spaceAdd(
     // add completes it (fault pass 9 found it refused as "already served", and nothing healed it).
     const live = await runningBroker(root);
     if (live && await spaceIncomplete(root, space)) {
-      const store = workspaceSecretStore(root);
-      const account = (await loadSpaceAccount(store, space))!;
-      await provisionSpace(account, live.url, root);
-      opts.onServing?.();
-      await startSpaceDaemons(root, store, account);
-      await registerMesh({ space, root, url: live.url });
+      await serveSpace(root, space, live.url, opts.onServing);
       return { created: false, completed: true };
     }
     throw new CotalError(
@@ -92,13 +87,7 @@ export async function spaceAdd(
     if (live) {
       await renderBrokerConfig(root, live);
       await reloadBroker(root);
-      const store = workspaceSecretStore(root);
-      const account = (await loadSpaceAccount(store, space))!;
-      await provisionSpace(account, live.url, root);
-      // The space serves from here (account trusted, streams there); its daemons come next.
-      opts.onServing?.();
-      await startSpaceDaemons(root, store, account);
-      await registerMesh({ space, root, url: live.url });
+      await serveSpace(root, space, live.url, opts.onServing);
     }
   } catch (err) {
     // All or nothing: a space that could not be served is not left listed (every later
@@ -107,6 +96,24 @@ export async function spaceAdd(
     throw err;
   }
   return { created: true };
+}
+
+/**
+ * Serves a space the broker trusts: its streams and buckets, then (once it serves, `onServing`)
+ * its daemons, and the machine registry's row. Each step keeps what is already there.
+ */
+async function serveSpace(
+  root: string,
+  space: string,
+  url: string,
+  onServing?: () => void,
+): Promise<void> {
+  const store = workspaceSecretStore(root);
+  const account = (await loadSpaceAccount(store, space))!;
+  await provisionSpace(account, url, root);
+  onServing?.();
+  await startSpaceDaemons(root, store, account);
+  await registerMesh({ space, root, url });
 }
 
 /**
