@@ -12,6 +12,7 @@ import { down, up } from "../up.ts";
 import {
   componentFiles,
   componentLabel,
+  type ComponentStatus,
   listComponents,
   readMeshRecord,
   spaceComponentId,
@@ -348,34 +349,15 @@ export const statusCommand = defineCommand({
         ? "local: the supervisor loads the space's signer records"
         : "unknown";
     }
-    // Each running delivery daemon says whether a loop has only failed for a while (a stall
-    // its process state would never show).
-    const stalled: Record<string, string> = {};
-    for (const space of spaces) {
-      const id = spaceComponentId("delivery", space);
-      if (!rec || !brokerOk || !running(id)) continue;
-      const h = await deliveryHealth(root, space, rec.url).catch((err) => {
-        unanswered[id] = `its admin rail did not answer (${(err as Error).message})`;
-        return undefined;
-      });
-      if (h?.stalledSince !== undefined && Date.now() - h.stalledSince >= STALL_REPORTED_MS) {
-        stalled[space] = `stalled since ${new Date(h.stalledSince).toISOString()}: ${
-          h.lastError ?? "unknown"
-        } (its log: ${componentFiles(root, id).logFile})`;
-      }
-    }
-    // Every daemon that beats (lib/heartbeat.ts) says whether it still runs, the ones no rail
-    // reaches too (the signer, the auth service, the watchdogs): fault pass 8 froze the signer
-    // and the watchdog-peer and status said healthy. Stale past half the watchdog's limit.
-    for (const c of components) {
-      if (c.state !== "running" || unanswered[c.id] !== undefined) continue;
-      const beat = await Deno.stat(componentFiles(root, c.id).beatFile).catch(() => undefined);
-      const since = c.since ? Date.parse(c.since) : NaN;
-      const age = beat?.mtime ? Date.now() - beat.mtime.getTime() : undefined;
-      if (age !== undefined && age > STALE_BEAT_MS && !(Date.now() - since <= STALE_BEAT_MS)) {
-        unanswered[c.id] = `its heartbeat is ${Math.round(age / 1000)} s old (frozen or wedged)`;
-      }
-    }
+    const stalled = rec && brokerOk
+      ? await deliveryStalls(
+        root,
+        rec.url,
+        spaces.filter((sp) => running(spaceComponentId("delivery", sp))),
+        unanswered,
+      )
+      : {};
+    await staleBeats(root, components, unanswered);
     const label = (id: string) => safeText(componentLabel(id, spaces));
     const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
       credsOk && store.length === 0 && brokerFault === undefined &&
@@ -438,3 +420,51 @@ export const statusCommand = defineCommand({
 });
 
 registry.register([upCommand, downCommand, statusCommand]);
+
+/**
+ * Every daemon that beats (lib/heartbeat.ts) says whether it still runs, the ones no rail
+ * reaches too (the signer, the auth service, the watchdogs): fault pass 8 froze the signer and
+ * the watchdog-peer and status said healthy. A beat older than half the watchdog's limit is
+ * added to `unanswered`.
+ */
+async function staleBeats(
+  root: string,
+  components: readonly ComponentStatus[],
+  unanswered: Record<string, string>,
+): Promise<void> {
+  for (const c of components) {
+    if (c.state !== "running" || unanswered[c.id] !== undefined) continue;
+    const beat = await Deno.stat(componentFiles(root, c.id).beatFile).catch(() => undefined);
+    const since = c.since ? Date.parse(c.since) : NaN;
+    const age = beat?.mtime ? Date.now() - beat.mtime.getTime() : undefined;
+    if (age !== undefined && age > STALE_BEAT_MS && !(Date.now() - since <= STALE_BEAT_MS)) {
+      unanswered[c.id] = `its heartbeat is ${Math.round(age / 1000)} s old (frozen or wedged)`;
+    }
+  }
+}
+
+/**
+ * Each running delivery daemon of `spaces` says whether a loop has only failed for a while (a
+ * stall its process state would never show); one that does not answer is added to `unanswered`.
+ */
+async function deliveryStalls(
+  root: string,
+  url: string,
+  spaces: readonly string[],
+  unanswered: Record<string, string>,
+): Promise<Record<string, string>> {
+  const stalled: Record<string, string> = {};
+  for (const space of spaces) {
+    const id = spaceComponentId("delivery", space);
+    const h = await deliveryHealth(root, space, url).catch((err) => {
+      unanswered[id] = `its admin rail did not answer (${(err as Error).message})`;
+      return undefined;
+    });
+    if (h?.stalledSince !== undefined && Date.now() - h.stalledSince >= STALL_REPORTED_MS) {
+      stalled[space] = `stalled since ${new Date(h.stalledSince).toISOString()}: ${
+        h.lastError ?? "unknown"
+      } (its log: ${componentFiles(root, id).logFile})`;
+    }
+  }
+  return stalled;
+}
