@@ -138,39 +138,7 @@ export const mintCommand = defineCommand({
     const space = assertValidSpaceName(values.space);
     const root = await resolveMeshRoot(values.root, space);
     const force = values.force === true;
-    if (values.context !== undefined) {
-      if (!values.out) {
-        throw new CotalError(
-          "usage",
-          "--context needs --out <file>: a context points at a creds file.",
-        );
-      }
-      if (!/^[A-Za-z0-9_-]{1,64}$/.test(values.context)) {
-        throw new CotalError(
-          "usage",
-          `--context must be 1 to 64 letters, digits, '-' or '_', not '${
-            safeText(values.context)
-          }'.`,
-        );
-      }
-    }
-    const out = values.out === undefined ? undefined : callerPath(values.out);
-    // A directory is refused by the write itself, with its own sentence.
-    const exists = async (path: string) =>
-      (await Deno.lstat(path).catch(() => undefined))?.isDirectory === false;
-    const contextPath = values.context !== undefined
-      ? `${natsContextDir()}/${values.context}.json`
-      : undefined;
-    for (const [flag, path] of [["--out", out], ["--context", contextPath]] as const) {
-      if (path && !force && await exists(path)) {
-        throw new CotalError(
-          "file_exists",
-          `${flag} ${
-            JSON.stringify(path)
-          } already exists; pass --force to replace it, or name another.`,
-        );
-      }
-    }
+    const { out, contextPath } = await mintOutputs(values.out, values.context, force);
     // An agent cred names its lifecycle: a given one, or a new one the operator is told.
     const lifecycleUid = values.profile === "agent"
       ? values.lifecycle ?? newLifecycleUid()
@@ -232,30 +200,7 @@ export const mintCommand = defineCommand({
       await writeFileAtomic(out, creds, { noClobber: !force, what: "--out" });
       report.out = out;
       if (contextPath) {
-        const url = (await readMeshRecord(root))?.url;
-        if (!url) {
-          throw new CotalError(
-            "broker_unknown",
-            `--context needs the broker's address, and ${root} was never brought up; run 'cotal up --root ${root}' first.`,
-          );
-        }
-        const credsPath = out;
-        await Deno.mkdir(natsContextDir(), { recursive: true, mode: 0o700 });
-        await writeFileAtomic(
-          contextPath,
-          JSON.stringify(
-            {
-              description:
-                `Cotal space ${space}, ${values.profile} cred (expires ${report.expiresAt})`,
-              url,
-              creds: credsPath,
-              inbox_prefix: report.inboxPrefix,
-            },
-            null,
-            2,
-          ) + "\n",
-          { noClobber: !force, what: "--context" },
-        );
+        await writeNatsContext(root, space, contextPath, { report, force });
         report.context = contextPath;
       }
     } else if (values.json) {
@@ -286,13 +231,85 @@ export const mintCommand = defineCommand({
         provision
           ? `lifecycle uid ${lifecycleUid} (its durables are made; cotal mcp --creds needs it; ` +
             `undo with: cotal deprovision ${
-              safeText(values.actor ?? "operator")
+              safeText(localActor(values.actor ?? "agent"))
             } --lifecycle ${lifecycleUid})`
           : `lifecycle uid ${lifecycleUid} (add --provision to make its durables, as cotal spawn does)`,
       );
     }
   },
 });
+
+/**
+ * Where `mint` writes: `--out` (as the caller typed it) and `--context`'s file, each refused
+ * when it exists without `--force`, `--context` without `--out` or with a bad name.
+ */
+async function mintOutputs(
+  outFlag: string | undefined,
+  context: string | undefined,
+  force: boolean,
+): Promise<{ out?: string; contextPath?: string }> {
+  if (context !== undefined) {
+    if (!outFlag) {
+      throw new CotalError(
+        "usage",
+        "--context needs --out <file>: a context points at a creds file.",
+      );
+    }
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(context)) {
+      throw new CotalError(
+        "usage",
+        `--context must be 1 to 64 letters, digits, '-' or '_', not '${safeText(context)}'.`,
+      );
+    }
+  }
+  const out = outFlag === undefined ? undefined : callerPath(outFlag);
+  // A directory is refused by the write itself, with its own sentence.
+  const exists = async (path: string) =>
+    (await Deno.lstat(path).catch(() => undefined))?.isDirectory === false;
+  const contextPath = context !== undefined ? `${natsContextDir()}/${context}.json` : undefined;
+  for (const [flag, path] of [["--out", out], ["--context", contextPath]] as const) {
+    if (path && !force && await exists(path)) {
+      throw new CotalError(
+        "file_exists",
+        `${flag} ${
+          JSON.stringify(path)
+        } already exists; pass --force to replace it, or name another.`,
+      );
+    }
+  }
+  return { ...(out ? { out } : {}), ...(contextPath ? { contextPath } : {}) };
+}
+
+/** Writes a NATS CLI context for the cred `mint` wrote to `report.out`. */
+async function writeNatsContext(
+  root: string,
+  space: string,
+  contextPath: string,
+  { report, force }: { report: MintReport; force: boolean },
+): Promise<void> {
+  const url = (await readMeshRecord(root))?.url;
+  if (!url) {
+    throw new CotalError(
+      "broker_unknown",
+      `--context needs the broker's address, and ${root} was never brought up; run 'cotal up --root ${root}' first.`,
+    );
+  }
+  await Deno.mkdir(natsContextDir(), { recursive: true, mode: 0o700 });
+  await writeFileAtomic(
+    contextPath,
+    JSON.stringify(
+      {
+        description: `Cotal space ${space}, ${report.profile} cred (expires ${report.expiresAt})`,
+        url,
+        creds: report.out,
+        inbox_prefix: report.inboxPrefix,
+      },
+      null,
+      2,
+    ) + "\n",
+    { noClobber: !force, what: "--context" },
+  );
+}
 
 /** `cotal deprovision`: undo `mint --provision`. */
 export const deprovisionCommand = defineCommand({
