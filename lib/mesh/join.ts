@@ -166,24 +166,7 @@ export async function join(opts: JoinOptions): Promise<number> {
             );
           }
         } else if (cmd === "/leave" && arg) {
-          const { left } = await ep.leaveChannel(arg);
-          if (!left) opts.print(`you were not reading #${safeText(arg)}`);
-          else if (arg !== current) opts.print(`left #${safeText(arg)}`);
-          else {
-            // Lines no longer go to a channel left (newcomer pass 8: they still did, unsaid):
-            // to another joined one this session may post to, else nowhere until a /join.
-            const other: string | undefined = opts.channels.find((c) =>
-              c !== arg && ep.joinedChannels().includes(c)
-            );
-            current = other;
-            opts.print(
-              other
-                ? `left #${safeText(arg)}; your lines now go to #${other}`
-                : `left #${
-                  safeText(arg)
-                }; your lines go nowhere until you /join a channel you may post to`,
-            );
-          }
+          current = await leave(ep, arg, current, opts);
         } else if (cmd === "/dm" && arg && rest.length) {
           // As cotal send: a DM nobody will read is refused, not queued into nothing.
           await assertRecipient(opts.root, opts.space, { to: arg });
@@ -217,6 +200,37 @@ export async function join(opts: JoinOptions): Promise<number> {
     }).catch((err) => opts.print(`! could not remove this session's durables: ${err.message}`));
   }
   return posted;
+}
+
+/**
+ * `/leave <channel>`: stops reading it, and says where the session's lines go now: a channel
+ * left no longer takes them (newcomer pass 8: they still did, unsaid), another joined one this
+ * session may post to does, else nothing until a /join. Returns the channel lines go to.
+ */
+async function leave(
+  ep: CotalEndpoint,
+  channel: string,
+  current: string | undefined,
+  opts: JoinOptions,
+): Promise<string | undefined> {
+  const { left } = await ep.leaveChannel(channel);
+  if (!left) {
+    opts.print(`you were not reading #${safeText(channel)}`);
+    return current;
+  }
+  if (channel !== current) {
+    opts.print(`left #${safeText(channel)}`);
+    return current;
+  }
+  const other = opts.channels.find((c) => c !== channel && ep.joinedChannels().includes(c));
+  opts.print(
+    other
+      ? `left #${safeText(channel)}; your lines now go to #${other}`
+      : `left #${
+        safeText(channel)
+      }; your lines go nowhere until you /join a channel you may post to`,
+  );
+  return other;
 }
 
 /**
