@@ -1,11 +1,11 @@
 /**
  * The MCP server's inbox: what reached the agent, kept on disk until the harness has read it.
- * A copy the broker holds for the agent (a DM, a task, a durable channel copy) is acked only
- * once its line is written here, so a `cotal mcp` killed at any moment (kill -9 included) and
- * restarted loses nothing: a completed write is in the kernel's page cache, which outlives the
- * process. A host crash is another matter, and the broker's: nats-server itself syncs its file
- * store every two minutes by default, so the line is not synced per message either (that
- * sync was 3 ms of every delivery, `tests/bench/mcp_bench.ts`). What `inbox` or `wait`
+ * A copy the broker holds for the agent (a DM, a task, a durable channel copy) is acked only once
+ * the harness read it (`collectInto` in server.ts, through {@linkcode InboxJournal.onRead}), so
+ * the broker keeps it until then and a `cotal mcp` restarted with an empty inbox (a sandbox's RAM
+ * home) gets it again. A completed write is in the kernel's page cache, which outlives the
+ * process; the line is not synced per message (that sync was 3 ms of every delivery,
+ * `tests/bench/mcp_bench.ts`). What `inbox` or `wait`
  * returned is handed out: not returned again by this server, and marked read on disk at the
  * client's next request, which shows it took the answer. A server killed before that returns it
  * again after its restart: a client that died with an answer in its pipe lost it before (fault
