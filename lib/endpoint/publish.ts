@@ -38,6 +38,18 @@ export async function publishEnvelope(
           { cause: err },
         );
       }
+      if (isPerSubjectFull(err)) {
+        // Not transient: the stream keeps only so many unread per subject (a DM pair's or a
+        // task queue's cap), and a retry in 5 s is refused again (fault pass 10 waited 10 s
+        // per DM for "the stream may be missing").
+        throw new CotalError(
+          "recipient_backlog_full",
+          `The broker refused the publish to ${subject}: its recipient has the most unread messages from this sender the space keeps (${
+            errorText(err)
+          }); wait until it reads some, then send again.`,
+          { cause: err },
+        );
+      }
       if (attempt < PUBLISH_RETRIES && (code === "TIMEOUT" || code === "503")) {
         await transportUp(PUBLISH_TIMEOUT_MS);
         continue;
@@ -51,4 +63,11 @@ export async function publishEnvelope(
       );
     }
   }
+}
+
+/** The stream's per-subject cap refused the message (JetStream error 10077, discard new). */
+function isPerSubjectFull(err: unknown): boolean {
+  const e = err as { message?: string; api_error?: { err_code?: number } };
+  return e?.api_error?.err_code === 10077 ||
+    /maximum messages per subject exceeded/i.test(String(e?.message ?? ""));
 }

@@ -4,6 +4,7 @@ import type { CotalMessageEvent } from "../../lib/endpoint/mod.ts";
 import { collect, startMesh } from "./_mesh.ts";
 import { HELD_MESSAGES } from "../../lib/endpoint/endpoint.ts";
 import { lifecycleTag } from "../../lib/wire/names.ts";
+import { isCotalError } from "../../lib/errors.ts";
 
 const policy = { subscribe: ["general"], allowPublish: ["general"] };
 
@@ -199,4 +200,22 @@ Deno.test("endpoint - channel copies wait for the first message listener, bounde
   // Live again once listened to.
   const live = await a.multicast("now");
   await waitFor(() => got.some((e) => e.message.id === live.id), { what: "the live post" });
+});
+
+Deno.test("endpoint - a DM past the recipient's unread cap is refused at once, saying so (not retried as a broker fault)", async () => {
+  await using mesh = await startMesh();
+  const alice = await mesh.agent("alice", policy);
+  const bob = await mesh.agent("bob", policy);
+  const a = alice.endpoint();
+  await a.start();
+  // Bob reads nothing: his DM queue keeps 256 unread from alice (per sender and recipient).
+  for (let i = 0; i < 256; i++) await a.unicast(bob.id, `m${i}`);
+  // Fault pass 10: each such DM waited out two 5 s retries and blamed a missing stream
+  // ("publish_failed"); refused as what it is, it is not retried.
+  await assert.rejects(
+    a.unicast(bob.id, "one too many"),
+    (e) =>
+      isCotalError(e, "recipient_backlog_full") &&
+      /its recipient has the most unread messages from this sender the space keeps/.test(e.message),
+  );
 });
