@@ -6,7 +6,7 @@
 import { parseCreds } from "../../nats/creds.ts";
 import { decodeJwtUnverified } from "../../nats/jwt.ts";
 import { assertValidLifecycleUid, newLifecycleUid } from "../../wire/names.ts";
-import { writeFileAtomic } from "../../atomic_file.ts";
+import { writeError, writeFileAtomic } from "../../atomic_file.ts";
 import { safeText } from "../../cli/terminal.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { CotalError, isCotalError } from "../../errors.ts";
@@ -263,10 +263,19 @@ async function mintOutputs(
     }
   }
   const out = outFlag === undefined ? undefined : callerPath(outFlag);
+  // Before anything is minted or provisioned (fault pass 10: --provision made the member's
+  // durables, then the write failed, and the retry was refused as a live lifecycle).
+  // (The context dir is made when the context is written.)
+  if (
+    out && !(await Deno.stat(out.replace(/\/[^/]*$/, "") || "/").catch(() => undefined))
+      ?.isDirectory
+  ) {
+    throw writeError(out, "--out", new Deno.errors.NotFound());
+  }
   // A directory is refused by the write itself, with its own sentence.
   const exists = async (path: string) =>
     (await Deno.lstat(path).catch(() => undefined))?.isDirectory === false;
-  const contextPath = context !== undefined ? `${natsContextDir()}/${context}.json` : undefined;
+  const contextPath = contextFile(context);
   for (const [flag, path] of [["--out", out], ["--context", contextPath]] as const) {
     if (path && !force && await exists(path)) {
       throw new CotalError(
@@ -278,6 +287,10 @@ async function mintOutputs(
     }
   }
   return { ...(out ? { out } : {}), ...(contextPath ? { contextPath } : {}) };
+}
+
+function contextFile(context: string | undefined): string | undefined {
+  return context !== undefined ? `${natsContextDir()}/${context}.json` : undefined;
 }
 
 /** Writes a NATS CLI context for the cred `mint` wrote to `report.out`. */
