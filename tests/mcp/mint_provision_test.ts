@@ -116,16 +116,15 @@ Deno.test("mcp - a member run by hand: mint --provision makes what cotal mcp --c
 
     // --out in a directory that does not exist is refused before anything is provisioned:
     // the corrected retry works (fault pass 10: it was refused as a live lifecycle).
-    const uid = "0".repeat(16) + "dirmissing";
     const missing = await cotal([
       ...["mint", "--root", root, "--space", "prov", "--profile", "agent", "--provision"],
-      ...["--actor", "dave", "--lifecycle", uid, "--out", `${root}/no/such/dir/dave.creds`],
+      ...["--actor", "dave", "--out", `${root}/no/such/dir/dave.creds`],
     ], env);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /is in a directory that does not exist; create it first/);
     const retried = await cotal([
       ...["mint", "--root", root, "--space", "prov", "--profile", "agent", "--provision"],
-      ...["--actor", "dave", "--lifecycle", uid, "--out", `${root}/dave.creds`],
+      ...["--actor", "dave", "--out", `${root}/dave.creds`],
     ], env);
     assert.equal(retried.code, 0, retried.stderr);
 
