@@ -108,6 +108,7 @@ export async function readOne(ctx: DeliveryContext, m: JsMsg, token: number): Pr
   }
   // The entry's durability now lives in DLV; a crash before this ack re-transfers under the
   // same copy id, which DLV's duplicate window collapses.
+  ctx.warden?.wrote(m.data.length);
   if (!ctx.fence.mayAct(token)) return;
   m.ack();
   ctx.counters.delivered++;

@@ -179,6 +179,18 @@ export class StorageWarden {
    * warden, looking again at once, judges who yields: the fan-out alone writes faster than one
    * look a second can follow (it filled DLV to 65% between two looks).
    */
+  /**
+   * Counts a copy the reader wrote to DLV since the last look; once the count takes DLV past
+   * {@linkcode WARDEN_ONSET}, the warden looks again at once rather than at its next second.
+   */
+  wrote(bytes: number): void {
+    this.#sinceLook += bytes;
+    const max = this.#dlvMax;
+    if (max > 0 && !this.#sweeping && this.#dlvBytes + this.#sinceLook >= WARDEN_ONSET * max) {
+      void this.sweep().catch(() => {});
+    }
+  }
+
   admitsDirect(bytes: number): boolean {
     const ceiling = DIRECT_CEILING * this.#dlvMax;
     if (this.#dlvMax <= 0 || this.#dlvBytes + this.#sinceLook + bytes >= ceiling) {
@@ -195,6 +207,9 @@ export class StorageWarden {
     if (this.#sweeping) return out;
     this.#sweeping = true;
     try {
+      // DLV first: its guard is what a fast writer outruns, and the DM and TASK reads after it
+      // may take seconds (a full suite's load let DLV pass 60% while a sweep read DM).
+      await this.#guardDlv();
       for (const w of this.#watched) {
         const si = await this.#ctx.jsm.streams.info(w.stream);
         out.deleted[w.stream] = 0;
@@ -206,7 +221,6 @@ export class StorageWarden {
         // Trims only on a full picture: every message up to the sweep's start read.
         if (w.cursor >= si.state.last_seq) out.trimmed[w.stream] = await this.#trim(w, si);
       }
-      await this.#guardDlv();
       out.yielding = this.#yielding.size;
       return out;
     } finally {
