@@ -58,7 +58,8 @@ Deno.test("trust - a 3-node cluster from serverConfig keeps acknowledged R3 mess
     const prov = await as(0, "provisioner");
     const jsm = await prov.jetstreamManager({ checkAPI: false, timeout: 2000 });
     // The meta group needs a leader before a replicated stream can be placed; an election on a
-    // loaded 2-core machine has taken over 20 s (seen in a full run).
+    // loaded 2-core machine has taken over 20 s (seen in a full run), and over 60 s on 2.10 in a
+    // clean-clone run.
     await waitFor(async () => {
       try {
         await jsm.streams.add({ name: n.CHAT, subjects: [`${n.P}.chat.>`], num_replicas: 3 });
@@ -66,7 +67,7 @@ Deno.test("trust - a 3-node cluster from serverConfig keeps acknowledged R3 mess
       } catch {
         return false;
       }
-    }, { timeoutMs: 60_000, intervalMs: 250, what: "the JetStream meta leader" });
+    }, { timeoutMs: 120_000, intervalMs: 250, what: "the JetStream meta leader" });
     const info = await jsm.streams.info(n.CHAT);
     assert.equal(info.config.num_replicas, 3);
     assert.equal(1 + (info.cluster?.replicas?.length ?? 0), 3, "three peers hold the stream");
