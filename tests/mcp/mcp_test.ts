@@ -120,6 +120,15 @@ Deno.test("mcp - two agents converse through the SDK client: a post, a DM, a tas
   }
 });
 
+/** Waits (10 s at most) until `n` lines are in the inbox file in `dir`. */
+async function inboxHolds(dir: string, n: number): Promise<void> {
+  for (let i = 0; i < 50; i++) {
+    const text = await Deno.readTextFile(`${dir}/inbox.jsonl`).catch(() => "");
+    if (text.trim().split("\n").filter(Boolean).length === n) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 Deno.test("mcp - what was not read survives a kill -9 and restart of cotal mcp; what was returned and not yet shown taken comes again, nothing else twice", async () => {
   await using s = await startDeliverySpace({ prefix: "mcprs" });
   const alice = await startMcp(s, await provision(s, "alice"));
@@ -128,11 +137,7 @@ Deno.test("mcp - what was not read survives a kill -9 and restart of cotal mcp; 
   try {
     for (const n of [1, 2, 3]) await alice.call("dm", { to: "local.bob", text: `m${n}` });
     // All three are in bob's inbox before one is read.
-    for (let i = 0; i < 50; i++) {
-      const text = await Deno.readTextFile(`${bob.inbox}/inbox.jsonl`).catch(() => "");
-      if (text.trim().split("\n").filter(Boolean).length === 3) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await inboxHolds(bob.inbox, 3);
     const first = await bob.call("inbox", { max: 1 });
     assert.deepEqual(first.json.messages.map((m: { text: string }) => m.text), ["m1"]);
     assert.equal(first.json.more, true);
@@ -168,11 +173,7 @@ Deno.test("mcp - what was not read survives losing the inbox with the process (a
   let bob = await startMcp(s, bobAgent);
   try {
     for (const n of [1, 2, 3]) await alice.call("dm", { to: "local.bob", text: `m${n}` });
-    for (let i = 0; i < 50; i++) {
-      const text = await Deno.readTextFile(`${bob.inbox}/inbox.jsonl`).catch(() => "");
-      if (text.trim().split("\n").filter(Boolean).length === 3) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await inboxHolds(bob.inbox, 3);
     // m1 is read (the next request shows it taken); m2 and m3 are only in the inbox file.
     const first = await bob.call("inbox", { max: 1 });
     assert.deepEqual(first.json.messages.map((m: { text: string }) => m.text), ["m1"]);
