@@ -35,5 +35,6 @@ export {
   type EvictResult,
 } from "./evict.ts";
 export { type SysSource } from "./sys_creds.ts";
-export { FEED_HEARTBEAT_KEY, type FeedRow, type FeedStatus } from "./membership_feed.ts";
+export { FEED_HEARTBEAT_KEY, type FeedStatus } from "./membership_feed.ts";
+export { type FeedRow } from "./feed_rows.ts";
 export { type HistoryPage } from "./history.ts";

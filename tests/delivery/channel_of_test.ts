@@ -1,6 +1,6 @@
 /** Which channel a chat subscription covers, as the membership view lists it. */
 import assert from "node:assert/strict";
-import { channelOf } from "../../lib/delivery/membership_feed.ts";
+import { channelOf } from "../../lib/delivery/feed_rows.ts";
 
 const P = "cotal.s.chat.";
 

@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import type { NatsConnection } from "nats";
 import { waitFor } from "../_harness/broker.ts";
-import { FEED_MAX_ROW_BYTES } from "../../lib/delivery/membership_feed.ts";
+import { FEED_MAX_ROW_BYTES } from "../../lib/delivery/feed_rows.ts";
 import { bindKv } from "../../lib/wire/mod.ts";
 import { bucketNames } from "../../lib/wire/resources.ts";
 import { subjectRoot } from "../../lib/wire/subjects.ts";
