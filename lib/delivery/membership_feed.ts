@@ -18,7 +18,7 @@ import { credsAuthenticatorFast, MEMBERSHIP_INBOX_PREFIX } from "../trust/mod.ts
 import { membershipRwCredsKey } from "../workspace/mod.ts";
 import { isStoreFull, jsonBytes, listKeys, purgeJunkRows } from "../wire/kv.ts";
 import { connectionsOverCap, MAX_CONNECTIONS_PER_CRED } from "./conn_cap.ts";
-import { type ConnRecord, type ConnzScan, scanConnz } from "./connz.ts";
+import { type ConnRecord, scanConnz } from "./connz.ts";
 import { kickConnections } from "./evict.ts";
 import {
   connKey,
@@ -115,133 +115,8 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
     rw.stop();
     return down(log, `could not open its connections (${(err as Error)?.message ?? err})`);
   }
-  const written = new Map<string, FeedRow>();
-  try {
-    // Listed from the stream's subjects, not npm:nats's kv.keys(): a status line a member aimed
-    // at a key (stored with its header on nats-server 2.10) never let that listing end.
-    for (const k of await listKeys(await b.jetstreamManager(), opts.bucket)) {
-      if (k !== FEED_HEARTBEAT_KEY) written.set(k, { live: [], durable: [], observedAt: 0 });
-    }
-  } catch {
-    // An unlistable bucket only means stale rows are pruned once they are seen again.
-  }
-  const chatPrefix = `${opts.root}.chat.`;
-  let status: FeedStatus = { state: "up", principals: 0 };
-  let running: Promise<boolean> | undefined;
-
-  const capConnections = connectionCapper(src, opts.servers, log);
-  let cleared = 0;
-  let blindSaidAt = 0;
-  // The last complete subscription listing, per principal, and when it was taken.
-  let lastLive = new Map<string, string[]>();
-  let listed = new Set<string>();
-  let listedAt = 0;
-  // After a listing fails, the next ones are skipped for `skip` sweeps (doubling): a listing a
-  // member made too large to arrive costs the broker its whole size every time it is asked.
-  let backoff = 0;
-  let skip = 0;
-  const sweepOnce = async (): Promise<boolean> => {
-    // The connection cap from a scan without subscription lists: small whatever members
-    // subscribe to, so nothing they subscribe can keep it from completing (red team 20c).
-    const counted = await scanConnz(a, src.expectedAccount, { subscriptions: false });
-    if (counted.complete) capConnections(counted.conns);
-    // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
-    if (!counted.complete || !counted.conns.some((c) => c.user === rw.current.nkey)) {
-      // Said, at most once a minute: a count that never arrives leaves the cap blind, and
-      // red team 22 found it so with nothing in the log.
-      const now = Date.now();
-      if (now - blindSaidAt >= 60_000) {
-        blindSaidAt = now;
-        log.warn(
-          `membership feed: the connection count is incomplete (${
-            counted.reason ?? "the feed's own connection was not in it"
-          }); the per-cred cap and the live view wait for a complete one`,
-        );
-      }
-      status = {
-        ...status,
-        state: "up",
-        lastIncomplete: counted.reason ?? "the feed's own connection was not in the scan",
-      } as FeedStatus;
-      return false;
-    }
-    // Subscription lists only of connections with chat interest: a member's other
-    // subscriptions (its inbox, up to 1000 of up to 64 KiB each per connection) are not
-    // listed unless it also subscribes a channel. Those lists are the member's to swell, so
-    // when they cannot be read the rows keep the last complete listing's channels, marked
-    // with its date, and who is connected stays current from the small scan (red team 20c).
-    let listing: ConnzScan | undefined;
-    if (skip > 0) skip--;
-    else {
-      listing = await scanConnz(a, src.expectedAccount, {
-        subscriptions: true,
-        interestIn: `${opts.root}.chat.>`,
-      });
-      if (listing.complete) backoff = 0;
-      else {
-        backoff = Math.min(MAX_LISTING_BACKOFF, Math.max(1, backoff * 2));
-        skip = backoff;
-        log.warn(
-          `membership feed: the subscription listing did not arrive (${listing.reason}); ` +
-            `channels stay as listed ${
-              listedAt ? new Date(listedAt).toISOString() : "never"
-            }, next try in ${backoff} sweeps`,
-        );
-        listing = undefined;
-      }
-    }
-    const now = Date.now();
-    let next: Map<string, FeedRow>;
-    if (listing) {
-      next = feedRows(withListing(counted.conns, listing.conns), chatPrefix, opts.durable(), now);
-      lastLive = new Map([...next].map(([p, r]) => [p, r.live]));
-      listed = new Set(counted.conns.map(connKey));
-      listedAt = now;
-    } else {
-      // Connections that arrived since the last listing are listed one by one, the smallest
-      // first, so a member who joins during a fat listing still shows its channels.
-      const arrived = await listArrivals(a, src.expectedAccount, counted.conns, listed);
-      for (const c of arrived) listed.add(connKey(c));
-      for (const [p, live] of feedRows(arrived, chatPrefix, new Map(), now)) {
-        lastLive.set(p, [...new Set([...(lastLive.get(p) ?? []), ...live.live])]);
-      }
-      next = staleRows(counted.conns, lastLive, listedAt, opts.durable(), now);
-    }
-    let refused = await writeRows(kv, written, next);
-    if (refused !== undefined && isStoreFull(refused) && now - cleared > 60_000) {
-      // Full of rows no sweep wrote (answers a member aimed at made-up keys): those go, at
-      // most once a minute, and the rows are written again.
-      cleared = now;
-      const n = await purgeJunkRows(b, opts.bucket, ">", (_k, v) => isFeedRow(v));
-      log.warn(`membership feed: the bucket was full; removed ${n} rows no sweep wrote`);
-      refused = await writeRows(kv, written, next);
-    }
-    if (refused !== undefined) {
-      log.warn(`membership feed: a row was refused (${(refused as Error)?.message ?? refused})`);
-    }
-    await kv.put(
-      FEED_HEARTBEAT_KEY,
-      jsonBytes({ observedAt: now, count: next.size, ...(listing ? {} : { liveAsOf: listedAt }) }),
-    );
-    status = {
-      state: "up",
-      lastSweepAt: now,
-      principals: next.size,
-      ...(listing ? {} : { liveAsOf: listedAt }),
-    };
-    return true;
-  };
-  const sweep = () => {
-    running ??= sweepOnce().catch((err) => {
-      log.warn(
-        `membership feed sweep failed (${
-          (err as Error)?.message ?? err
-        }); the last good state stays`,
-      );
-      return false;
-    }).finally(() => running = undefined);
-    return running;
-  };
+  const sweeper = new FeedSweeper(opts, { a, b, kv, rw }, await rowsInBucket(b, opts.bucket));
+  const sweep = () => sweeper.sweep();
 
   let debounce: ReturnType<typeof setTimeout> | undefined;
   const subs: Subscription[] = [];
@@ -257,19 +132,215 @@ export async function startMembershipFeed(opts: MembershipFeedOptions): Promise<
   await sweep();
   log.info("membership feed up");
   return {
-    status: () => status,
+    status: () => sweeper.status,
     sweep,
     async stop() {
       clearInterval(interval);
       clearTimeout(debounce);
       rw.stop();
       for (const s of subs) s.unsubscribe();
-      await running?.catch(() => {});
-      await capConnections.settled();
+      await sweeper.settled();
       await a.close().catch(() => {});
       await b.close().catch(() => {});
     },
   };
+}
+
+/** The rows already in the bucket, as empty rows (pruned by the first sweep that lacks them). */
+async function rowsInBucket(b: NatsConnection, bucket: string): Promise<Map<string, FeedRow>> {
+  const written = new Map<string, FeedRow>();
+  try {
+    // Listed from the stream's subjects, not npm:nats's kv.keys(): a status line a member aimed
+    // at a key (stored with its header on nats-server 2.10) never let that listing end.
+    for (const k of await listKeys(await b.jetstreamManager(), bucket)) {
+      if (k !== FEED_HEARTBEAT_KEY) written.set(k, { live: [], durable: [], observedAt: 0 });
+    }
+  } catch {
+    // An unlistable bucket only means stale rows are pruned once they are seen again.
+  }
+  return written;
+}
+
+/** The feed's two connections and its bucket. */
+interface FeedConnections {
+  /** The `$SYS` observer. */
+  a: NatsConnection;
+  /** The bucket's writer. */
+  b: NatsConnection;
+  kv: KV;
+  rw: RenewingCred;
+}
+
+/**
+ * One sweep at a time over the feed's state: the rows written, the last complete subscription
+ * listing and the listing's backoff.
+ */
+class FeedSweeper {
+  status: FeedStatus = { state: "up", principals: 0 };
+  #running: Promise<boolean> | undefined;
+  readonly #opts: MembershipFeedOptions;
+  readonly #conns: FeedConnections;
+  readonly #written: Map<string, FeedRow>;
+  readonly #chatPrefix: string;
+  readonly #capConnections: ReturnType<typeof connectionCapper>;
+  #cleared = 0;
+  #blindSaidAt = 0;
+  // The last complete subscription listing, per principal, and when it was taken.
+  #lastLive = new Map<string, string[]>();
+  #listed = new Set<string>();
+  #listedAt = 0;
+  // After a listing fails, the next ones are skipped for `skip` sweeps (doubling): a listing a
+  // member made too large to arrive costs the broker its whole size every time it is asked.
+  #backoff = 0;
+  #skip = 0;
+
+  constructor(opts: MembershipFeedOptions, conns: FeedConnections, written: Map<string, FeedRow>) {
+    this.#opts = opts;
+    this.#conns = conns;
+    this.#written = written;
+    this.#chatPrefix = `${opts.root}.chat.`;
+    this.#capConnections = connectionCapper(opts.src, opts.servers, opts.log);
+  }
+
+  /** Runs a sweep, or joins the one running; resolves false when it did not complete. */
+  sweep(): Promise<boolean> {
+    this.#running ??= this.#sweepOnce().catch((err) => {
+      this.#opts.log.warn(
+        `membership feed sweep failed (${
+          (err as Error)?.message ?? err
+        }); the last good state stays`,
+      );
+      return false;
+    }).finally(() => this.#running = undefined);
+    return this.#running;
+  }
+
+  /** Resolves once the running sweep and connection kicks have ended. */
+  async settled(): Promise<void> {
+    await this.#running?.catch(() => {});
+    await this.#capConnections.settled();
+  }
+
+  async #sweepOnce(): Promise<boolean> {
+    const counted = await this.#count();
+    if (!counted) return false;
+    const listing = await this.#list();
+    const now = Date.now();
+    const durable = this.#opts.durable();
+    let next: Map<string, FeedRow>;
+    if (listing) {
+      next = feedRows(withListing(counted, listing), this.#chatPrefix, durable, now);
+      this.#lastLive = new Map([...next].map(([p, r]) => [p, r.live]));
+      this.#listed = new Set(counted.map(connKey));
+      this.#listedAt = now;
+    } else {
+      await this.#listArrivals(counted, now);
+      next = staleRows(counted, this.#lastLive, this.#listedAt, durable, now);
+    }
+    await this.#write(next, now);
+    const stale = listing ? {} : { liveAsOf: this.#listedAt };
+    await this.#conns.kv.put(
+      FEED_HEARTBEAT_KEY,
+      jsonBytes({ observedAt: now, count: next.size, ...stale }),
+    );
+    this.status = { state: "up", lastSweepAt: now, principals: next.size, ...stale };
+    return true;
+  }
+
+  /**
+   * The account's connections from a scan without subscription lists, and the connection cap
+   * applied to them; undefined when the scan is incomplete or misses the feed's own connection.
+   */
+  async #count(): Promise<ConnRecord[] | undefined> {
+    const { src, log } = this.#opts;
+    // Small whatever members subscribe to, so nothing they subscribe can keep it from
+    // completing (red team 20c).
+    const counted = await scanConnz(this.#conns.a, src.expectedAccount, { subscriptions: false });
+    if (counted.complete) this.#capConnections(counted.conns);
+    // The self-canary: a sweep that cannot see conn B cannot be trusted to see anyone.
+    if (counted.complete && counted.conns.some((c) => c.user === this.#conns.rw.current.nkey)) {
+      return counted.conns;
+    }
+    // Said, at most once a minute: a count that never arrives leaves the cap blind, and red
+    // team 22 found it so with nothing in the log.
+    const now = Date.now();
+    if (now - this.#blindSaidAt >= 60_000) {
+      this.#blindSaidAt = now;
+      log.warn(
+        `membership feed: the connection count is incomplete (${
+          counted.reason ?? "the feed's own connection was not in it"
+        }); the per-cred cap and the live view wait for a complete one`,
+      );
+    }
+    this.status = {
+      ...this.status,
+      state: "up",
+      lastIncomplete: counted.reason ?? "the feed's own connection was not in the scan",
+    } as FeedStatus;
+    return undefined;
+  }
+
+  /**
+   * Subscription lists only of connections with chat interest: a member's other subscriptions
+   * (its inbox, up to 1000 of up to 64 KiB each per connection) are not listed unless it also
+   * subscribes a channel. Those lists are the member's to swell, so when they cannot be read
+   * the rows keep the last complete listing's channels, marked with its date, and who is
+   * connected stays current from the small scan (red team 20c). Undefined when skipped or
+   * incomplete.
+   */
+  async #list(): Promise<ConnRecord[] | undefined> {
+    if (this.#skip > 0) {
+      this.#skip--;
+      return undefined;
+    }
+    const listing = await scanConnz(this.#conns.a, this.#opts.src.expectedAccount, {
+      subscriptions: true,
+      interestIn: `${this.#opts.root}.chat.>`,
+    });
+    if (listing.complete) {
+      this.#backoff = 0;
+      return listing.conns;
+    }
+    this.#backoff = Math.min(MAX_LISTING_BACKOFF, Math.max(1, this.#backoff * 2));
+    this.#skip = this.#backoff;
+    const at = this.#listedAt ? new Date(this.#listedAt).toISOString() : "never";
+    this.#opts.log.warn(
+      `membership feed: the subscription listing did not arrive (${listing.reason}); ` +
+        `channels stay as listed ${at}, next try in ${this.#backoff} sweeps`,
+    );
+    return undefined;
+  }
+
+  /**
+   * Connections that arrived since the last listing are listed one by one, the smallest first,
+   * so a member who joins during a fat listing still shows its channels.
+   */
+  async #listArrivals(counted: readonly ConnRecord[], now: number): Promise<void> {
+    const { a } = this.#conns;
+    const arrived = await listArrivals(a, this.#opts.src.expectedAccount, counted, this.#listed);
+    for (const c of arrived) this.#listed.add(connKey(c));
+    for (const [p, live] of feedRows(arrived, this.#chatPrefix, new Map(), now)) {
+      this.#lastLive.set(p, [...new Set([...(this.#lastLive.get(p) ?? []), ...live.live])]);
+    }
+  }
+
+  /** Brings the bucket to `next`; a full bucket loses the rows no sweep wrote, once a minute. */
+  async #write(next: ReadonlyMap<string, FeedRow>, now: number): Promise<void> {
+    const { kv, b } = this.#conns;
+    const { log, bucket } = this.#opts;
+    let refused = await writeRows(kv, this.#written, next);
+    if (refused !== undefined && isStoreFull(refused) && now - this.#cleared > 60_000) {
+      // Full of rows no sweep wrote (answers a member aimed at made-up keys): those go, at
+      // most once a minute, and the rows are written again.
+      this.#cleared = now;
+      const n = await purgeJunkRows(b, bucket, ">", (_k, v) => isFeedRow(v));
+      log.warn(`membership feed: the bucket was full; removed ${n} rows no sweep wrote`);
+      refused = await writeRows(kv, this.#written, next);
+    }
+    if (refused !== undefined) {
+      log.warn(`membership feed: a row was refused (${(refused as Error)?.message ?? refused})`);
+    }
+  }
 }
 
 /**
