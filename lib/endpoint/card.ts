@@ -1,16 +1,36 @@
 /**
- * The endpoint's card: the caller's input checked up front, and the published card whose
+ * The endpoint's card and options: the caller's input checked up front, and the published card whose
  * identity fields come from the authenticated principal.
  *
  * @module
  */
 
 import { CotalError } from "../errors.ts";
-import { assertValidRole, type Principal } from "../wire/names.ts";
-import { type AgentCard, type AgentCardInput, PROTOCOL_VERSION } from "./types.ts";
+import {
+  assertValidChannel,
+  assertValidLifecycleUid,
+  assertValidRole,
+  type Principal,
+} from "../wire/names.ts";
+import {
+  type AgentCard,
+  type AgentCardInput,
+  type EndpointOptions,
+  PROTOCOL_VERSION,
+} from "./types.ts";
 
 /** Longest display name a card may carry. */
 export const MAX_NAME_LENGTH = 128;
+
+/** Refuse options an endpoint could not start with: a space, a card, a uid and channels. */
+export function checkOptions(opts: EndpointOptions): void {
+  if (typeof opts?.space !== "string" || opts.space.trim() === "") {
+    throw new CotalError("invalid_space", "The endpoint needs a space name; pass opts.space.");
+  }
+  checkCard(opts.card);
+  if (opts.lifecycleUid !== undefined) assertValidLifecycleUid(opts.lifecycleUid);
+  for (const ch of opts.channels ?? []) assertValidChannel(ch);
+}
 
 /** Refuse a card a peer could not render or address. */
 export function checkCard(card: AgentCardInput): void {

@@ -14,18 +14,13 @@
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { assertFitsPayload, type CotalMessage, encodeMessage } from "../wire/envelope.ts";
-import {
-  assertValidChannel,
-  assertValidLifecycleUid,
-  lifecycleTag,
-  type Principal,
-} from "../wire/names.ts";
-import { backoffDelay, Sleeper, Waiters } from "./backoff.ts";
+import { lifecycleTag, type Principal } from "../wire/names.ts";
+import { Sleeper, Waiters } from "./backoff.ts";
 import { bindConnection, type Conn } from "./bind.ts";
-import { buildCard, checkCard } from "./card.ts";
+import { buildCard, checkOptions } from "./card.ts";
 import { ChannelSet } from "./channels.ts";
 import { Consumers } from "./consumers.ts";
-import { CredentialHolder, errorText, type HeldCredential, loadIdentity } from "./credentials.ts";
+import { CredentialHolder, errorText, loadIdentity } from "./credentials.ts";
 import { SeenIds } from "./dedupe.ts";
 import { dial } from "./dial.ts";
 import { EndpointEvents } from "./emitter.ts";
@@ -34,12 +29,12 @@ import {
   CotalMessageEvent,
   EndpointErrorEvent,
   EndpointWarningEvent,
-  RenewalEvent,
   TransportEvent,
 } from "./events.ts";
 import { type InboundHost, surfaceCore } from "./inbound.ts";
 import { outgoing, type Route } from "./outgoing.ts";
 import { PresenceTracker } from "./presence.ts";
+import { notStartedError, rebuildUntilBound, stoppedError } from "./rebuild.ts";
 import { publishEnvelope } from "./publish.ts";
 import { Renewal } from "./renewal.ts";
 import { watchConnection } from "./status.ts";
@@ -53,7 +48,6 @@ import type {
   PresenceStatus,
   SendOptions,
 } from "./types.ts";
-
 import { HeldMessages } from "./held.ts";
 export { HELD_BYTES, HELD_MESSAGES } from "./held.ts";
 
@@ -108,12 +102,7 @@ export class CotalEndpoint extends EndpointEvents {
   /** An endpoint for one agent; nothing connects until `start()`. */
   constructor(opts: EndpointOptions) {
     super();
-    if (typeof opts?.space !== "string" || opts.space.trim() === "") {
-      throw new CotalError("invalid_space", "The endpoint needs a space name; pass opts.space.");
-    }
-    checkCard(opts.card);
-    if (opts.lifecycleUid !== undefined) assertValidLifecycleUid(opts.lifecycleUid);
-    for (const ch of opts.channels ?? []) assertValidChannel(ch);
+    checkOptions(opts);
     this.space = opts.space;
     this.#opts = { ...opts };
     this.#servers = [opts.servers ?? DEFAULT_SERVER].flat();
@@ -125,7 +114,7 @@ export class CotalEndpoint extends EndpointEvents {
       dedupeDurable: opts.dedupeDurable ?? true,
       listening: () => this.listenerCount("message") > 0,
       dispatch: (ev) => this.dispatchEvent(ev),
-      hold: (ev, bytes) => this.#hold(ev, bytes),
+      hold: (ev, bytes) => this.#held.hold(ev, bytes),
       error: (err) => this.#error(err),
     };
     this.#channels = new ChannelSet({
@@ -153,7 +142,7 @@ export class CotalEndpoint extends EndpointEvents {
       live: () => this.#state === "running" ? this.#conn?.nc : undefined,
       transportUp: (ms) => this.#reconnected.wait(ms),
       warn: (err, retryInMs) => this.#warn(err, retryInMs),
-      renewed: (cred) => this.#renewed(cred),
+      renewed: (ev) => this.dispatchEvent(ev),
     });
   }
 
@@ -194,7 +183,6 @@ export class CotalEndpoint extends EndpointEvents {
       );
     }
     this.#state = "starting";
-    let nc: NatsConnection | undefined;
     try {
       const { principal, connId } = await loadIdentity(this.#creds, this.#opts);
       this.#principal = principal;
@@ -206,15 +194,8 @@ export class CotalEndpoint extends EndpointEvents {
           "A consuming endpoint binds its lifecycle's dm_/dlv_ durables; pass lifecycleUid (or consume: false).",
         );
       }
-      nc = await this.#dial();
-      await this.#bind(nc, true);
-      // stop() during start(): it already ran, so this connection is ours to close.
-      if (this.#state !== "starting") throw stoppedError();
-      this.#state = "running";
-      this.#renewal.schedule();
+      await this.#bringUp("starting", true);
     } catch (err) {
-      this.#teardown();
-      await nc?.close().catch(() => {});
       if (this.#state === "starting") this.#state = "idle";
       throw err;
     }
@@ -342,20 +323,12 @@ export class CotalEndpoint extends EndpointEvents {
 
   /** The first `message` listener gets what came before it, in arrival order. */
   protected override listenerAdded(type: string): void {
-    if (type === "message" && this.#held.size) queueMicrotask(() => this.#release());
-  }
-
-  #hold(ev: CotalMessageEvent, bytes: number): void {
-    this.#held.hold(ev, bytes);
-  }
-
-  #release(): void {
-    while (this.listenerCount("message") > 0) {
-      const ev = this.#held.next();
-      if (!ev) return;
-      // A copy that came again meanwhile (its durable copy, to a listener) is not repeated.
-      if (!this.#seen.check(ev.message.id)) this.dispatchEvent(ev);
-    }
+    if (type !== "message" || !this.#held.size) return;
+    const listening = () => this.listenerCount("message") > 0;
+    // A copy that came again meanwhile (its durable copy, to a listener) is not repeated.
+    const deliver = (ev: CotalMessageEvent) =>
+      this.#seen.check(ev.message.id) || this.dispatchEvent(ev);
+    queueMicrotask(() => this.#held.releaseTo(listening, deliver));
   }
 
   /** A listener that threw: reported as a warning, never fatal to the endpoint. */
@@ -375,13 +348,8 @@ export class CotalEndpoint extends EndpointEvents {
     assertFitsPayload(msg, this.maxPayload, body);
     // Our own copy never surfaces back (the echo rule), and a retry keeps the same id.
     this.#seen.check(msg.id);
-    await publishEnvelope(
-      () => this.#live().js,
-      subject,
-      body,
-      msg.id,
-      (ms) => this.#reconnected.wait(ms),
-    );
+    const js = () => this.#live().js;
+    await publishEnvelope(js, subject, body, msg.id, (ms) => this.#reconnected.wait(ms));
     return msg;
   }
 
@@ -432,10 +400,8 @@ export class CotalEndpoint extends EndpointEvents {
       reconnected: (server) => {
         this.dispatchEvent(new TransportEvent(true, server));
         this.#reconnected.resolveAll();
-        const since = this.#gapSince;
-        this.#gapSince = undefined;
         void this.#presence.beat();
-        if (since !== undefined) void this.#channels.gapFill(since);
+        this.#fillGap();
       },
       error: (err) => this.#error(err),
       closed: (err) => {
@@ -467,49 +433,46 @@ export class CotalEndpoint extends EndpointEvents {
   }
 
   /** The one serialized rebuild: retry with a widening backoff until bound or stopped. */
-  async #rebuild(cause: CotalError, immediate: boolean): Promise<void> {
-    let failures = 0;
-    let err: CotalError = cause;
-    let wait = !immediate;
-    while (this.#state === "rebuilding") {
-      if (wait) {
-        const delay = backoffDelay(failures);
-        this.#warn(err, delay);
-        await this.#sleeper.sleep(delay);
-        if (this.#state !== "rebuilding") break;
-        failures++;
-      }
-      wait = true;
-      let nc: NatsConnection | undefined;
-      try {
-        await this.#renewal.freshen();
-        nc = await this.#dial();
-        await this.#bind(nc, false);
-        if (this.#state !== "rebuilding") throw stoppedError();
-        this.#state = "running";
-        this.#renewal.schedule();
-        const since = this.#gapSince;
-        this.#gapSince = undefined;
-        if (since !== undefined) void this.#channels.gapFill(since);
-        this.#attempts.resolveAll();
-        return;
-      } catch (e) {
-        this.#teardown();
-        await nc?.close().catch(() => {});
-        err = e instanceof CotalError ? e : new CotalError(
-          "reconnect_failed",
-          `Rebuilding the connection failed (${errorText(e)}); retrying.`,
-          { cause: e },
-        );
-        this.#attempts.rejectAll(err);
-      }
-    }
-    this.#attempts.rejectAll(stoppedError());
+  #rebuild(cause: CotalError, immediate: boolean): Promise<void> {
+    return rebuildUntilBound(
+      {
+        wanted: () => this.#state === "rebuilding",
+        attempt: async () => {
+          await this.#renewal.freshen();
+          await this.#bringUp("rebuilding", false);
+          this.#fillGap();
+        },
+        warn: (err, delay) => this.#warn(err, delay),
+        sleeper: this.#sleeper,
+        attempts: this.#attempts,
+      },
+      cause,
+      immediate,
+    );
   }
 
-  #renewed(cred: HeldCredential): void {
-    const kind = this.#creds.kind === "bearer" ? "bearer" : "creds";
-    this.dispatchEvent(new RenewalEvent(kind, cred.expiresAt ?? Infinity));
+  /** Dial and bind; running once bound, unless stopped meanwhile. A failure undoes it all. */
+  async #bringUp(from: "starting" | "rebuilding", boot: boolean): Promise<void> {
+    let nc: NatsConnection | undefined;
+    try {
+      nc = await this.#dial();
+      await this.#bind(nc, boot);
+      // stop() meanwhile: it already ran, so this connection is ours to close.
+      if (this.#state !== from) throw stoppedError();
+      this.#state = "running";
+      this.#renewal.schedule();
+    } catch (err) {
+      this.#teardown();
+      await nc?.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  /** Channel messages sent while the connection was down, fetched once it is back. */
+  #fillGap(): void {
+    const since = this.#gapSince;
+    this.#gapSince = undefined;
+    if (since !== undefined) void this.#channels.gapFill(since);
   }
 
   #record(status: PresenceStatus): Presence {
@@ -529,12 +492,4 @@ export class CotalEndpoint extends EndpointEvents {
   #error(err: CotalError): void {
     this.dispatchEvent(new EndpointErrorEvent(err));
   }
-}
-
-function stoppedError(): CotalError {
-  return new CotalError("stopped", "The endpoint was stopped; create a new one.");
-}
-
-function notStartedError(): CotalError {
-  return new CotalError("not_started", "The endpoint has not started; await start() first.");
 }

@@ -59,6 +59,15 @@ export class HeldMessages {
     }
   }
 
+  /** Hands the held copies, oldest first, to `deliver` for as long as `listening()`. */
+  releaseTo(listening: () => boolean, deliver: (ev: CotalMessageEvent) => void): void {
+    while (listening()) {
+      const ev = this.next();
+      if (!ev) return;
+      deliver(ev);
+    }
+  }
+
   /** The oldest held copy, taken out; undefined when none is left. */
   next(): CotalMessageEvent | undefined {
     const first = this.#held.shift();

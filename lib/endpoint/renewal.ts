@@ -11,6 +11,7 @@ import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { type CredentialHolder, errorText, type HeldCredential, isDead } from "./credentials.ts";
 import { dial } from "./dial.ts";
+import { RenewalEvent } from "./events.ts";
 
 /** How long a swap waits for the library to report the reconnect. */
 const SWAP_WAIT_MS = 10_000;
@@ -25,7 +26,8 @@ export interface RenewalHost {
   /** Resolves at the next library reconnect (or after `ms`). */
   transportUp(ms: number): Promise<void>;
   warn(err: CotalError, retryInMs?: number): void;
-  renewed(cred: HeldCredential): void;
+  /** Told of each credential adopted, as the endpoint's `renewed` event. */
+  renewed(ev: RenewalEvent): void;
 }
 
 /** Schedules and performs renewals; one at a time. */
@@ -57,7 +59,7 @@ export class Renewal {
     if (!creds.renewable) throw creds.deadError(c);
     const next = await creds.fetch();
     creds.adopt(next);
-    this.#host.renewed(next);
+    this.#host.renewed(renewalEvent(creds, next));
   }
 
   #arm(at: number): void {
@@ -86,7 +88,7 @@ export class Renewal {
         await nc.reconnect();
         await up;
       }
-      h.renewed(next);
+      h.renewed(renewalEvent(h.creds, next));
       if (h.live()) this.schedule();
     } catch (err) {
       const at = h.creds.retryAt();
@@ -122,4 +124,8 @@ export class Renewal {
     }
     await nc.close().catch(() => {});
   }
+}
+
+function renewalEvent(creds: CredentialHolder, cred: HeldCredential): RenewalEvent {
+  return new RenewalEvent(creds.kind === "bearer" ? "bearer" : "creds", cred.expiresAt ?? Infinity);
 }
