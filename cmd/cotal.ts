@@ -16,6 +16,7 @@ if (Deno.args[0] === "mcp") {
     import("../lib/mesh/commands/up.ts"),
     import("../lib/mesh/commands/space.ts"),
     import("../lib/mesh/commands/signer.ts"),
+    import("../lib/mesh/commands/mint.ts"),
     import("../lib/mesh/commands/ops.ts"),
     import("../lib/mesh/commands/systemd.ts"),
     import("../lib/mesh/commands/doctor.ts"),

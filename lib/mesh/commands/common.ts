@@ -109,3 +109,8 @@ export const TARGET_FLAGS = {
     description: "the broker (default: the one this root runs)",
   },
 } as const;
+
+/** `--space <name>`, defaulting to `default`. */
+export const SPACE_FLAG = {
+  space: { type: "string", default: "default", description: "the space" },
+} as const;
