@@ -11,7 +11,7 @@
 
 import { consumerInfo } from "../wire/provision.ts";
 import { AckPolicy, type ConsumerConfig, DeliverPolicy, nanos } from "nats";
-import { wrapJs } from "../wire/streams.ts";
+import { wrapJs } from "../wire/js_errors.ts";
 import {
   DAEMON_ACK_WAIT_MS,
   FANOUT_DURABLE,

@@ -20,7 +20,7 @@ import {
   ReplayPolicy,
 } from "nats";
 import { CotalError } from "../errors.ts";
-import { isNotFound, wrapJs } from "../wire/streams.ts";
+import { isNotFound, wrapJs } from "../wire/js_errors.ts";
 
 /** One retained message as read from the stream. */
 export interface RawHistoryItem {

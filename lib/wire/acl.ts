@@ -12,7 +12,7 @@ import { CotalError } from "../errors.ts";
 import { jsonBytes, jsonObject, listKeys, liveEntry } from "./kv.ts";
 import { describe, type Principal } from "./names.ts";
 import { aclKey } from "./resources.ts";
-import { jsmCall } from "./streams.ts";
+import { jsmCall } from "./js_errors.ts";
 
 /** One lifecycle's read ACL. A present `[]` means "reads nothing"; an absent row means unknown. */
 export interface AclRecord {

@@ -12,7 +12,7 @@ import { type BrokerTarget, withBroker } from "./connect.ts";
 import { bindKv, jsonBytes, jsonObject, listKeys, liveEntry } from "./kv.ts";
 import { assertConcreteChannel, describe } from "./names.ts";
 import { bucketNames, CHANNEL_DEFAULTS_KEY } from "./resources.ts";
-import { jsmCall, wrapJs } from "./streams.ts";
+import { jsmCall, wrapJs } from "./js_errors.ts";
 
 /** `live`: at-most-once core subscription. `durable`: live plus a per-member backstop. */
 export type DeliveryClass = "live" | "durable";

@@ -9,7 +9,7 @@
 
 import type { JetStreamManager, KV, KvEntry, NatsConnection } from "nats";
 import { kvStreamName } from "./resources.ts";
-import { isNotFound, jsmCall, wrapJs } from "./streams.ts";
+import { isNotFound, jsmCall, wrapJs } from "./js_errors.ts";
 
 /** Bind an existing bucket without creating or inspecting it. */
 export function bindKv(nc: NatsConnection, bucket: string): Promise<KV> {

@@ -84,10 +84,10 @@ export type { Decoded, DeliveryKind, DropReason } from "./receive.ts";
 export { connectBroker, withBroker } from "./connect.ts";
 export type { BrokerTarget } from "./connect.ts";
 export { publishMessage, subjectForMessage } from "./publish.ts";
+export { isNotFound } from "./js_errors.ts";
 export {
   DEFAULT_DUPLICATE_WINDOW_MS,
   DELIVERY_LEASE_TTL_MS,
-  isNotFound,
   MANAGER_LEASE_TTL_MS,
   MAX_MSGS_PER_SUBJECT,
   MEMBERSHIP_FEED_MAX_BYTES,

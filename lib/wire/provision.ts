@@ -38,7 +38,7 @@ import {
   streamNames,
   svcDurableName,
 } from "./resources.ts";
-import { isNotFound, jsmCall, wrapJs } from "./streams.ts";
+import { isNotFound, jsmCall, wrapJs } from "./js_errors.ts";
 import { dlvSubject, dmFilter, svcFilter } from "./subjects.ts";
 
 /** Ack wait of every pre-created durable. */

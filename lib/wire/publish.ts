@@ -16,7 +16,7 @@ import {
 } from "./envelope.ts";
 import { parsePrincipalId } from "./names.ts";
 import { chatSubject, instSubject, svcSubject } from "./subjects.ts";
-import { wrapJs } from "./streams.ts";
+import { wrapJs } from "./js_errors.ts";
 
 /** The subject a message is published on, derived from its envelope. */
 export function subjectForMessage(msg: CotalMessage): string {
