@@ -15,7 +15,7 @@
  * - a reply subject only under the agent's own inbox (`_INBOX_<id>.`), the one place its
  *   credentials may subscribe;
  * - a consumer create only for a consumer that goes away by itself: no `deliver_subject`, no
- *   `durable_name`, and an `inactive_threshold` of at most {@linkcode GUARD_MAX_CONSUMER_IDLE_NS}
+ *   `durable_name`, and an `inactive_threshold` of at most `GUARD_MAX_CONSUMER_IDLE_NS`
  *   (its fields in plain lowercase, the only spelling the guard and the broker read alike); a
  *   consumer an agent left behind would hold one of the stream's consumer slots for good, and
  *   enough of them (one per lifecycle) would refuse every history read in the space;
@@ -32,28 +32,16 @@ import {
   concatAll,
   connectObject,
   lineText,
-  plainKeys,
   Refusal,
   refuse,
   signatureBytes,
 } from "./guard_text.ts";
+import { checkApiBody } from "./guard_api.ts";
 
 /** Longest control line (a CONNECT carries the agent's JWT): the broker's `max_control_line`. */
 export const GUARD_MAX_LINE = 65_536;
 /** Largest message: the broker's default `max_payload` (1 MiB). */
 export const GUARD_MAX_PAYLOAD = 1_048_576;
-/**
- * Largest JetStream API request body: the requests an agent makes (a consumer create, a pull,
- * a stream info, a stored-message get) are a few hundred bytes; parsing is what the guard
- * spends its time on, so a megabyte of keys is refused before it is read.
- */
-export const GUARD_MAX_API_BODY = 8 * 1024;
-/**
- * The longest idle time an agent's consumer may live past its last use: its history reads ask
- * for 30 s (lib/endpoint/history.ts).
- */
-export const GUARD_MAX_CONSUMER_IDLE_NS = 60 * 1e9;
-
 /** What the guard checks a connection against. */
 export interface GuardPolicy {
   /** The agent's inbox prefix without the dot (`_INBOX_<id>`). */
@@ -100,7 +88,6 @@ export interface GuardStep {
 }
 
 const enc = new TextEncoder();
-const dec = new TextDecoder();
 const SIZE = /^[0-9]{1,10}$/;
 const CRLF = enc.encode("\r\n");
 
@@ -266,7 +253,7 @@ export class ProtocolGuard {
         if (buf[body + publish.size] !== 0x0d || buf[body + publish.size + 1] !== 0x0a) {
           refuse("a message is not followed by CRLF where its size says it ends");
         }
-        const checked = this.#checkBody(
+        const checked = checkApiBody(
           publish.subject,
           buf.subarray(body + publish.headerBytes, body + publish.size),
         );
@@ -446,57 +433,5 @@ export class ProtocolGuard {
       ? `HPUB ${subject}${reply ? ` ${reply}` : ""} ${headerBytes} ${size}`
       : `PUB ${subject}${reply ? ` ${reply}` : ""} ${size}`;
     return { canonical, publish: { subject, headerBytes, size } };
-  }
-
-  /**
-   * A JetStream API request body, checked and re-serialized (undefined for any other subject).
-   * What the broker reads is then exactly what was checked: a repeated key (which nats-server's
-   * decoder merges into what it already read, where `JSON.parse` keeps only the last) or any
-   * other parser difference cannot carry a field past the check.
-   */
-  #checkBody(subject: string, body: Uint8Array): Uint8Array | undefined {
-    if (!subject.startsWith("$JS.API.")) return undefined;
-    if (body.length === 0) return undefined;
-    if (body.length > GUARD_MAX_API_BODY) {
-      refuse(`a JetStream API request is larger than ${GUARD_MAX_API_BODY / 1024} KiB`);
-    }
-    let req: unknown;
-    try {
-      req = JSON.parse(dec.decode(body));
-    } catch {
-      refuse("a JetStream API request body is not JSON");
-    }
-    const r = plainKeys(req, "a JetStream API request");
-    const api = subject.slice("$JS.API.".length);
-    if (
-      api.startsWith("STREAM.INFO.") &&
-      (r.subjects_filter !== undefined || r.deleted_details !== undefined)
-    ) {
-      refuse("a stream info request may not list subjects or deleted messages");
-    }
-    if (api.startsWith("CONSUMER.DURABLE.CREATE.")) {
-      refuse("an agent creates no durable consumer (its durables are made for it)");
-    }
-    if (api.startsWith("CONSUMER.CREATE.")) {
-      const cfg = r.config === undefined ? {} : plainKeys(r.config, "a consumer config");
-      if (cfg.deliver_subject !== undefined) {
-        refuse("a consumer of an agent has no deliver subject (agents read by pulling)");
-      }
-      if (cfg.durable_name !== undefined) {
-        refuse("a consumer of an agent is not durable (it goes when idle)");
-      }
-      const idle = cfg.inactive_threshold;
-      if (
-        typeof idle !== "number" || !Number.isSafeInteger(idle) || idle <= 0 ||
-        idle > GUARD_MAX_CONSUMER_IDLE_NS
-      ) {
-        refuse(
-          `a consumer of an agent needs an inactive_threshold of at most ${
-            GUARD_MAX_CONSUMER_IDLE_NS / 1e9
-          } s`,
-        );
-      }
-    }
-    return enc.encode(JSON.stringify(r));
   }
 }

@@ -1,0 +1,75 @@
+/**
+ * The JetStream API requests an agent may make through its relay, read as the broker will read
+ * them: the body checked and re-serialized. See `protocol_guard.ts` for why.
+ *
+ * @module
+ */
+
+import { plainKeys, refuse } from "./guard_text.ts";
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/**
+ * Largest JetStream API request body: the requests an agent makes (a consumer create, a pull,
+ * a stream info, a stored-message get) are a few hundred bytes; parsing is what the guard
+ * spends its time on, so a megabyte of keys is refused before it is read.
+ */
+export const GUARD_MAX_API_BODY = 8 * 1024;
+/**
+ * The longest idle time an agent's consumer may live past its last use: its history reads ask
+ * for 30 s (lib/endpoint/history.ts).
+ */
+export const GUARD_MAX_CONSUMER_IDLE_NS = 60 * 1e9;
+
+/**
+ * A JetStream API request body, checked and re-serialized (undefined for any other subject).
+ * What the broker reads is then exactly what was checked: a repeated key (which nats-server's
+ * decoder merges into what it already read, where `JSON.parse` keeps only the last) or any
+ * other parser difference cannot carry a field past the check.
+ */
+export function checkApiBody(subject: string, body: Uint8Array): Uint8Array | undefined {
+  if (!subject.startsWith("$JS.API.")) return undefined;
+  if (body.length === 0) return undefined;
+  if (body.length > GUARD_MAX_API_BODY) {
+    refuse(`a JetStream API request is larger than ${GUARD_MAX_API_BODY / 1024} KiB`);
+  }
+  let req: unknown;
+  try {
+    req = JSON.parse(dec.decode(body));
+  } catch {
+    refuse("a JetStream API request body is not JSON");
+  }
+  const r = plainKeys(req, "a JetStream API request");
+  const api = subject.slice("$JS.API.".length);
+  if (
+    api.startsWith("STREAM.INFO.") &&
+    (r.subjects_filter !== undefined || r.deleted_details !== undefined)
+  ) {
+    refuse("a stream info request may not list subjects or deleted messages");
+  }
+  if (api.startsWith("CONSUMER.DURABLE.CREATE.")) {
+    refuse("an agent creates no durable consumer (its durables are made for it)");
+  }
+  if (api.startsWith("CONSUMER.CREATE.")) {
+    const cfg = r.config === undefined ? {} : plainKeys(r.config, "a consumer config");
+    if (cfg.deliver_subject !== undefined) {
+      refuse("a consumer of an agent has no deliver subject (agents read by pulling)");
+    }
+    if (cfg.durable_name !== undefined) {
+      refuse("a consumer of an agent is not durable (it goes when idle)");
+    }
+    const idle = cfg.inactive_threshold;
+    if (
+      typeof idle !== "number" || !Number.isSafeInteger(idle) || idle <= 0 ||
+      idle > GUARD_MAX_CONSUMER_IDLE_NS
+    ) {
+      refuse(
+        `a consumer of an agent needs an inactive_threshold of at most ${
+          GUARD_MAX_CONSUMER_IDLE_NS / 1e9
+        } s`,
+      );
+    }
+  }
+  return enc.encode(JSON.stringify(r));
+}
