@@ -269,7 +269,7 @@ export type {
   FlagValues,
   PositionalSpec,
   ValueOf,
-} from "./lib/cli/types.ts";
+} from "./lib/command_types.ts";
 export type { DeliveryCounters, DeliveryLogger } from "./lib/delivery/context.ts";
 export type { FeedStatus } from "./lib/delivery/membership_feed.ts";
 export type { AnyListener, EndpointEvents } from "./lib/endpoint/emitter.ts";

@@ -10,7 +10,7 @@
  */
 
 import { CotalError } from "./errors.ts";
-import type { FlagsSpec, FlagValues, ParsedArgs, PositionalSpec } from "./cli/types.ts";
+import type { FlagsSpec, FlagValues, ParsedArgs, PositionalSpec } from "./command_types.ts";
 import type { SecretStore } from "./workspace/types.ts";
 
 /** A CLI command: its flags are declared once and drive parsing, `--help` and usage. */

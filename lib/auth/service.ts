@@ -10,7 +10,7 @@
 
 import { Events, type NatsConnection } from "nats";
 import { connect } from "../nats/connect.ts";
-import type { CommandSpec, ParsedArgs } from "../cli/types.ts";
+import type { CommandSpec, ParsedArgs } from "../command_types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
 import { FsSecretStore, workspaceSecretStore } from "../workspace/fs_secret_store.ts";

@@ -6,7 +6,7 @@
  */
 
 import { checkCommandSpec } from "./spec.ts";
-import type { CommandSpec, FlagSpec } from "./types.ts";
+import type { CommandSpec, FlagSpec } from "../command_types.ts";
 
 function placeholder(name: string, flag: FlagSpec): string {
   return flag.type === "string" ? ` <${flag.value ?? name}>` : "";

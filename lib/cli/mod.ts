@@ -13,7 +13,7 @@ export type {
   FlagValues,
   ParsedArgs,
   PositionalSpec,
-} from "./types.ts";
+} from "../command_types.ts";
 export { checkCommandSpec } from "./spec.ts";
 export { helpRequested, parseCommandArgs, usageError } from "./parse.ts";
 export type { ParseOptions } from "./parse.ts";

@@ -9,7 +9,7 @@
 import { parseArgs } from "node:util";
 import { CotalError } from "../errors.ts";
 import { checkCommandSpec } from "./spec.ts";
-import type { CommandSpec, FlagValue, ParsedArgs } from "./types.ts";
+import type { CommandSpec, FlagValue, ParsedArgs } from "../command_types.ts";
 
 /** Options for {@linkcode parseCommandArgs} and {@linkcode helpRequested}. */
 export interface ParseOptions {

@@ -6,7 +6,7 @@
  */
 
 import { CotalError } from "../errors.ts";
-import type { CommandSpec } from "./types.ts";
+import type { CommandSpec } from "../command_types.ts";
 
 const FLAG_NAME = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
 const SHORT_NAME = /^[A-Za-z0-9]$/;

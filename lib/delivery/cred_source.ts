@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { ParsedArgs } from "../cli/mod.ts";
+import type { ParsedArgs } from "../command_types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import {
   deliveryCredsKey,

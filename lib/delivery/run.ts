@@ -13,7 +13,7 @@
 
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
-import type { ParsedArgs } from "../cli/mod.ts";
+import type { ParsedArgs } from "../command_types.ts";
 import type { SecretStore } from "../workspace/mod.ts";
 import { connectDelivery, openDeliveryContext } from "./boot.ts";
 import {
