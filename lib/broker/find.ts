@@ -1,18 +1,12 @@
 import { CotalError } from "../errors.ts";
 import { isSupportedVersion, parseServerVersion, type ServerVersion } from "./version.ts";
+import { projectCacheDir } from "../project_cache.ts";
 
 /** Where a usable nats-server was found, and which version it is. */
 export interface FoundServer {
   path: string;
   version: ServerVersion;
   source: "env" | "path" | "cache";
-}
-
-/** The project-local cache (gitignored): `COTAL_CACHE_DIR`, else `<checkout>/.cache`. */
-export function projectCacheDir(): string {
-  const fromEnv = Deno.env.get("COTAL_CACHE_DIR");
-  if (fromEnv) return fromEnv;
-  return new URL("../../.cache", import.meta.url).pathname;
 }
 
 /** The path the installer writes nats-server to. */

@@ -1,5 +1,6 @@
-import { fetchDebBinary } from "./deb_fetch.ts";
+import { fetchDebBinary } from "../debian/mod.ts";
 import * as find from "./find.ts";
+import { projectCacheDir } from "../project_cache.ts";
 
 /** Options for {@linkcode installServer}. */
 export interface InstallOptions {
@@ -23,7 +24,7 @@ const MANUAL =
  * configured Debian mirror, and verifies its `--version` before it is used.
  */
 export async function installServer(opts: InstallOptions = {}): Promise<find.FoundServer> {
-  const cacheDir = opts.cacheDir ?? find.projectCacheDir();
+  const cacheDir = opts.cacheDir ?? projectCacheDir();
   const target = find.cachedServerPath(cacheDir);
   const staged = `${target}.new`;
   await fetchDebBinary({

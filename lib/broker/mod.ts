@@ -8,7 +8,6 @@ export {
   findServer,
   type FoundServer,
   probeServerVersion,
-  projectCacheDir,
 } from "./find.ts";
 export { ensureServer, type InstallOptions, installServer } from "./install.ts";
 export { type BrokerProcess, type StartBrokerOptions, startBrokerProcess } from "./process.ts";
@@ -19,10 +18,3 @@ export {
   parseServerVersion,
   type ServerVersion,
 } from "./version.ts";
-export {
-  type AptSource,
-  findDebianMirror,
-  parseDeb822Sources,
-  parseOneLineSources,
-  readAptSources,
-} from "./apt_sources.ts";

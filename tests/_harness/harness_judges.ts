@@ -4,7 +4,7 @@
  * commands read (Codex) or health-check (Claude Code, Gemini CLI, OpenCode) an MCP server
  * without a model or an account, offline.
  */
-import { projectCacheDir } from "../../lib/broker/find.ts";
+import { projectCacheDir } from "../../lib/project_cache.ts";
 
 /** The judges: npm package, pinned version, binary. */
 export const JUDGES = Object.freeze({

@@ -1,13 +1,11 @@
 import assert from "node:assert/strict";
+import { assertSupported, findServer, parseServerVersion } from "../../lib/broker/mod.ts";
 import {
-  assertSupported,
   findDebianMirror,
-  findServer,
   parseDeb822Sources,
   parseOneLineSources,
-  parseServerVersion,
   readAptSources,
-} from "../../lib/broker/mod.ts";
+} from "../../lib/debian/mod.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";
 

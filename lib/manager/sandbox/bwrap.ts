@@ -4,8 +4,8 @@
  * @module
  */
 import { CotalError } from "../../errors.ts";
-import { fetchDebBinary } from "../../broker/deb_fetch.ts";
-import { projectCacheDir } from "../../broker/find.ts";
+import { fetchDebBinary } from "../../debian/mod.ts";
+import { projectCacheDir } from "../../project_cache.ts";
 
 /** Where a bwrap binary was found. */
 export interface FoundBwrap {

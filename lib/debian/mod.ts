@@ -1,0 +1,13 @@
+/**
+ * Fetching one binary out of a Debian package from the mirror the machine's apt is already
+ * configured with (nats-server for the broker, bwrap for the sandbox), never naming a mirror.
+ * @module
+ */
+export {
+  type AptSource,
+  findDebianMirror,
+  parseDeb822Sources,
+  parseOneLineSources,
+  readAptSources,
+} from "./apt_sources.ts";
+export { type DebFetchOptions, fetchDebBinary } from "./deb_fetch.ts";
