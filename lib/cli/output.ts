@@ -6,7 +6,7 @@
  */
 
 import type { CotalError } from "../errors.ts";
-import { safeText } from "./terminal.ts";
+import { safeText } from "../safe_text.ts";
 
 /** The two output streams a command writes to, and whether stderr is a terminal. */
 export interface CliIo {

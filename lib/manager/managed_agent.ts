@@ -6,7 +6,7 @@
  * @module
  */
 import type { RuntimeExit, RuntimeHandle } from "../registry.ts";
-import { safeText } from "../cli/terminal.ts";
+import { safeText } from "../safe_text.ts";
 import type { Identity } from "../trust/types.ts";
 import type { Principal } from "../wire/names.ts";
 import type { AgentSpec } from "./launch.ts";

@@ -5,7 +5,7 @@
  */
 import { brokerNotRunning } from "./stack.ts";
 import { CotalEndpoint, type CotalMessageEvent } from "../endpoint/mod.ts";
-import { safeText } from "../cli/terminal.ts";
+import { safeText } from "../safe_text.ts";
 import { CotalError } from "../errors.ts";
 import { type MintAuth, mintCreds, newIdentity, newLifecycleUid } from "../trust/mod.ts";
 import {

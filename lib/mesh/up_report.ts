@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { safeText } from "../cli/terminal.ts";
+import { safeText } from "../safe_text.ts";
 import { errorText } from "../wire/connect.ts";
 import type { BringBackReport } from "../manager/manager_types.ts";
 import { ManagerClient } from "../manager/control_client.ts";

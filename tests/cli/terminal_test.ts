@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { safeText } from "../../lib/cli/terminal.ts";
+import { safeText } from "../../lib/safe_text.ts";
 import { bufferIo, printError, printResult } from "../../lib/cli/output.ts";
 import { CotalError } from "../../lib/errors.ts";
 

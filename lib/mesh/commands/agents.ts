@@ -14,7 +14,7 @@ import { CotalError, isCotalError } from "../../errors.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
 import type { AgentRow } from "../../manager/managed_agent.ts";
 import { registry } from "../../registry.ts";
-import { safeText } from "../../cli/terminal.ts";
+import { safeText } from "../../safe_text.ts";
 import { HARNESS_INSTALL } from "../../manager/harness_connectors.ts";
 import { type Persona, personaSpawnFields, readPersona } from "../persona.ts";
 import { limitBoundsText, parseLimitsFlag } from "../../manager/sandbox/limits.ts";

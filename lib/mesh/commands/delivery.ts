@@ -9,7 +9,7 @@
  */
 import { brokerNotRunning } from "../stack.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
-import { safeText } from "../../cli/terminal.ts";
+import { safeText } from "../../safe_text.ts";
 import type { DeadLetter, Gap, ToldGap, TrimRecord } from "../../delivery/setaside.ts";
 import { registry } from "../../registry.ts";
 import { assertValidSpaceName } from "../names.ts";

@@ -7,7 +7,7 @@
  * @module
  */
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
-import { safeText } from "../../cli/terminal.ts";
+import { safeText } from "../../safe_text.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
 import { spaceKeyHex } from "../../workspace/mod.ts";

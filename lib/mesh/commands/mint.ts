@@ -8,7 +8,7 @@ import { parseCreds } from "../../nats/creds.ts";
 import { decodeJwtUnverified } from "../../nats/jwt.ts";
 import { assertValidLifecycleUid, newLifecycleUid } from "../../wire/names.ts";
 import { writeError, writeFileAtomic } from "../../atomic_file.ts";
-import { safeText } from "../../cli/terminal.ts";
+import { safeText } from "../../safe_text.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { CotalError, isCotalError } from "../../errors.ts";
 import { CREDENTIAL_LIFETIMES, principalFromTags, PROFILES } from "../../trust/mod.ts";

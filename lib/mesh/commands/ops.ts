@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { safeText } from "../../cli/terminal.ts";
+import { safeText } from "../../safe_text.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";

@@ -4,7 +4,7 @@
  * @module
  */
 import { defineCommand, denoIo, JSON_FLAG, printList, printResult } from "../../cli/mod.ts";
-import { safeText } from "../../cli/terminal.ts";
+import { safeText } from "../../safe_text.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
 import { assertValidSpaceName } from "../names.ts";

@@ -18,7 +18,7 @@ import {
   spaceComponentId,
 } from "../stack.ts";
 import { lastStorageFault } from "../storage_fault.ts";
-import { safeText } from "../../cli/terminal.ts";
+import { safeText } from "../../safe_text.ts";
 import { readSpaceIndex } from "../trust_state.ts";
 import { deliveryAdmin, mintForRoot } from "../ops.ts";
 import { ManagerClient } from "../../manager/control_client.ts";
