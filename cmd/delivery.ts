@@ -1,11 +1,11 @@
 /**
  * cotal-delivery: the durable backstop for one space (fan-out writer and trusted reader).
- * A thin composition root: parse the flags, run the daemon, map its end to an exit code.
+ * A thin composition root: its flags, and the daemon started under the shared daemon main
+ * (lib/cli/daemon_main.ts: signals, heartbeat, exit codes).
  * @module
  */
-import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
-import { isCotalError } from "../lib/errors.ts";
-import { startHeartbeat } from "../lib/heartbeat.ts";
+import type { CommandSpec } from "../lib/cli/mod.ts";
+import { daemonMain } from "../lib/cli/daemon_main.ts";
 import { runDelivery } from "../lib/delivery/mod.ts";
 
 const command: CommandSpec = {
@@ -53,49 +53,14 @@ const command: CommandSpec = {
 // never stacks, so this process captures none.
 Error.stackTraceLimit = 0;
 
-/** How long a stop asked for during start-up waits for the start to finish. */
-const BOOT_STOP_GRACE_MS = 10_000;
-
-async function main(argv: string[]): Promise<number> {
-  if (helpRequested(command, argv)) {
-    // The daemon is its own executable: drop the subcommand word the shared help adds.
-    console.log(
-      helpText(command, "cotal-delivery").replaceAll("cotal-delivery delivery", "cotal-delivery"),
-    );
-    return 0;
-  }
-  // Beats while its event loop turns: the stack's watchdog restarts it when the beat stops.
-  startHeartbeat();
-  // Listen before starting: a SIGTERM that lands while the daemon boots (a fast 'cotal down')
-  // must still stop it gracefully and release its lease, not kill it with the lease held.
-  let stopRequested = false;
-  let daemon: Awaited<ReturnType<typeof runDelivery>> | undefined;
-  for (const sig of ["SIGINT", "SIGTERM"] as const) {
-    Deno.addSignalListener(sig, () => {
-      stopRequested = true;
-      void daemon?.stop();
-      // A start stuck on the broker (every wait inside has its own deadline, but a stop must
-      // not depend on them): the process goes anyway, and its lease row ages out by its TTL.
-      if (!daemon) {
-        setTimeout(() => {
-          console.error("cotal-delivery: stopped while still starting");
-          Deno.exit(1);
-        }, BOOT_STOP_GRACE_MS);
-      }
-    });
-  }
-  try {
-    daemon = await runDelivery(parseCommandArgs(command, argv, { program: "cotal-delivery" }));
-  } catch (err) {
-    const text = isCotalError(err) ? err.message : String(err);
-    console.error(
-      `cotal-delivery: ${text.replaceAll("cotal-delivery delivery", "cotal-delivery")}`,
-    );
-    return isCotalError(err, "usage") ? 2 : 1;
-  }
-  if (stopRequested) void daemon.stop();
-  const exit = await daemon.closed;
-  return exit.code;
-}
-
-Deno.exit(await main(Deno.args));
+Deno.exit(
+  await daemonMain({
+    program: "cotal-delivery",
+    command,
+    async start(args) {
+      const daemon = await runDelivery(args);
+      // A lost lease or broker ends the daemon with its own code.
+      return { stop: () => daemon.stop(), ended: daemon.closed.then((exit) => exit.code) };
+    },
+  }, Deno.args),
+);

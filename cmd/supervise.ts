@@ -3,9 +3,9 @@
  * A thin composition root: parse the flags, build a Manager, run until SIGINT or SIGTERM.
  * @module
  */
-import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
-import { isCotalError } from "../lib/errors.ts";
-import { startHeartbeat } from "../lib/heartbeat.ts";
+import type { CommandSpec } from "../lib/cli/mod.ts";
+import { daemonMain } from "../lib/cli/daemon_main.ts";
+import { CotalError } from "../lib/errors.ts";
 import { ISOLATION_MODES, type IsolationMode } from "../lib/manager/sandbox/isolation.ts";
 import { Manager } from "../lib/manager/manager.ts";
 import { parseLimitsFlag } from "../lib/manager/sandbox/limits.ts";
@@ -52,57 +52,38 @@ const command: CommandSpec = {
   },
 };
 
-const PROGRAM = "cotal-supervise";
-
-async function main(argv: string[]): Promise<number> {
-  if (helpRequested(command, argv)) {
-    console.log(helpText(command, PROGRAM).replaceAll(`${PROGRAM} supervise`, PROGRAM));
-    return 0;
-  }
-  // Beats while its event loop turns: the stack's watchdog restarts it when the beat stops.
-  startHeartbeat();
-  let manager: Manager;
-  try {
-    const { values } = parseCommandArgs(command, argv, { program: PROGRAM });
-    const isolation = (values.isolation ?? "bwrap") as IsolationMode;
-    if (!ISOLATION_MODES.includes(isolation)) {
-      console.error(`${PROGRAM}: --isolation must be ${ISOLATION_MODES.join(" or ")}.`);
-      return 2;
-    }
-    const signer = String(values.signer ?? "local");
-    if (signer !== "local" && signer !== "remote") {
-      console.error(`${PROGRAM}: --signer must be local or remote.`);
-      return 2;
-    }
-    const root = String(values.root);
-    manager = new Manager({
-      signer,
-      space: String(values.space),
-      workspaceRoot: root.startsWith("/") ? root : `${Deno.cwd()}/${root}`,
-      servers: values.server ? String(values.server).split(",") : undefined,
-      isolation,
-      // A daemon outlives its broker's restarts, and may start before it.
-      waitForBroker: true,
-      runtime: values.runtime ? String(values.runtime) : undefined,
-      ...(values["agent-limits"]
-        ? { agentLimits: parseLimitsFlag(String(values["agent-limits"])) }
-        : {}),
-      ...(values["agent-ids"] ? { agentIds: parseIdRange(String(values["agent-ids"])) } : {}),
-    });
-    await manager.start();
-  } catch (err) {
-    const text = isCotalError(err) ? `${err.message} [${err.code}]` : String(err);
-    console.error(`${PROGRAM}: ${text.replaceAll(`${PROGRAM} supervise`, PROGRAM)}`);
-    return isCotalError(err, "usage") ? 2 : 1;
-  }
-  const stopped = Promise.withResolvers<void>();
-  const onSignal = () => stopped.resolve();
-  for (const sig of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(sig, onSignal);
-  await stopped.promise;
-  // A stop of the service (down, systemctl stop, a restart) keeps the roster: the agents come
-  // back at the next start. 'cotal down' despawns them first unless told to keep them.
-  await manager.stop({ keepAgents: true });
-  return 0;
-}
-
-Deno.exit(await main(Deno.args));
+Deno.exit(
+  await daemonMain({
+    program: "cotal-supervise",
+    command,
+    async start({ values }) {
+      const isolation = (values.isolation ?? "bwrap") as IsolationMode;
+      if (!ISOLATION_MODES.includes(isolation)) {
+        throw new CotalError("usage", `--isolation must be ${ISOLATION_MODES.join(" or ")}.`);
+      }
+      const signer = String(values.signer ?? "local");
+      if (signer !== "local" && signer !== "remote") {
+        throw new CotalError("usage", "--signer must be local or remote.");
+      }
+      const root = String(values.root);
+      const manager = new Manager({
+        signer,
+        space: String(values.space),
+        workspaceRoot: root.startsWith("/") ? root : `${Deno.cwd()}/${root}`,
+        servers: values.server ? String(values.server).split(",") : undefined,
+        isolation,
+        // A daemon outlives its broker's restarts, and may start before it.
+        waitForBroker: true,
+        runtime: values.runtime ? String(values.runtime) : undefined,
+        ...(values["agent-limits"]
+          ? { agentLimits: parseLimitsFlag(String(values["agent-limits"])) }
+          : {}),
+        ...(values["agent-ids"] ? { agentIds: parseIdRange(String(values["agent-ids"])) } : {}),
+      });
+      await manager.start();
+      // A stop of the service (down, systemctl stop, a restart) keeps the roster: the agents
+      // come back at the next start. 'cotal down' despawns them first unless told to keep them.
+      return { stop: () => manager.stop({ keepAgents: true }) };
+    },
+  }, Deno.args),
+);
