@@ -80,7 +80,7 @@ export {
 export type { CalloutProvisionAuth, ServiceKeys } from "./callout_store.ts";
 export { CALLOUT_MAX_IN_FLIGHT, CALLOUT_QUEUE, startAuthCallout } from "./callout.ts";
 export type { AuthCallout, AuthCalloutOptions, CalloutDecision, CalloutGrant } from "./callout.ts";
-export { AUTH_SERVICE_COMMAND, runAuthService } from "./service.ts";
+export { runAuthService } from "./service.ts";
 export type { RunAuthServiceOptions } from "./service.ts";
 export { AUTH_SERVICE_FILE, authServicePaths, readDiscoveryFile } from "./service_files.ts";
 export type { AuthServiceDiscovery, AuthServicePaths } from "./service_files.ts";
