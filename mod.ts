@@ -9,6 +9,27 @@
 
 // Errors
 export { CotalError, isCotalError } from "./lib/errors.ts";
+export type {
+  AtomicFileErrorCode,
+  AuthErrorCode,
+  BrokerErrorCode,
+  CliErrorCode,
+  CotalErrorCode,
+  DaemonErrorCode,
+  DebianErrorCode,
+  DeliveryErrorCode,
+  EndpointErrorCode,
+  ManagerErrorCode,
+  McpErrorCode,
+  MeshErrorCode,
+  NatsErrorCode,
+  RegistryErrorCode,
+  SignerErrorCode,
+  TokenRefusalReason,
+  TrustErrorCode,
+  WireErrorCode,
+  WorkspaceErrorCode,
+} from "./lib/error_codes/mod.ts";
 
 // Daemon runners and lifecycle
 export { runAuthService } from "./lib/auth/mod.ts";

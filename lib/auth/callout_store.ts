@@ -11,6 +11,7 @@
  */
 
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { decodeJwt, isPublicKey, parseCreds, parseSeed, publicKeyFromSeed } from "../nats/mod.ts";
 import { spaceKeyHex } from "../workspace/keys.ts";
 import { createOnce } from "../workspace/create_once.ts";
@@ -134,7 +135,7 @@ export async function loadServiceKeys(store: SecretStore, space: string): Promis
   return checkServiceKeys(rec as unknown as ServiceKeys, space, "service_keys_malformed");
 }
 
-function checkServiceKeys(keys: ServiceKeys, space: string, code: string): ServiceKeys {
+function checkServiceKeys(keys: ServiceKeys, space: string, code: CotalErrorCode): ServiceKeys {
   const d = keys?.dataAccount;
   let ok = isPlainObject(keys) && keys.space === space && typeof space === "string" &&
     isPlainObject(d) && isPublicKey(d.pub, "account") && typeof d.signingSeed === "string";
@@ -189,7 +190,7 @@ async function parseCallout(text: string, space: string): Promise<CalloutAuth> {
   return structuredClone(c) as unknown as CalloutAuth;
 }
 
-function malformed(code: string, space: string, detail: string): never {
+function malformed(code: CotalErrorCode, space: string, detail: string): never {
   throw new CotalError(
     code,
     `The stored auth record of space ${JSON.stringify(space)} is malformed (${detail}); ` +

@@ -8,6 +8,7 @@
  */
 
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { FsSecretStore } from "../workspace/fs_secret_store.ts";
 import { createOnce } from "../workspace/create_once.ts";
 import type { SecretStore } from "../workspace/types.ts";
@@ -97,7 +98,7 @@ export async function loadIdpPin(where: PinStore, space: string): Promise<IdpPin
   return normalisePin(pin as unknown as IdpPin, "idp_pin_malformed");
 }
 
-function normalisePin(pin: IdpPin, code: string): IdpPin {
+function normalisePin(pin: IdpPin, code: CotalErrorCode): IdpPin {
   const bad = (detail: string): never => {
     throw new CotalError(code, `The IdP pin is invalid: ${detail}.`);
   };

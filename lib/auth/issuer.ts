@@ -8,6 +8,7 @@
 
 import { calculateJwkThumbprint, CompactSign, exportJWK, generateKeyPair, importJWK } from "jose";
 import { CotalError } from "../errors.ts";
+import type { TokenRefusalReason } from "../error_codes/mod.ts";
 import { BEARER_VERSION, MAX_BEARER_TTL_SEC, RETIRED_KID_RETENTION_SEC } from "./constants.ts";
 import * as grammar from "./grammar.ts";
 import { isPlainObject, type JsonWebKeySet, type KeyResolver, type PublicJwk } from "./jwks.ts";
@@ -274,7 +275,10 @@ function buildClaims(req: IssueRequest, space: string, iss: string, now: number)
   };
 }
 
-function refuseIssue(reason: string, detail: string): never {
+function refuseIssue(
+  reason: Extract<TokenRefusalReason, "bad_actor" | "bad_claim" | "bad_subject" | "bad_ttl">,
+  detail: string,
+): never {
   throw new CotalError(`bearer_${reason}`, `Cannot issue the bearer: ${detail}; fix the request.`);
 }
 

@@ -9,6 +9,7 @@
 
 import { base64url, compactVerify } from "jose";
 import { CotalError } from "../errors.ts";
+import type { TokenRefusalReason } from "../error_codes/mod.ts";
 import { MAX_TOKEN_LENGTH } from "./constants.ts";
 import { isPlainObject, type JwsAlgorithm, type KeyResolver } from "./jwks.ts";
 
@@ -40,7 +41,11 @@ const CLOSED_HEADER = new Set(["alg", "kid", "typ"]);
 const B64URL_RE = /^[A-Za-z0-9_-]+$/;
 
 /** Build the refusal for `label` with `reason`; the message never echoes token bytes. */
-export function refuse(label: RefusalLabel, reason: string, message: string): CotalError {
+export function refuse(
+  label: RefusalLabel,
+  reason: TokenRefusalReason,
+  message: string,
+): CotalError {
   return new CotalError(`${label.prefix}_${reason}`, message);
 }
 

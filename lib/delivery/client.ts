@@ -7,7 +7,7 @@
  */
 
 import type { NatsConnection } from "nats";
-import { CotalError } from "../errors.ts";
+import { codeFrom, CotalError } from "../errors.ts";
 import { ctlSubject, liveSubject, type Principal } from "../wire/mod.ts";
 import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 
@@ -86,7 +86,7 @@ export async function deliveryRequest(
     throw new CotalError("bad_reply", `The delivery daemon's reply to ${op} is not JSON.`);
   }
   if (v.ok !== true) {
-    throw new CotalError(String(v.code ?? "refused"), String(v.error ?? `${op} was refused.`));
+    throw new CotalError(codeFrom(v.code, "refused"), String(v.error ?? `${op} was refused.`));
   }
   return (v.data ?? {}) as Record<string, unknown>;
 }

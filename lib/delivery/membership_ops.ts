@@ -14,6 +14,7 @@
 
 import { headersOf } from "../nats/headers.ts";
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { channelCovers } from "../wire/provision.ts";
 import {
   chatReadFilter,
@@ -30,7 +31,7 @@ import { aliasAclRows, type DeliveryContext } from "./context.ts";
 import { copyId, entryHeaders, type InboxEntry, renderFrame } from "./frames.ts";
 import { casMember, type MembershipRecord } from "./members.ts";
 
-function refuse(code: string, message: string): never {
+function refuse(code: CotalErrorCode, message: string): never {
   throw new CotalError(code, message);
 }
 

@@ -110,6 +110,13 @@ function durableMemberships(ctx: DeliveryContext): Map<string, string[]> {
   return out;
 }
 
+/** The code of a `reloadCreds` request the renewal could not satisfy, by its outcome. */
+const RELOAD_REFUSED = {
+  missed: "reload_missed",
+  missing: "reload_missing",
+  refused: "reload_refused",
+} as const;
+
 /**
  * Boots the delivery daemon for `args.values.space` on `args.values.server` (default
  * `nats://127.0.0.1:4222`) and resolves once it holds the lease and is serving. The cred
@@ -374,7 +381,7 @@ function servingFor(
     reloadCreds: async () => {
       const outcome = await o.cred.check();
       if (outcome.kind === "adopted" || outcome.kind === "unchanged") return { ...outcome };
-      throw new CotalError(`reload_${outcome.kind}`, outcome.error);
+      throw new CotalError(RELOAD_REFUSED[outcome.kind], outcome.error);
     },
   });
 }

@@ -112,6 +112,13 @@ function when(ms: number): string {
   return new Date(ms).toISOString();
 }
 
+/** The code of a dead credential, by kind. */
+const EXPIRED = {
+  creds: "creds_expired",
+  bearer: "bearer_expired",
+  none: "none_expired",
+} as const;
+
 /** What is presented, and how it is renewed. */
 export class CredentialHolder {
   readonly kind: "creds" | "bearer" | "none";
@@ -219,14 +226,15 @@ export class CredentialHolder {
   /** The refusal for presenting a dead credential, naming which case this is. */
   deadError(cred: HeldCredential): CotalError {
     const at = cred.expiresAt === undefined ? "" : ` at ${when(cred.expiresAt)}`;
+    const code = EXPIRED[this.kind];
     if (this.#source) {
       return new CotalError(
-        `${this.kind}_expired`,
+        code,
         `The ${this.kind} expired${at} and its renewal function has not produced a live one; the endpoint keeps retrying.`,
       );
     }
     return new CotalError(
-      `${this.kind}_expired`,
+      code,
       `The string ${this.kind} expired${at} and cannot be renewed, so it is not presented; pass a renewal function (or rebuild the endpoint with a fresh one).`,
     );
   }

@@ -7,7 +7,7 @@
  */
 import type { NatsConnection, Subscription } from "nats";
 import { connect, flushWithin } from "../nats/connect.ts";
-import { CotalError } from "../errors.ts";
+import { codeFrom, CotalError } from "../errors.ts";
 import { parseCreds } from "../nats/creds.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";
 import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
@@ -137,7 +137,9 @@ export class ManagerClient {
         this.#pending.delete(nonce);
         clearTimeout(p.timer);
         if (reply.ok) p.resolve(reply.data);
-        else p.reject(new CotalError(reply.error.code, reply.error.message));
+        else {p.reject(
+            new CotalError(codeFrom(reply.error.code, "remote_failed"), reply.error.message),
+          );}
       },
     });
   }

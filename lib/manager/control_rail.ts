@@ -14,6 +14,7 @@
  */
 import { base64urlEncode } from "../nats/base64url.ts";
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { isLifecycleUid, isPrincipalToken, type Principal } from "../wire/names.ts";
 import { subjectRoot } from "../wire/subjects.ts";
 
@@ -198,7 +199,7 @@ export function encodeEnvelope(v: ControlRequest | ControlReply): Uint8Array {
   return bytes;
 }
 
-function refuse(code: string, message: string): never {
+function refuse(code: CotalErrorCode, message: string): never {
   throw new CotalError(code, message);
 }
 

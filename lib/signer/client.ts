@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { CotalError } from "../errors.ts";
+import { codeFrom, CotalError } from "../errors.ts";
 import { signRail, spaceNames } from "../trust/grant_names.ts";
 import { proveRequest, type RequestProver, requestProver } from "../trust/request_proof.ts";
 import type { CredentialSigner, SignRequest } from "../trust/credential_signer.ts";
@@ -147,7 +147,7 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
       };
       if (a.ok === true && typeof a.jwt === "string") return a.jwt;
       throw new CotalError(
-        typeof a.error?.code === "string" ? a.error.code : "signer_failed",
+        codeFrom(a.error?.code, "signer_failed"),
         typeof a.error?.message === "string"
           ? a.error.message
           : "The signer answered without a JWT.",

@@ -13,6 +13,7 @@
  */
 import type { Msg, NatsConnection, Subscription } from "nats";
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { resolveExpiry } from "../trust/lifetimes.ts";
 import { signUserJwt } from "../trust/mint.ts";
 import { isProfile } from "../trust/profiles.ts";
@@ -77,7 +78,7 @@ export interface SignerStats {
   refused: number;
 }
 
-function refuse(code: string, message: string): never {
+function refuse(code: CotalErrorCode, message: string): never {
   throw new CotalError(code, message);
 }
 

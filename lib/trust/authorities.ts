@@ -5,6 +5,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import {
   type AccountClaims,
   createAccount,
@@ -78,7 +79,7 @@ export function operatorName(label: string): string {
   return `cotal-${token(label)}`;
 }
 
-function refuse(code: string, message: string): never {
+function refuse(code: CotalErrorCode, message: string): never {
   throw new CotalError(code, message);
 }
 

@@ -4,6 +4,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { encodeJwt, isPublicKey, parseSeed, renderCreds, type Signer } from "../nats/mod.ts";
 import { resolveExpiry } from "./lifetimes.ts";
 import { syncSigner } from "./sync_keys.ts";
@@ -81,7 +82,7 @@ function nativeSigner(seed: string): Promise<Signer> {
   }
 }
 
-function refuse(code: string, message: string): never {
+function refuse(code: CotalErrorCode, message: string): never {
   throw new CotalError(code, message);
 }
 

@@ -4,6 +4,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { spaceNames } from "./grant_names.ts";
 import * as token from "./space_token.ts";
 import { type GrantContext, GrantSet } from "./profile_context.ts";
@@ -61,7 +62,7 @@ export interface PermissionOpts extends Omit<MintOpts, "expiresAt" | "expiresInS
   connId: string;
 }
 
-function refuse(code: string, message: string): never {
+function refuse(code: CotalErrorCode, message: string): never {
   throw new CotalError(code, message);
 }
 

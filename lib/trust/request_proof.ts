@@ -13,6 +13,7 @@
  */
 import { headers as natsHeaders, type MsgHdrs } from "nats";
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { base64urlDecode, base64urlEncode } from "../nats/base64url.ts";
 import { parseCreds } from "../nats/creds.ts";
 import { decodeJwt } from "../nats/jwt.ts";
@@ -103,7 +104,7 @@ export interface RequestRail {
   /** The credential profiles whose holders may call. */
   readonly profiles: readonly string[];
   /** The refusal's code, and its sentence's end (what to use instead). */
-  readonly code: string;
+  readonly code: CotalErrorCode;
   readonly what: string;
   readonly hint: string;
 }

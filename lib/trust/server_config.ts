@@ -5,6 +5,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { decodeJwtUnverified } from "../nats/jwt.ts";
 import { isPublicKey } from "../nats/mod.ts";
 import { MAX_CONTROL_LINE } from "./mint.ts";
@@ -81,7 +82,7 @@ export const BROKER_LOG_ROTATE_BYTES = 10 * 1024 * 1024;
 /** How many log files the broker keeps, the current one included (frozen). */
 export const BROKER_LOG_FILES = 5;
 
-function refuse(code: string, message: string): never {
+function refuse(code: CotalErrorCode, message: string): never {
   throw new CotalError(code, message);
 }
 

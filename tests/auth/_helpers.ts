@@ -1,4 +1,5 @@
 /** Shared fixtures for the auth tests: owners, hand-built tokens, and refusal matchers. */
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import { base64url, importJWK } from "jose";
 import { isCotalError } from "../../lib/errors.ts";
 import type { UserTokenIssuer } from "../../lib/auth/issuer.ts";
@@ -18,7 +19,7 @@ export function now(): number {
 }
 
 /** An `assert.rejects` matcher for a CotalError with `code`. */
-export function code(expected: string): (err: unknown) => boolean {
+export function code(expected: CotalErrorCode): (err: unknown) => boolean {
   return (err) => {
     if (isCotalError(err, expected)) return true;
     throw new Error(

@@ -1,3 +1,4 @@
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { base64url } from "jose";
 import { createIdpBridge, type IdpBridgeOptions } from "../../lib/auth/idp_bridge.ts";
@@ -102,7 +103,7 @@ Deno.test("auth - IdP bridge refuses bad claims from a real IdP", async () => {
   await using _idp = t.idp;
   await t.grant();
   const x = (claims: Record<string, unknown>) => t.idp.sign(claims);
-  const cases: [Promise<string>, string][] = [
+  const cases: [Promise<string>, CotalErrorCode][] = [
     [x({ exp: now() - 1, iat: now() - 301 }), "idp_expired"],
     [x({ iss: `${t.idp.issuer}/` }), "idp_bad_issuer"],
     [x({ iss: "https://evil.example/realms/cotal" }), "idp_bad_issuer"],

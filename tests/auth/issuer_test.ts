@@ -1,3 +1,4 @@
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { calculateJwkThumbprint } from "jose";
 import { MAX_BEARER_TTL_SEC, RETIRED_KID_RETENTION_SEC } from "../../lib/auth/constants.ts";
@@ -26,7 +27,7 @@ Deno.test("auth - issuer caps the lifetime and refuses what the validator would 
   const full = await issuer.issue({ space: SPACE, owner, actor: "alice" });
   assert.ok(full.exp - now() <= MAX_BEARER_TTL_SEC && full.exp - now() >= MAX_BEARER_TTL_SEC - 2);
   const base: IssueRequest = { space: SPACE, owner, actor: "alice" };
-  const cases: [Partial<IssueRequest> & Record<string, unknown>, string][] = [
+  const cases: [Partial<IssueRequest> & Record<string, unknown>, CotalErrorCode][] = [
     [{ ttlSec: 0 }, "bearer_bad_ttl"],
     [{ ttlSec: MAX_BEARER_TTL_SEC + 1 }, "bearer_bad_ttl"],
     [{ ttlSec: Number.NaN }, "bearer_bad_ttl"],

@@ -1,3 +1,4 @@
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { base64url, CompactSign, exportJWK, generateKeyPair } from "jose";
 import { AUTH_POLICY, CLOCK_SKEW_SEC } from "../../lib/auth/constants.ts";
@@ -15,7 +16,7 @@ function claims(over: Record<string, unknown> = {}) {
   return bearerClaims(SPACE, owner, over);
 }
 
-async function refused(token: string, expected: string) {
+async function refused(token: string, expected: CotalErrorCode) {
   await assert.rejects(validateUserToken(token, opts), code(expected));
 }
 

@@ -17,7 +17,7 @@ Deno.test("cli - printResult: human text vs JSON", () => {
 });
 
 Deno.test("cli - printError: stderr sentence vs JSON error document", () => {
-  const err = new CotalError("broker_down", "The broker is not answering; run cotal up.");
+  const err = new CotalError("broker_not_ready", "The broker is not answering; run cotal up.");
   const human = bufferIo();
   printError(human, { json: false }, err);
   assert.equal(human.err, "cotal: The broker is not answering; run cotal up.\n");
@@ -25,7 +25,7 @@ Deno.test("cli - printError: stderr sentence vs JSON error document", () => {
   const json = bufferIo();
   printError(json, { json: true }, err);
   assert.deepEqual(JSON.parse(json.out), {
-    error: { code: "broker_down", message: "The broker is not answering; run cotal up." },
+    error: { code: "broker_not_ready", message: "The broker is not answering; run cotal up." },
   });
 });
 
@@ -40,7 +40,8 @@ Deno.test("cli - progress off a terminal: one line per step, updates silent", as
   await assert.rejects(
     progress.step(
       "provision space",
-      () => Promise.reject(new CotalError("x", "The stream exists; remove it.")),
+      () =>
+        Promise.reject(new CotalError("stream_config_conflict", "The stream exists; remove it.")),
     ),
     (e) => e instanceof CotalError,
   );

@@ -246,8 +246,8 @@ Deno.test("endpoint - a throwing listener and unheard warnings or errors never k
     card: { name: "nobody", owner: "local", actor: "n" },
     consume: false,
   });
-  lonely.dispatchEvent(new EndpointWarningEvent(new CotalError("test", "unheard")));
-  lonely.dispatchEvent(new EndpointErrorEvent(new CotalError("test", "unheard")));
+  lonely.dispatchEvent(new EndpointWarningEvent(new CotalError("messages_unheard", "unheard")));
+  lonely.dispatchEvent(new EndpointErrorEvent(new CotalError("messages_unheard", "unheard")));
   // A DM whose listener throws is naked for redelivery, not acked.
   const dm = dmDurableName(m.principal, m.lifecycleUid);
   await m.raw.jetstream().publish(

@@ -15,7 +15,8 @@ const rootPath = fromFileUrl(ROOT);
  * uses, `cli` and `broker`).
  */
 const RANK: Readonly<Record<string, number>> = {
-  errors: 0,
+  error_codes: 0,
+  errors: 0.5,
   bytes: 1,
   abortable_sleep: 1,
   atomic_file: 1,

@@ -4,6 +4,7 @@
  * connections), and the supervisor's policy on what an agent may spawn (delegated_spawn.ts):
  * only the personas its request lists, its own children, within a count and a rate.
  */
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import {
@@ -173,7 +174,7 @@ Deno.test("spawn policy - only listed personas, only its own children, within th
     },
   );
   agents.set("other", {});
-  const refused = (code: string) => (e: unknown) => isCotalError(e, code);
+  const refused = (code: CotalErrorCode) => (e: unknown) => isCotalError(e, code);
   // Before its own spawn is complete it may not ask (red team 17: a parent that asked, then
   // killed its runner before it was online, left the children it asked for behind).
   await assert.rejects(handler({ op: "spawn", persona: "helper" }), refused("spawn_not_ready"));

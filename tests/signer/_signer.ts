@@ -1,4 +1,5 @@
 /** What the signer tests share: `cotal-signer` under its row for a space, and a refusal check. */
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import { spaceKeyHex } from "../../lib/workspace/keys.ts";
@@ -17,7 +18,7 @@ export function startSigner(s: DeliverySpace): DaemonProcess {
 /** Asserts `p` rejects with the CotalError `code` (and a message matching `text`). */
 export async function refusedWith(
   p: Promise<unknown>,
-  code: string,
+  code: CotalErrorCode,
   text?: RegExp,
 ): Promise<void> {
   await assert.rejects(p, (e) => {

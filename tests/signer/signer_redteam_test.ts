@@ -149,7 +149,7 @@ Deno.test("signer - red team 13: one caller filling its replay memory refuses on
   const v = new RequestVerifier(trust, {
     context: "t",
     profiles: ["supervisor"],
-    code: "x_refused",
+    code: "signer_unauthenticated",
     what: "request",
     hint: "",
   }, { now: () => now, replayCapPerCaller: 3 });

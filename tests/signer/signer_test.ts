@@ -7,6 +7,7 @@
  * aimed at the rail) and floods it: each is refused with its code and audited, and the signer
  * keeps serving.
  */
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import type { NatsConnection } from "nats";
 import { CotalError, isCotalError } from "../../lib/errors.ts";
@@ -187,7 +188,7 @@ Deno.test("signer - what the policy does not allow is refused, audited, and the 
     // up and serves after. Sent in waves, so the rate is met, not only the slots; the keys are
     // made first and the waves go on until the rate answers (a loaded machine sends slower).
     const flood: PromiseSettledResult<string>[] = [];
-    const refusedAs = (code: string) =>
+    const refusedAs = (code: CotalErrorCode) =>
       flood.filter((r) => r.status === "rejected" && isCotalError(r.reason, code)).length;
     const keys = Array.from({ length: 120 }, () => newIdentity());
     for (let wave = 0; wave < 200 && refusedAs("signer_rate_limited") === 0; wave++) {

@@ -1,3 +1,4 @@
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import {
@@ -22,7 +23,7 @@ const bob = { owner: B, actor: "bob" };
 const from = { id: `${A}.alice`, name: "Alice" };
 const enc = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 
-function refuses(fn: () => unknown, code: string, text?: RegExp) {
+function refuses(fn: () => unknown, code: CotalErrorCode, text?: RegExp) {
   assert.throws(fn, (e: unknown) => {
     assert.ok(isCotalError(e, code), `expected ${code}, got ${String(e)}`);
     if (text) assert.match((e as Error).message, text);

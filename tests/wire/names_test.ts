@@ -1,3 +1,4 @@
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import {
@@ -18,7 +19,7 @@ import { token as trustToken } from "../../lib/trust/space_token.ts";
 
 const A = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa";
 
-function refuses(fn: () => unknown, code: string, text?: RegExp) {
+function refuses(fn: () => unknown, code: CotalErrorCode, text?: RegExp) {
   assert.throws(fn, (e: unknown) => {
     assert.ok(isCotalError(e, code), `expected ${code}, got ${String(e)}`);
     if (text) assert.match((e as Error).message, text);

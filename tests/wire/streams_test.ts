@@ -1,3 +1,4 @@
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { connect, nanos, RetentionPolicy, StorageType } from "nats";
 import { isCotalError } from "../../lib/errors.ts";
@@ -260,7 +261,7 @@ Deno.test("wire - channel registry seed and read, validated before any write", a
     },
   });
   assert.deepEqual(r.written, ["general", "team.backend"]);
-  const refusals: [Record<string, unknown>, string][] = [
+  const refusals: [Record<string, unknown>, CotalErrorCode][] = [
     [{ "team.*": {} }, "invalid_channel"],
     [{ "foo/bar": {} }, "invalid_channel"],
     [{ x: { deliveryClass: "maybe" } }, "invalid_delivery_class"],

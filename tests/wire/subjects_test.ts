@@ -1,3 +1,4 @@
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import {
@@ -115,7 +116,7 @@ Deno.test("wire - builders round-trip through parseSubject", () => {
 });
 
 Deno.test("wire - builders refuse what would alias or be unroutable", () => {
-  const refuses = (fn: () => unknown, code: string) =>
+  const refuses = (fn: () => unknown, code: CotalErrorCode) =>
     assert.throws(fn, (e: unknown) => isCotalError(e, code));
   refuses(() => chatSubject("main", alice, "team.*"), "invalid_channel");
   refuses(() => chatSubject("main", alice, "foo/bar"), "invalid_channel");

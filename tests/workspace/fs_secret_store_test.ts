@@ -1,3 +1,4 @@
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { FsSecretStore, workspaceSecretStore } from "../../lib/workspace/fs_secret_store.ts";
 import { isCotalError } from "../../lib/errors.ts";
@@ -11,7 +12,7 @@ async function withRoot(fn: (root: string, store: FsSecretStore) => Promise<void
   }
 }
 
-async function rejectsWith(p: Promise<unknown>, code: string, mustNotContain?: string) {
+async function rejectsWith(p: Promise<unknown>, code: CotalErrorCode, mustNotContain?: string) {
   await assert.rejects(p, (err: unknown) => {
     assert.ok(isCotalError(err, code), `expected ${code}, got ${String(err)}`);
     if (mustNotContain !== undefined) assert.ok(!err.message.includes(mustNotContain));

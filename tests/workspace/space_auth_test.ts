@@ -1,3 +1,4 @@
+import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import {
@@ -23,7 +24,7 @@ async function storeFor(space: string): Promise<MemorySecretStore> {
   ]);
 }
 
-async function refused(p: Promise<unknown>, code: string, secret?: string) {
+async function refused(p: Promise<unknown>, code: CotalErrorCode, secret?: string) {
   await assert.rejects(p, (err: unknown) => {
     assert.ok(isCotalError(err, code), `expected ${code}, got ${String(err)}`);
     if (secret !== undefined) assert.ok(!err.message.includes(secret), err.message);

@@ -21,7 +21,7 @@
  *
  * @module
  */
-import { CotalError, isCotalError } from "../../errors.ts";
+import { codeFrom, CotalError, isCotalError } from "../../errors.ts";
 import { closeAll } from "./close_all.ts";
 
 /** The protocol version this build speaks. */
@@ -255,7 +255,7 @@ export async function askSpawnChannel(
     } catch {
       throw unreachable(`gave no answer within ${Math.round(timeoutMs / 1000)} s`);
     }
-    if (!reply.ok) throw new CotalError(reply.code, reply.message);
+    if (!reply.ok) throw new CotalError(codeFrom(reply.code, "remote_failed"), reply.message);
     return reply.data;
   } catch (err) {
     if (isCotalError(err)) throw err;
