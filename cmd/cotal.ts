@@ -12,19 +12,7 @@ import config from "../deno.json" with { type: "json" };
 if (Deno.args[0] === "mcp") {
   await import("../lib/mcp/command.ts");
 } else {
-  await Promise.all([
-    import("../lib/mesh/commands/up.ts"),
-    import("../lib/mesh/commands/space.ts"),
-    import("../lib/mesh/commands/signer.ts"),
-    import("../lib/mesh/commands/mint.ts"),
-    import("../lib/mesh/commands/ops.ts"),
-    import("../lib/mesh/commands/systemd.ts"),
-    import("../lib/mesh/commands/doctor.ts"),
-    import("../lib/mesh/commands/agents.ts"),
-    import("../lib/mesh/commands/delivery.ts"),
-    import("../lib/mesh/commands/logs.ts"),
-    import("../lib/mcp/command.ts"),
-  ]);
+  await Promise.all([import("../lib/mesh/commands/mod.ts"), import("../lib/mcp/command.ts")]);
 }
 
 Deno.exit(await dispatch(Deno.args, registry, { program: "cotal", version: config.version }));

@@ -1,12 +1,12 @@
 /**
  * cotal-watchdog: restarts the broker and any daemon of a detached stack that dies, with
- * backoff. A thin composition root: parse the flags, run the loop until SIGINT or SIGTERM.
+ * backoff. A thin composition root: the loop under the shared daemon main (lib/cli/daemon_main.ts)
+ * until SIGINT or SIGTERM.
  * @module
  */
-import { type CommandSpec, helpRequested, helpText, parseCommandArgs } from "../lib/cli/mod.ts";
-import { isCotalError } from "../lib/errors.ts";
-import { startHeartbeat } from "../lib/heartbeat.ts";
-import { Watchdog } from "../lib/mesh/watchdog.ts";
+import type { CommandSpec } from "../lib/cli/mod.ts";
+import { daemonMain } from "../lib/cli/daemon_main.ts";
+import { Watchdog } from "../lib/mesh/mod.ts";
 
 const command: CommandSpec = {
   name: "watchdog",
@@ -27,34 +27,23 @@ const command: CommandSpec = {
   },
 };
 
-const PROGRAM = "cotal-watchdog";
-
-async function main(argv: string[]): Promise<number> {
-  if (helpRequested(command, argv)) {
-    console.log(helpText(command, PROGRAM).replaceAll(`${PROGRAM} watchdog`, PROGRAM));
-    return 0;
-  }
-  let root: string;
-  let self: string;
-  try {
-    const { values } = parseCommandArgs(command, argv, { program: PROGRAM });
-    root = String(values.root);
-    self = String(values.self);
-  } catch (err) {
-    console.error(`${PROGRAM}: ${isCotalError(err) ? `${err.message} [${err.code}]` : err}`);
-    return 2;
-  }
-  // Beats while its event loop turns: the stack's watchdog restarts it when the beat stops.
-  startHeartbeat();
-  const stop = new AbortController();
-  for (const sig of ["SIGINT", "SIGTERM"] as const) {
-    Deno.addSignalListener(sig, () => stop.abort());
-  }
-  const log = (line: string) => console.error(`${new Date().toISOString()} ${line}`);
-  log(`watchdog up for ${root}`);
-  await new Watchdog({ root, detach: true, log, self }).run(stop.signal);
-  log("watchdog stopped");
-  return 0;
-}
-
-Deno.exit(await main(Deno.args));
+Deno.exit(
+  await daemonMain({
+    program: "cotal-watchdog",
+    command,
+    start({ values }) {
+      const root = String(values.root);
+      const stop = new AbortController();
+      const log = (line: string) => console.error(`${new Date().toISOString()} ${line}`);
+      log(`watchdog up for ${root}`);
+      const watching = new Watchdog({ root, detach: true, log, self: String(values.self) })
+        .run(stop.signal).then(() => log("watchdog stopped"));
+      return Promise.resolve({
+        stop() {
+          stop.abort();
+          return watching;
+        },
+      });
+    },
+  }, Deno.args),
+);
