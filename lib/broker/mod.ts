@@ -18,3 +18,4 @@ export {
   parseServerVersion,
   type ServerVersion,
 } from "./version.ts";
+export { isConnectionLine, serverLine } from "./log_lines.ts";

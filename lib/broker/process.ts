@@ -1,3 +1,4 @@
+import { serverLine } from "./log_lines.ts";
 import { CotalError } from "../errors.ts";
 
 /** Options for {@linkcode startBrokerProcess}. */
@@ -98,7 +99,7 @@ export async function startBrokerProcess(opts: StartBrokerOptions): Promise<Brok
     exited,
     async reload(timeoutMs = 10_000) {
       const seen = waitLine(
-        /Reloaded server configuration|Failed to reload/,
+        serverLine(/Reloaded server configuration|Failed to reload/),
         timeoutMs,
         "reload its configuration",
       );
@@ -138,7 +139,7 @@ export async function startBrokerProcess(opts: StartBrokerOptions): Promise<Brok
     },
   };
   try {
-    await waitLine(/Server is ready/, opts.readyTimeoutMs ?? 10_000, "report ready");
+    await waitLine(serverLine(/Server is ready/), opts.readyTimeoutMs ?? 10_000, "report ready");
   } catch (err) {
     await proc.stop(1_000);
     throw err;

@@ -6,7 +6,7 @@
  * @module
  */
 import { cotalCommand } from "../cli/invocation.ts";
-import { ensureServer, type FoundServer } from "../broker/mod.ts";
+import { ensureServer, type FoundServer, serverLine } from "../broker/mod.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import { ensureBwrap } from "../manager/sandbox/bwrap.ts";
@@ -212,7 +212,11 @@ export async function reloadBroker(root: string): Promise<void> {
   }
   const from = await fileSize(logFile);
   Deno.kill(rec.pid, "SIGHUP");
-  const line = await waitLogLine(logFile, from, /Reloaded server configuration|Failed to reload/);
+  const line = await waitLogLine(
+    logFile,
+    from,
+    serverLine(/Reloaded server configuration|Failed to reload/),
+  );
   if (/Failed to reload/.test(line)) {
     // Some settings are read only at start (server_name, listeners): say how to apply them.
     const restart = /not supported/i.test(line)

@@ -10,11 +10,17 @@
  * @module
  */
 
-/** Broker log lines that mean JetStream cannot write. */
-export const STORAGE_FAULT_RE =
-  /no space left on device|Critical write error|insufficient storage resources available|JetStream (file|memory) resource limits exceeded for server/;
+import { serverLine } from "../broker/mod.ts";
 
-const START_RE = /Starting nats-server/;
+/**
+ * Broker log lines that mean JetStream cannot write: the server's own lines only, never one
+ * about a connection, whose text a member chooses (lib/broker/log_lines.ts).
+ */
+export const STORAGE_FAULT_RE = serverLine(
+  /no space left on device|Critical write error|insufficient storage resources available|JetStream (file|memory) resource limits exceeded for server/,
+);
+
+const START_RE = serverLine(/Starting nats-server/);
 /** How much of a log's end `status` reads for the current broker's lines. */
 const TAIL_BYTES = 256 * 1024;
 
