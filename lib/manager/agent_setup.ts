@@ -37,6 +37,8 @@ import { type CgroupHost, cgroupName, removeAgentCgroup } from "./sandbox/cgroup
 import { readNoFollow, unmount } from "./sandbox/libc.ts";
 import type { RunnerSandbox } from "./start_runner.ts";
 import type { LaunchSandbox } from "./launch.ts";
+import { DIR_REMOVE_DEADLINE_MS } from "./lifecycle.ts";
+import { removeTree } from "./remove_tree.ts";
 
 /** What {@linkcode prepareAgent} needs besides the lifecycle context. */
 export interface PrepareOptions {
@@ -159,7 +161,7 @@ export async function clearSocketDir(dir: string): Promise<void> {
   for (const e of entries) {
     const path = `${dir}/${e.name}`;
     if (e.name.endsWith(".pts")) unmount(path);
-    await Deno.remove(path, { recursive: true }).catch(() => {});
+    await removeTree(path, Date.now() + DIR_REMOVE_DEADLINE_MS);
   }
 }
 

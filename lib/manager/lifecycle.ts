@@ -16,6 +16,7 @@ import { spaceSecretKey } from "../workspace/keys.ts";
 import type { SecretStore } from "../workspace/types.ts";
 import { LAUNCH_FORMAT, type LaunchSandbox, writeLaunchMaterial } from "./launch.ts";
 import type { AgentPlan } from "./managed_agent.ts";
+import { removeTree } from "./remove_tree.ts";
 import type { JsonObject } from "./control_rail.ts";
 
 /** What the lifecycle functions need from their manager. */
@@ -218,23 +219,17 @@ export async function teardownFootprint(
 export const DIR_REMOVE_DEADLINE_MS = 10_000;
 
 /**
- * Removes an agent's dir, bounded by {@linkcode DIR_REMOVE_DEADLINE_MS}. Deno's recursive
- * remove unlinks without following symlinks and never opens a file (a FIFO cannot hang it);
- * returns why it failed, or undefined.
+ * Removes an agent's dir, bounded by {@linkcode DIR_REMOVE_DEADLINE_MS}, without recursion and
+ * without following a link (lib/manager/remove_tree.ts); returns why it failed, or undefined.
  */
 export async function removeAgentDir(dir: string): Promise<string | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<string>((r) => {
-    timer = setTimeout(() => r("timed out"), DIR_REMOVE_DEADLINE_MS);
+    // Also a step that blocks (one syscall on a hung mount) is bounded.
+    timer = setTimeout(() => r("timed out"), DIR_REMOVE_DEADLINE_MS + 1_000);
   });
   try {
-    return await Promise.race([
-      Deno.remove(dir, { recursive: true }).then(
-        () => undefined,
-        (err) => err instanceof Deno.errors.NotFound ? undefined : (err as Error).name,
-      ),
-      deadline,
-    ]);
+    return await Promise.race([removeTree(dir, Date.now() + DIR_REMOVE_DEADLINE_MS), deadline]);
   } finally {
     clearTimeout(timer);
   }
