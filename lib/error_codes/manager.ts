@@ -59,6 +59,7 @@ export type ManagerErrorCode =
   | "sandbox_no_netns"
   | "sandbox_path_refused"
   | "sandbox_program_needs_bwrap"
+  | "sandbox_root_needs_trust"
   | "sandbox_socket_path"
   | "sandbox_start_failed"
   | "sandbox_unavailable"

@@ -32,6 +32,8 @@ export class HostSandbox {
   readonly idPool?: AgentIdPool;
   /** What `status` says about isolation (or why untrusted agents are refused). */
   readonly summary: string;
+  /** Root: a deno-only runner would be root too (untrusted agents are refused then). */
+  readonly #asRoot = Deno.uid() === 0;
 
   private constructor(
     host: HostIsolation | undefined,
@@ -64,7 +66,7 @@ export class HostSandbox {
 
   /** The isolation one request gets on this machine. */
   isolate(request: IsolationRequest): Isolation {
-    if (request.mode === "deno-only") return chooseIsolation(request);
+    if (request.mode === "deno-only") return chooseIsolation({ ...request, asRoot: this.#asRoot });
     return chooseIsolation({ ...request, ...this.host });
   }
 }

@@ -43,17 +43,39 @@ Deno.test("manager - without bwrap, untrusted agents are refused unless deno-onl
     assert.deepEqual(trusted.sandbox?.namespaces, []);
     await m1.stop();
 
-    // deno-only chosen by the operator: untrusted modules run, untrusted programs do not.
+    // deno-only chosen by the operator. Its runner keeps the supervisor's uid: as root, only
+    // agents the operator trusts with root run (red team 26); as another user, untrusted
+    // modules run and untrusted programs do not.
     await mesh.manager({ isolation: "deno-only", bwrap });
     const st2 = await ctl.request<{ isolation: string }>("status");
-    assert.equal(st2.isolation, "deno-only (operator opt-in): Deno permissions are the only layer");
-    const mod = await ctl.request<AgentRow>("spawn", { agent: "module", module: src, name: "m" }, {
-      timeoutMs: 40_000,
-    });
+    const root = Deno.uid() === 0;
+    if (root) {
+      assert.match(
+        st2.isolation,
+        /^none: untrusted agents are refused \(sandbox_root_needs_trust: /,
+      );
+      await assert.rejects(
+        ctl.request("spawn", { agent: "module", module: src, name: "m" }),
+        (e) => isCotalError(e, "sandbox_root_needs_trust") && /as root/.test(e.message),
+      );
+    } else {
+      assert.equal(
+        st2.isolation,
+        "deno-only (operator opt-in): Deno permissions are the only layer",
+      );
+    }
+    const mod = await ctl.request<AgentRow>("spawn", {
+      agent: "module",
+      module: src,
+      name: "m",
+      ...(root ? { trusted: true } : {}),
+    }, { timeoutMs: 40_000 });
     assert.equal(mod.status, "running");
     await assert.rejects(
       ctl.request("spawn", { name: "t", command: "/bin/cat" }),
-      (e) => isCotalError(e, "sandbox_program_needs_bwrap") && /\/bin\/cat/.test(e.message),
+      (e) =>
+        isCotalError(e, root ? "sandbox_root_needs_trust" : "sandbox_program_needs_bwrap") &&
+        (root || /\/bin\/cat/.test(e.message)),
     );
     // Nothing was provisioned for the refused spawns.
     assert.deepEqual(

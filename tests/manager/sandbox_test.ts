@@ -137,6 +137,25 @@ Deno.test("manager - isolation: bwrap by default, refusal without it unless deno
   );
 });
 
+Deno.test("manager - deno-only as root refuses an untrusted agent: its runner would be root (red team 26)", () => {
+  assert.throws(
+    () => chooseIsolation({ mode: "deno-only", asRoot: true }),
+    (e) =>
+      isCotalError(e, "sandbox_root_needs_trust") && /as root/.test(e.message) &&
+      /--trusted/.test(e.message),
+  );
+  assert.throws(
+    () => chooseIsolation({ mode: "deno-only", asRoot: true, program: "/bin/sh" }),
+    (e) => isCotalError(e, "sandbox_root_needs_trust"),
+  );
+  assert.equal(
+    chooseIsolation({ mode: "deno-only", asRoot: true, trusted: true }).mode,
+    "deno-only",
+  );
+  // Not root: an untrusted module may run under the operator's opt-in.
+  assert.equal(chooseIsolation({ mode: "deno-only", asRoot: false }).mode, "deno-only");
+});
+
 Deno.test("manager - deno-only refuses an untrusted agent's external program", () => {
   assert.throws(
     () => chooseIsolation({ mode: "deno-only", program: "/bin/sh" }),
@@ -162,7 +181,12 @@ Deno.test("manager - a bwrap that cannot start the default sandbox is refused fo
     resolveIsolation({}, { bwrap: fake }),
     (e) => isCotalError(e, "sandbox_unavailable") && e.message.includes("no user namespaces"),
   );
-  assert.equal((await resolveIsolation({ mode: "deno-only" }, { bwrap: fake })).mode, "deno-only");
+  // deno-only as root runs only an agent the operator trusts with root (red team 26).
+  const trusted = Deno.uid() === 0 ? { trusted: true } : {};
+  assert.equal(
+    (await resolveIsolation({ mode: "deno-only", ...trusted }, { bwrap: fake })).mode,
+    "deno-only",
+  );
   await withEnv("COTAL_BWRAP", `${dir}/absent`, () => {
     assert.throws(() => findBwrap(), (e) => isCotalError(e, "bwrap_not_found"));
     return Promise.resolve();

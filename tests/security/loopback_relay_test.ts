@@ -73,7 +73,8 @@ for (const mode of ["net host", "deno-only"] as const) {
       module: `${dir}/agent.js`,
       name: "hosted",
       workdir: await agentWorkdir("cotal-loopback-"),
-      ...(mode === "net host" ? { net: "host" } : {}),
+      // Under a root supervisor deno-only runs only agents the operator trusts with root.
+      ...(mode === "net host" ? { net: "host" } : { trusted: true }),
     }, { timeoutMs: 40_000 });
     assert.equal(row.sandbox?.net, mode === "net host" ? "host" : "host (deno-only)");
     const material = await readLaunchMaterial(await launchOf(mesh.root, "hosted"));

@@ -28,6 +28,8 @@ Deno.test("redteam19a A4 - a deno-only agent's relay does not tell it (or anyone
     module: `${dir}/agent.js`,
     name: "hosted",
     workdir: await agentWorkdir("cotal-rt19a-info-w-"),
+    // Under a root supervisor deno-only runs only agents the operator trusts with root.
+    trusted: true,
   }, { timeoutMs: 40_000 });
   const material = await readLaunchMaterial(await launchOf(mesh.root, "hosted"));
   const port = Number(new URL(material.servers[0]).port);

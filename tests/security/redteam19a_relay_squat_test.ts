@@ -108,7 +108,8 @@ for (const mode of ["deno-only", "net host"] as const) {
   Deno.test(`redteam19a A2 - a stranger squatting every ${mode} relay port does not keep agents off the mesh`, async () => {
     await using mesh = await startManagerMesh(mode === "net host" ? "rt19sqh" : "rt19sqd");
     await mesh.manager(mode === "deno-only" ? { isolation: "deno-only" } : {});
-    const net = mode === "net host" ? { net: "host" } : {};
+    // Under a root supervisor deno-only runs only agents the operator trusts with root.
+    const net = mode === "net host" ? { net: "host" } : { trusted: true };
     const ctl = await mesh.control();
     const dir = await tempDir("cotal-rt19a-squat-");
     await Deno.writeTextFile(`${dir}/agent.js`, PRESENT_AGENT);

@@ -104,7 +104,8 @@ for (const mode of ["deno-only", "net host"] as const) {
       module: `${dir}/hostile.js`,
       name: "mallory",
       workdir: work,
-      ...(mode === "net host" ? { net: "host" } : {}),
+      // Under a root supervisor deno-only runs only agents the operator trusts with root.
+      ...(mode === "net host" ? { net: "host" } : { trusted: true }),
     }, { timeoutMs: 40_000 });
     await waitFor(() => jsonFileReady(`${work}/report.json`), {
       timeoutMs: 30_000,

@@ -109,6 +109,8 @@ Deno.test("redteam26 - a deno-only agent's deep home does not crash its supervis
         `${FIX}/${module}`,
         "--name",
         name,
+        // As root deno-only runs only agents trusted with root; the teardown must hold anyway.
+        "--trusted",
         ...extra,
       ]);
     const v = await spawn("victim", "sleeper.js");

@@ -45,6 +45,8 @@ export interface IsolationRequest {
   readonly trusted?: boolean;
   /** The external program the agent declared, if any. */
   readonly program?: string;
+  /** The supervisor runs as root: a deno-only runner would too. */
+  readonly asRoot?: boolean;
 }
 
 /** {@linkcode IsolationRequest} plus what the probe found about bwrap on this machine. */
@@ -95,6 +97,16 @@ export function chooseIsolation(facts: IsolationFacts): Isolation {
     throw new CotalError(
       "sandbox_unavailable",
       `Refusing to start an untrusted agent without the OS sandbox (${why}); ${BWRAP_MANUAL}.`,
+    );
+  }
+  if (facts.asRoot && !facts.trusted) {
+    // Under deno-only the runner keeps the supervisor's uid: as root, a setuid file it leaves
+    // where it may write makes any local user root, and no limit applies (red team 26).
+    throw new CotalError(
+      "sandbox_root_needs_trust",
+      "Refusing to start an untrusted agent under deno-only isolation as root: it would run as " +
+        "root with Deno's permissions as its only layer; use bwrap isolation, run the supervisor " +
+        "as an unprivileged user, or spawn it with --trusted if you trust it with root.",
     );
   }
   if (facts.program && !facts.trusted) {
@@ -275,7 +287,9 @@ export async function resolveIsolation(
   request: IsolationRequest,
   opts: ResolveIsolationOptions = {},
 ): Promise<Isolation> {
-  if ((request.mode ?? "bwrap") === "deno-only") return chooseIsolation(request);
+  if ((request.mode ?? "bwrap") === "deno-only") {
+    return chooseIsolation({ ...request, asRoot: Deno.uid() === 0 });
+  }
   return chooseIsolation({ ...request, ...await probeIsolation(opts) });
 }
 
