@@ -1,8 +1,8 @@
 /**
  * The task runner, a built-in agent: it answers anycast tasks for its role by running one
  * declared command with the task's text on stdin and posting the result as a DM to the sender
- * (or to the principal a task names in a `{ "replyTo": "<owner>.<actor>" }` data part), threaded
- * under the task by `replyTo`. Commands run one at a time with bounded output and a timeout.
+ * (never to another principal the task names), threaded under the task by `replyTo`. Commands
+ * run one at a time with bounded output and a timeout.
  *
  * A task is acknowledged when it is taken: a runner that dies mid-command does not run it again
  * on another holder, because a command is not assumed to be idempotent.
@@ -13,7 +13,6 @@ import { CotalError } from "../../errors.ts";
 import type { CotalEndpoint } from "../../endpoint/endpoint.ts";
 import type { CotalMessageEvent } from "../../endpoint/events.ts";
 import type { CotalMessage, JsonValue } from "../../wire/envelope.ts";
-import { parsePrincipalId } from "../../wire/names.ts";
 import type { AgentContext } from "../runner.ts";
 
 /** Caps no configuration may exceed. */
@@ -252,21 +251,13 @@ export function parseTaskRunnerConfig(
   };
 }
 
-/** Where a task's result goes: the data part's `replyTo` principal, else the sender. */
+/**
+ * Where a task's result goes: its sender, always. A task once named another principal in a
+ * `{ "replyTo": ... }` data part: red team 26 had the runner deliver "NOTICE FROM THE OPERATOR"
+ * to a third agent under the runner's name, and filled that agent's unread cap from the runner
+ * so a genuine result to it was refused. A sender who wants a result elsewhere passes it on.
+ */
 export function resultRecipient(task: CotalMessage): string {
-  for (const p of task.parts) {
-    if (p.kind !== "data") continue;
-    const d = (p as { data: JsonValue }).data;
-    const to = d && typeof d === "object" && !Array.isArray(d) ? d.replyTo : undefined;
-    if (typeof to === "string") {
-      try {
-        parsePrincipalId(to);
-        return to;
-      } catch {
-        // Not a principal: answer the sender instead.
-      }
-    }
-  }
   return task.from.id;
 }
 
