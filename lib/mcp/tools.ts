@@ -106,8 +106,11 @@ export function checkArguments(tool: MeshTool, args: unknown): Record<string, un
 export interface ToolMessage {
   id: string;
   kind: "channel" | "dm" | "task";
+  /**
+   * The sender's principal, which the broker bound to it. Its display name is not shown: a
+   * sender writes that as it likes (red team 26 wrote "operator").
+   */
   from: string;
-  fromName?: string;
   channel?: string;
   role?: string;
   text: string;
@@ -132,7 +135,6 @@ export function toolMessage(m: CotalMessage, kind?: ToolMessage["kind"]): ToolMe
     id: m.id,
     kind: k,
     from: m.from.id,
-    ...(m.from.name ? { fromName: m.from.name } : {}),
     ...(m.channel !== undefined ? { channel: m.channel } : {}),
     ...(m.toService !== undefined ? { role: m.toService } : {}),
     text: m.parts.map(partText).join("\n"),

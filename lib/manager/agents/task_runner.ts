@@ -273,7 +273,8 @@ async function answer(
   ctx: AgentContext,
 ): Promise<void> {
   ep.setStatus("working");
-  ep.setActivity(`task ${task.id.slice(0, 8)} from ${task.from.name}`);
+  // The sender's id, which the broker bound to it, never the name it wrote itself.
+  ep.setActivity(`task ${task.id.slice(0, 8)} from ${task.from.id}`);
   let result: TaskResult | undefined;
   let failure: string | undefined;
   try {
