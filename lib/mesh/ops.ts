@@ -5,6 +5,7 @@
  * @module
  */
 import { brokerNotRunning } from "./stack.ts";
+import { abortableSleep } from "../abortable_sleep.ts";
 import { cotalCommand } from "../cli/invocation.ts";
 import { headersOf } from "../nats/headers.ts";
 import type { NatsConnection } from "nats";
@@ -327,40 +328,88 @@ export interface TailLine {
 }
 
 /**
+ * How long `tail` waits for a broker that went away (a restart the watchdog makes is back in
+ * well under a second) before it gives up, saying so.
+ */
+export const TAIL_BROKER_WAIT_MS = 60_000;
+
+/** Options of {@linkcode tail}. */
+export interface TailOptions {
+  signal?: AbortSignal;
+  /** Stop after this many lines. */
+  max?: number;
+  /** Called once the first subscription is in place. */
+  ready?: () => void;
+  /** Called when the connection ended and `tail` dials again, and when it is back. */
+  gap?: (what: "lost" | "back", why?: string) => void;
+}
+
+/**
  * Streams a space's channel traffic as an observer until `signal` aborts (or `max` lines).
- * Malformed or forged messages are skipped, never printed.
+ * Malformed or forged messages are skipped, never printed. A connection that ends (a broker
+ * restart, the observer cred's expiry) is dialled again with a fresh cred; a broker gone for
+ * {@linkcode TAIL_BROKER_WAIT_MS} ends the tail with its error. Newcomer pass 9: `tail` ended
+ * silently, exit 0, at a broker restart the watchdog healed at once.
  */
 export async function tail(
   root: string,
   space: string,
   onLine: (line: TailLine) => void,
-  opts: { signal?: AbortSignal; max?: number; ready?: () => void } = {},
+  opts: TailOptions = {},
 ): Promise<number> {
-  const nc = await connectAs(root, space, "observer");
   let n = 0;
-  try {
-    const sub = nc.subscribe(`${subjectRoot(space)}.chat.>`);
-    opts.signal?.addEventListener("abort", () => sub.unsubscribe());
-    await nc.flush();
-    opts.ready?.();
-    for await (const m of sub) {
-      const d = decodeMessage(m.subject, m.data, { space, headers: headersOf(m) });
-      if (!d.ok) continue;
-      const text = d.message.parts.map((p) => p.kind === "text" ? p.text : `[${p.kind}]`).join(
-        " ",
-      );
-      onLine({
-        ts: d.message.ts,
-        channel: d.message.channel ?? "",
-        from: d.message.from.id,
-        text,
-        id: d.message.id,
-      });
-      if (opts.max !== undefined && ++n >= opts.max) break;
-      if (opts.max === undefined) n++;
+  let started = false;
+  let lostAt: number | undefined;
+  while (!opts.signal?.aborted) {
+    let nc: NatsConnection;
+    try {
+      nc = await connectAs(root, space, "observer");
+    } catch (err) {
+      if (!started || Date.now() - (lostAt ?? Date.now()) > TAIL_BROKER_WAIT_MS) throw err;
+      await abortableSleep(500, opts.signal ?? new AbortController().signal);
+      continue;
     }
-  } finally {
-    await nc.close();
+    try {
+      // The client's own reconnects (the broker back within its wait) are said too.
+      void (async () => {
+        for await (const st of nc.status()) {
+          if (st.type === "disconnect") opts.gap?.("lost", "disconnected");
+          else if (st.type === "reconnect") opts.gap?.("back");
+        }
+      })().catch(() => {});
+      const sub = nc.subscribe(`${subjectRoot(space)}.chat.>`);
+      const stop = () => sub.unsubscribe();
+      opts.signal?.addEventListener("abort", stop, { once: true });
+      await nc.flush();
+      if (!started) opts.ready?.();
+      else opts.gap?.("back");
+      started = true;
+      lostAt = undefined;
+      try {
+        for await (const m of sub) {
+          const d = decodeMessage(m.subject, m.data, { space, headers: headersOf(m) });
+          if (!d.ok) continue;
+          const text = d.message.parts.map((p) => p.kind === "text" ? p.text : `[${p.kind}]`)
+            .join(" ");
+          onLine({
+            ts: d.message.ts,
+            channel: d.message.channel ?? "",
+            from: d.message.from.id,
+            text,
+            id: d.message.id,
+          });
+          if (++n === opts.max) return n;
+        }
+      } finally {
+        opts.signal?.removeEventListener("abort", stop);
+      }
+      if (opts.signal?.aborted) break;
+      // The connection ended under us (its reconnects failed, or its cred expired): dial again
+      // with a fresh cred.
+      lostAt = Date.now();
+    } finally {
+      await nc.close().catch(() => {});
+    }
   }
   return n;
 }

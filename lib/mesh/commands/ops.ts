@@ -96,7 +96,18 @@ export const tailCommand = defineCommand({
             }`,
           );
         }
-      }, { signal: ac.signal, max, ready: () => console.error(`tailing space '${space}'`) });
+      }, {
+        signal: ac.signal,
+        max,
+        ready: () => console.error(`tailing space '${space}'`),
+        // Said on stderr: posts sent while the connection was down are not shown (join replays).
+        gap: (what, why) =>
+          console.error(
+            what === "lost"
+              ? `the broker connection ended (${safeText(why ?? "closed")}); dialling again`
+              : "tailing again (posts sent meanwhile are not shown; 'cotal join' replays history)",
+          ),
+      });
     } finally {
       Deno.removeSignalListener("SIGINT", stop);
     }
