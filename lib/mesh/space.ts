@@ -18,6 +18,7 @@ import {
 import { meshPaths } from "./layout.ts";
 import { isSameProcess, readPidFile } from "./pidfile.ts";
 import {
+  brokerNotRunning,
   componentFiles,
   ensureComponent,
   listComponents,
@@ -48,6 +49,30 @@ export async function runningBroker(
   return rec && broker?.state === "running" ? rec : undefined;
 }
 
+/** How long `space add` waits for the broker of a stack that runs (a restart in progress). */
+export const BROKER_BACK_WAIT_MS = 20_000;
+
+/**
+ * The broker, once back, when the root's stack runs without it (a daemon of it is up): a
+ * restart in progress. Undefined when the whole stack is down; a broker not back within
+ * {@linkcode BROKER_BACK_WAIT_MS} is refused with the watchdog-aware sentence.
+ */
+async function brokerBackSoon(
+  root: string,
+): Promise<{ url: string; host: string; port: number } | undefined> {
+  const running = (await listComponents(root)).some((c) =>
+    c.id !== "nats-server" && c.state === "running"
+  );
+  if (!running) return undefined;
+  const deadline = Date.now() + BROKER_BACK_WAIT_MS;
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 250));
+    const live = await runningBroker(root);
+    if (live) return live;
+  }
+  throw await brokerNotRunning(root);
+}
+
 /** Every JetStream stream a space owns: its five streams and the streams behind its buckets. */
 export function spaceStreamList(space: string): string[] {
   return [
@@ -65,7 +90,7 @@ export async function spaceAdd(
   root: string,
   space: string,
   opts: { onServing?: () => void } = {},
-): Promise<{ created: boolean; completed?: boolean }> {
+): Promise<{ created: boolean; completed?: boolean; served: boolean }> {
   const before = await readSpaceIndex(root);
   if (before.spaces.includes(space)) {
     // An add or restore killed part-way (kill -9 of the CLI) leaves the space listed with some
@@ -74,20 +99,25 @@ export async function spaceAdd(
     const live = await runningBroker(root);
     if (live && await spaceIncomplete(root, space)) {
       await serveSpace(root, space, live.url, opts.onServing);
-      return { created: false, completed: true };
+      return { created: false, completed: true, served: true };
     }
     throw new CotalError(
       "space_exists",
       `Space '${space}' is already served by ${root}; 'cotal space list' shows them all.`,
     );
   }
+  // A stack whose broker is down while its daemons run is being healed (the watchdog restarts
+  // the broker): the add waits for it, rather than listing a space nothing serves (fault pass
+  // 11 added one that way, and it stayed unserved).
+  const live = await runningBroker(root) ?? await brokerBackSoon(root);
   await addSpaceRecord(root, space);
+  let served = false;
   try {
-    const live = await runningBroker(root);
     if (live) {
       await renderBrokerConfig(root, live);
       await reloadBroker(root);
       await serveSpace(root, space, live.url, opts.onServing);
+      served = true;
     }
   } catch (err) {
     // All or nothing: a space that could not be served is not left listed (every later
@@ -95,7 +125,7 @@ export async function spaceAdd(
     await removeSpace(root, space).catch(() => {});
     throw err;
   }
-  return { created: true };
+  return { created: true, served };
 }
 
 /**

@@ -55,6 +55,28 @@ export async function mintSysCreds(
   return written;
 }
 
+/** The spaces of `accounts` whose `$SYS` creds are not both in the store. */
+export async function spacesWithoutSysCreds(
+  root: string,
+  store: SecretStore,
+  accounts: SpaceAccountAuth[],
+): Promise<string[]> {
+  const missing: string[] = [];
+  for (const a of accounts) {
+    const keys = [
+      membershipObserverCredsKey(a.space, { root }),
+      connectionEvictorCredsKey(a.space, { root }),
+    ];
+    for (const k of keys) {
+      if (await store.get(k) === undefined) {
+        missing.push(a.space);
+        break;
+      }
+    }
+  }
+  return missing;
+}
+
 /**
  * `cotal up --rotate-sys`: re-issues the system account (new key, operator JWT re-signed), stores
  * the new broker record, and mints fresh `$SYS` creds for every space. The broker must be stopped:

@@ -15,7 +15,7 @@ import { type SecretStore, spaceKeyHex, workspaceSecretStore } from "../workspac
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { listMeshes, registerMesh, unregisterMesh } from "./machine_registry.ts";
 import { processStartTime } from "./pidfile.ts";
-import { mintSysCreds, rotateSys } from "./sys_creds.ts";
+import { mintSysCreds, rotateSys, spacesWithoutSysCreds } from "./sys_creds.ts";
 import { ensureDaemonCreds, type IsolationChoice, watchdogComponent } from "./daemons.ts";
 import { type UserAuthConfig, writeUserAuth } from "./user_auth.ts";
 import {
@@ -106,7 +106,7 @@ export async function up(
   if ((opts.isolation ?? previous?.isolation ?? "bwrap") === "bwrap") await sandboxBinary(opts.say);
   await ensureMeshDirs(meshPaths(opts.root));
   const store = workspaceSecretStore(opts.root);
-  const { pinnedIdp } = await prepareTrust(opts, store);
+  const { pinnedIdp } = await prepareTrust(opts, store, brokerRunning);
   // Kept from the last up unless given; "" (`--monitor off`) turns it off.
   const monitor = (opts.monitor ?? previous?.monitor) || undefined;
   const { accounts } = await renderBrokerConfig(opts.root, { ...opts, monitor });
@@ -333,6 +333,7 @@ async function refuseUpOver(
 async function prepareTrust(
   opts: UpOptions & { rotateSys?: boolean; userAuth?: UserAuthConfig },
   store: SecretStore,
+  brokerRunning: boolean,
 ): Promise<{ pinnedIdp: boolean }> {
   // The system seed exists in memory only when the broker trust is created here (or rotated):
   // that is the one moment the spaces' $SYS creds can be minted.
@@ -343,9 +344,19 @@ async function prepareTrust(
   const pinnedIdp = opts.userAuth ? await writeUserAuth(opts.root, opts.userAuth) : false;
   const all = await loadAllSpaceAccounts(opts.root, store);
   if (newTrust) await mintSysCreds(opts.root, store, trust, all);
-  if (opts.rotateSys) {
+  // A space added since the broker last started (live, or while the stack was down) has no $SYS
+  // creds: a broker that starts now reads a re-issued system account for free, so it gets them
+  // (newcomer pass 9 found such a space still missing them after the next up).
+  const missing = newTrust || brokerRunning
+    ? []
+    : await spacesWithoutSysCreds(opts.root, store, all);
+  if (opts.rotateSys || missing.length > 0) {
     await rotateSys(opts.root, store, trust, all);
-    opts.say(`re-issued the system account and the $SYS creds of ${all.length} space(s)`);
+    opts.say(
+      `re-issued the system account and the $SYS creds of ${all.length} space(s)${
+        opts.rotateSys ? "" : ` (${missing.join(", ")} had none)`
+      }`,
+    );
   }
   return { pinnedIdp };
 }

@@ -50,7 +50,7 @@ Deno.test("mesh - a space add killed part-way is completed by the same add, watc
       ["stopped"],
     );
     const done = await spaceAdd(root, "team2");
-    assert.deepEqual(done, { created: false, completed: true });
+    assert.deepEqual(done, { created: false, completed: true, served: true });
     assert.equal(await spaceIncomplete(root, "team2"), false);
     const watched = (await readWatchList(root)).map((c) => c.id);
     for (const id of ids) assert.ok(watched.includes(id), `${id} is not watched`);

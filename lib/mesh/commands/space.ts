@@ -32,7 +32,8 @@ export const spaceAddCommand = defineCommand({
     const space = assertValidSpaceName(positionals[0]);
     const live = liveLine(denoIo(), { json: values.json === true });
     live(`adding space '${space}': its account, the broker's reload, its streams and daemons`);
-    const result = await spaceAdd(resolveRoot(values.root), space).finally(() => live.done());
+    const root = resolveRoot(values.root);
+    const result = await spaceAdd(root, space).finally(() => live.done());
     printResult(
       denoIo(),
       { json: values.json === true },
@@ -41,13 +42,16 @@ export const spaceAddCommand = defineCommand({
         result.completed
           ? `completed space '${space}', which an interrupted add or restore had left without ` +
             `all of its daemons: they run, and the watchdog heals them`
+          : result.served === false
+          ? `added space '${space}' to ${root}; the stack is not running: the next 'cotal up ` +
+            `--root ${root}' serves it, its $SYS creds included`
           : `added space '${space}': agents, messages, tasks and durable delivery work now\n` +
             `not yet: its live-member view (who is connected, on which channels) and removing a ` +
             `member's live connections and the per-cred connection cap, which need the space's $SYS ` +
-            `creds; only the system seed ` +
-            `mints them, at a restart: when convenient, 'cotal down --keep-agents', then ` +
-            `'cotal up --rotate-sys' (with --detach if it ran detached; agents come back). ` +
-            `'cotal status' lists them as missing, and exits 1, until then.`,
+            `creds; only the system seed mints them, when the broker starts: when convenient, ` +
+            `'cotal down --keep-agents', then 'cotal up' (with --detach if it ran detached; ` +
+            `agents come back), which re-issues them. 'cotal status' lists them as missing, and ` +
+            `exits 1, until then.`,
     );
   },
 });
