@@ -40,6 +40,10 @@ import { headersOf, UNDECODABLE } from "../nats/headers.ts";
 export const BACKFILL_LIMIT = 200;
 /** A reconnect gap fill starts this long before the drop (clock and in-flight slack). */
 export const GAP_SLACK_MS = 2_000;
+/** The first wait before a durable join the daemon did not answer is asked again. */
+export const BACKSTOP_RETRY_MS = 1_000;
+/** The longest wait between two asks (a daemon that does not answer is asked this often). */
+export const BACKSTOP_RETRY_CAP_MS = 15_000;
 /** How long a `durableJoin` waits for the delivery daemon. */
 export const DURABLE_JOIN_TIMEOUT_MS = 30_000;
 const DEFAULTS_KEY = "=defaults";
@@ -67,6 +71,8 @@ interface Joined {
   filter: string;
   sub?: Subscription;
   durable: boolean;
+  /** A durable channel whose backstop the daemon did not answer for: asked again until it does. */
+  backstopOwed?: boolean;
   /** The membership generation the daemon answered the join with (a leave must name it). */
   generation?: number;
 }
@@ -79,6 +85,8 @@ export class ChannelSet {
   #historyChain: Promise<unknown> = Promise.resolve();
   #watchStop?: () => void;
   #watchGen = 0;
+  /** The next ask for each owed backstop, while bound. */
+  readonly #backstopTimers = new Map<string, ReturnType<typeof setTimeout>>();
 
   constructor(host: ChannelHost) {
     this.#host = host;
@@ -148,6 +156,8 @@ export class ChannelSet {
     this.#watchStop?.();
     this.#watchStop = undefined;
     for (const j of this.#joined.values()) j.sub = undefined;
+    for (const t of this.#backstopTimers.values()) clearTimeout(t);
+    this.#backstopTimers.clear();
   }
 
   /** Join: watermark, confirmed subscribe, backfill, backstop request. */
@@ -186,9 +196,10 @@ export class ChannelSet {
     if (eff.deliveryClass !== "durable" || hasWildcard(channel)) {
       return { joined: true, backfilled, durable: false };
     }
-    const { generation, ...backstop } = await this.#durableJoin(channel);
+    const { generation, retry, ...backstop } = await this.#durableJoin(channel);
     entry.durable = backstop.durable;
     entry.generation = generation;
+    if (retry) this.#owe(channel, entry);
     return { joined: true, backfilled, ...backstop };
   }
 
@@ -197,11 +208,53 @@ export class ChannelSet {
     for (const [channel, j] of this.#joined) {
       try {
         j.sub = await this.#subscribe(channel, j.filter);
+        if (j.backstopOwed) this.#askBackstop(channel, 0);
       } catch (err) {
         this.#joined.delete(channel);
         this.#host.error(err as CotalError);
       }
     }
+  }
+
+  /**
+   * A durable channel whose join the delivery daemon did not answer (down, restarting, hung):
+   * its backstop is asked for again, from 1 s doubling to 15 s (an unanswered ask costs the
+   * broker a no-responders reply), and at each reconnect,
+   * until the daemon answers. Fault pass 11: a member started while the daemon was down was
+   * never given one, and the posts sent while it was away later were lost to it.
+   */
+  #owe(channel: string, entry: Joined): void {
+    // Not a warning: the join's result already says so (durable: false, with its reason), and
+    // a space run without a daemon would hear it at every join.
+    entry.backstopOwed = true;
+    this.#askBackstop(channel, BACKSTOP_RETRY_MS);
+  }
+
+  #askBackstop(channel: string, delayMs: number): void {
+    if (this.#backstopTimers.has(channel)) return;
+    const t = setTimeout(async () => {
+      this.#backstopTimers.delete(channel);
+      const j = this.#joined.get(channel);
+      // Left, or unbound (a rebuild asks again once it resubscribes).
+      if (!j?.backstopOwed || !j.sub) return;
+      const r = await this.#durableJoin(channel).catch(() => ({
+        durable: false,
+        retry: true,
+        generation: undefined,
+      }));
+      if (this.#joined.get(channel) !== j || !j.sub) return;
+      if (r.durable) {
+        j.durable = true;
+        j.generation = r.generation;
+        j.backstopOwed = false;
+      } else if (r.retry) {
+        this.#askBackstop(
+          channel,
+          Math.min(Math.max(delayMs, BACKSTOP_RETRY_MS) * 2, BACKSTOP_RETRY_CAP_MS),
+        );
+      } else j.backstopOwed = false;
+    }, delayMs);
+    this.#backstopTimers.set(channel, t);
   }
 
   /** Leave: unsubscribe (and, when a backstop was established, ask the daemon to end it). */
@@ -322,12 +375,17 @@ export class ChannelSet {
     return sub;
   }
 
+  /** `retry` when the daemon did not answer (a refusal it answered is not asked again). */
   async #durableJoin(
     channel: string,
-  ): Promise<{ durable: boolean; reason?: string; generation?: number }> {
+  ): Promise<{ durable: boolean; reason?: string; generation?: number; retry?: boolean }> {
     const reply = await this.#control("durableJoin", { channel });
     if (!reply.ok) {
-      return { durable: false, reason: `durable backstop unavailable (${reply.reason})` };
+      return {
+        durable: false,
+        reason: `durable backstop unavailable (${reply.reason})`,
+        retry: reply.unanswered,
+      };
     }
     const data = reply.data as { durable?: boolean; reason?: string; generation?: number };
     return data?.durable === true
@@ -349,7 +407,7 @@ export class ChannelSet {
   async #control(
     op: string,
     args: Record<string, unknown>,
-  ): Promise<{ ok: true; data?: unknown } | { ok: false; reason: string }> {
+  ): Promise<{ ok: true; data?: unknown } | { ok: false; reason: string; unanswered?: boolean }> {
     const { nc } = this.#host.conn();
     const p = this.#host.principal();
     const subject = ctlSubject(this.#host.space, "delivery", p);
@@ -365,7 +423,11 @@ export class ChannelSet {
       return { ok: false, reason: String(r?.error ?? "refused") };
     } catch (err) {
       const code = (err as { code?: string }).code;
-      return { ok: false, reason: code === "503" ? "no delivery daemon answered" : errorText(err) };
+      return {
+        ok: false,
+        reason: code === "503" ? "no delivery daemon answered" : errorText(err),
+        unanswered: true,
+      };
     }
   }
 }
