@@ -21,3 +21,22 @@ export function isConnectionLine(line: string): boolean {
 export function serverLine(re: RegExp): RegExp {
   return new RegExp(`^(?!${CONNECTION_LINE}).*(?:${re.source})`, re.flags.replace("g", ""));
 }
+
+/**
+ * The whole lines of `data` that start at or after byte `from`: a line `from` falls inside is
+ * skipped (its end, read alone, would lack the connection prefix that marks a client's text:
+ * red team 27 started a reader mid-line), and so is an unfinished last line (the broker is
+ * still writing it). `end` is where the next read starts.
+ */
+export function wholeLinesFrom(data: Uint8Array, from: number): { lines: string[]; end: number } {
+  let start = Math.max(0, Math.min(from, data.length));
+  if (start > 0 && data[start - 1] !== 0x0a) {
+    const nl = data.indexOf(0x0a, start);
+    if (nl < 0) return { lines: [], end: start };
+    start = nl + 1;
+  }
+  const last = data.lastIndexOf(0x0a);
+  if (last < start) return { lines: [], end: start };
+  const text = new TextDecoder().decode(data.subarray(start, last));
+  return { lines: text.split("\n"), end: last + 1 };
+}

@@ -18,4 +18,4 @@ export {
   parseServerVersion,
   type ServerVersion,
 } from "./version.ts";
-export { isConnectionLine, serverLine } from "./log_lines.ts";
+export { isConnectionLine, serverLine, wholeLinesFrom } from "./log_lines.ts";

@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { wholeLinesFrom } from "../broker/mod.ts";
 import { CotalError } from "../errors.ts";
 
 /**
@@ -81,11 +82,14 @@ export async function waitLogLine(
   timeoutMs = 10_000,
 ): Promise<string> {
   const deadline = Date.now() + timeoutMs;
+  const ino = await Deno.stat(logFile).then((s) => s.ino, () => undefined);
   while (Date.now() < deadline) {
+    const now = await Deno.stat(logFile).then((s) => s.ino, () => undefined);
     const data = await Deno.readFile(logFile).catch(() => new Uint8Array());
-    // A log shorter than `from` was rotated since: its new lines start at 0.
-    const text = new TextDecoder().decode(data.subarray(data.length < from ? 0 : from));
-    const line = text.split("\n").find((l) => re.test(l));
+    // Another file under the name, or one shorter than `from`, was rotated in since: its lines
+    // start at 0. Only whole lines are read, from a line's start (lib/broker/log_lines.ts).
+    const rotated = now !== ino || data.length < from;
+    const line = wholeLinesFrom(data, rotated ? 0 : from).lines.find((l) => re.test(l));
     if (line) return line;
     await new Promise((r) => setTimeout(r, 20));
   }

@@ -10,7 +10,7 @@
  * @module
  */
 
-import { serverLine } from "../broker/mod.ts";
+import { serverLine, wholeLinesFrom } from "../broker/mod.ts";
 
 /**
  * Broker log lines that mean JetStream cannot write: the server's own lines only, never one
@@ -32,8 +32,7 @@ export async function lastStorageFault(logFile: string): Promise<string | undefi
   } catch {
     return undefined;
   }
-  const lines = new TextDecoder().decode(data.subarray(Math.max(0, data.length - TAIL_BYTES)))
-    .split("\n");
+  const { lines } = wholeLinesFrom(data, data.length - TAIL_BYTES);
   let fault: string | undefined;
   for (const line of lines) {
     if (START_RE.test(line)) fault = undefined;
@@ -49,6 +48,7 @@ export async function lastStorageFault(logFile: string): Promise<string | undefi
 export class StorageFaultReader {
   readonly #logFile: string;
   #at: number | undefined;
+  #ino: number | null | undefined;
   #fault: string | undefined;
 
   constructor(logFile: string) {
@@ -58,19 +58,21 @@ export class StorageFaultReader {
   /** Reads what was added since the last poll; the first poll looks at the log's tail. */
   async poll(): Promise<string | undefined> {
     let data: Uint8Array;
+    let ino: number | null;
     try {
+      ino = (await Deno.stat(this.#logFile)).ino;
       data = await Deno.readFile(this.#logFile);
     } catch {
       return this.#fault;
     }
-    // A log shorter than where we were was rotated: its lines start again at 0.
-    const from = this.#at === undefined
-      ? Math.max(0, data.length - TAIL_BYTES)
-      : data.length < this.#at
-      ? 0
-      : this.#at;
-    this.#at = data.length;
-    for (const line of new TextDecoder().decode(data.subarray(from)).split("\n")) {
+    // Another file under the name (the broker rotated its log), or one shorter than where we
+    // were: its lines start again at 0. Only whole lines are read, from a line's start.
+    const rotated = this.#at !== undefined && (ino !== this.#ino || data.length < this.#at);
+    const from = this.#at === undefined ? data.length - TAIL_BYTES : rotated ? 0 : this.#at;
+    this.#ino = ino;
+    const { lines, end } = wholeLinesFrom(data, from);
+    this.#at = end;
+    for (const line of lines) {
       if (START_RE.test(line)) this.#fault = undefined;
       else if (STORAGE_FAULT_RE.test(line)) this.#fault = line.trim();
     }

@@ -290,7 +290,7 @@ Deno.test("protocol guard - a reply bound to the agent's delivery rail is allowe
 
 Deno.test("protocol guard - a long line sent a byte at a time is read once (red team 6)", () => {
   const g = new ProtocolGuard({ inboxPrefix: INBOX });
-  const line = `CONNECT {"lang":"${"n".repeat(60_000)}"}\r\n`;
+  const line = `CONNECT {"pass":"${"n".repeat(60_000)}"}\r\n`;
   const bytes = enc.encode(line);
   let out = "";
   for (let i = 0; i < bytes.length; i++) {
@@ -406,22 +406,27 @@ Deno.test("protocol guard - it counts the lines it re-writes, which canonical li
   assert.equal(g.push(enc.encode("PING\nPING\nping\r\n")).rewritten, 3);
 });
 
-Deno.test("protocol guard - a connection name the broker would log with a verdict's words is dropped (red team 26)", () => {
+Deno.test("protocol guard - a connection name, version or lang the broker would log with a verdict's words is dropped (red teams 26, 27)", () => {
   for (
     const name of [
       "x: no space left on device",
       "Failed to reload",
       "a\nb",
       "\u001b]0;title\u0007",
-      "n".repeat(129),
+      "n".repeat(65),
+      `${"A".repeat(57_000)} no space left on device`,
       42,
     ]
   ) {
-    const r = feed(`CONNECT ${JSON.stringify({ verbose: false, name })}\r\nPING\r\n`);
-    assert.equal(r.refused, undefined);
-    assert.equal(r.out, 'CONNECT {"verbose":false}\r\nPING\r\n', JSON.stringify(name));
+    for (const field of ["name", "version", "lang"]) {
+      const r = feed(
+        `CONNECT ${JSON.stringify({ verbose: false, [field]: name })}\r\nPING\r\n`,
+      );
+      assert.equal(r.refused, undefined);
+      assert.equal(r.out, 'CONNECT {"verbose":false}\r\nPING\r\n', `${field} ${name}`);
+    }
   }
-  // A plain token, as Cotal's clients name their connections, passes.
-  const ok = feed('CONNECT {"name":"cotal:alice"}\r\n');
-  assert.equal(ok.out, 'CONNECT {"name":"cotal:alice"}\r\n');
+  // Plain tokens, as Cotal's clients send them, pass.
+  const ok = feed('CONNECT {"name":"cotal:alice","version":"2.29.3","lang":"javascript"}\r\n');
+  assert.equal(ok.out, 'CONNECT {"name":"cotal:alice","version":"2.29.3","lang":"javascript"}\r\n');
 });

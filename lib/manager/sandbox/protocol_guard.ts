@@ -89,8 +89,8 @@ export interface GuardStep {
 
 const enc = new TextEncoder();
 const SIZE = /^[0-9]{1,10}$/;
-/** A connection name the relay passes: printable ASCII without spaces, at most 128 bytes. */
-const CONN_NAME = /^[\x21-\x7e]{1,128}$/;
+/** A CONNECT name, version or lang the relay passes: printable ASCII, no spaces, 1-64 bytes. */
+const CONN_TOKEN = /^[\x21-\x7e]{1,64}$/;
 const CRLF = enc.encode("\r\n");
 
 /** A canonical PUB/HPUB line with its total size (its last token) replaced. */
@@ -365,11 +365,12 @@ export class ProtocolGuard {
     if (this.#connected) refuse("a connection sends one CONNECT");
     this.#connected = true;
     const v = connectObject(text);
-    // The broker writes the name into every log line about this connection, where the
-    // watchdog and the operator's commands read the server's verdicts: only a plain token
-    // passes (red team 26 named its connection "x: no space left on device").
-    if (v.name !== undefined && !(typeof v.name === "string" && CONN_NAME.test(v.name))) {
-      delete v.name;
+    // The broker writes the name, version and lang into every log line about this connection,
+    // where the watchdog and the operator's commands read the server's verdicts: only a plain
+    // short token passes (red team 26 named its connection "x: no space left on device", red
+    // team 27 put the words at the end of a 57 KB version).
+    for (const k of ["name", "version", "lang"]) {
+      if (v[k] !== undefined && !(typeof v[k] === "string" && CONN_TOKEN.test(v[k]))) delete v[k];
     }
     const prove = this.#policy.proveKey;
     if (!prove) return JSON.stringify(v);
