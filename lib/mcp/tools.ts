@@ -151,8 +151,11 @@ function fromEntries(entries: readonly InboxEntry[]): ToolMessage[] {
 function takeUnread(inbox: InboxJournal, max: number) {
   const entries = inbox.unread(max + 1);
   const taken = entries.slice(0, max);
+  // Rendered before they count as handed out: one that cannot be shown must not take the
+  // others of its batch with it (red team 27).
+  const messages = fromEntries(taken);
   inbox.handOut(taken);
-  return Promise.resolve({ messages: fromEntries(taken), more: entries.length > max });
+  return Promise.resolve({ messages, more: entries.length > max });
 }
 
 /** The tools of one agent, over its endpoint and inbox. */

@@ -37,6 +37,9 @@ export type Decoded =
 const KINDS: Record<string, DeliveryKind> = { chat: "channel", inst: "dm", svc: "anycast" };
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
+/** The latest time a `Date` holds (ms since the epoch). */
+const MAX_TS = 8.64e15;
+
 /**
  * Decode and check a message delivered on `subject`. On success the routing field is
  * rewritten from the subject (the channel, recipient or role) and the other two are removed,
@@ -86,6 +89,10 @@ export function decodeMessage(
     return drop("echo", "the message is the receiver's own");
   }
   if (!Array.isArray(msg.parts)) return drop("malformed-json", "parts is not an array");
+  // A time no Date can hold broke every reader that shows it (red team 27: tail, cotal mcp).
+  if (!Number.isSafeInteger(msg.ts) || (msg.ts as number) < 0 || (msg.ts as number) > MAX_TS) {
+    return drop("malformed-json", "ts is not epoch milliseconds");
+  }
   const message = { ...msg, parts: msg.parts as Part[] } as unknown as CotalMessage;
   delete message.channel;
   delete message.to;
