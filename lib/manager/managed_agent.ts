@@ -180,8 +180,7 @@ export class ManagedAgent {
    * agent printed reaches the operator's terminal through a refusal.
    */
   lastLines(n = 5): string {
-    // deno-lint-ignore no-control-regex
-    const text = new TextDecoder().decode(this.backlog()).replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "");
+    const text = screenText(new TextDecoder().decode(this.backlog()));
     return text.split(/\r?\n/).map((l) => safeText(l.trim())).filter(Boolean).slice(-n).join(
       " | ",
     );
@@ -256,4 +255,24 @@ export class ManagedAgent {
       ...(this.reason ? { reason: this.reason } : {}),
     };
   }
+}
+
+/**
+ * What a terminal program's output reads as text: a cursor move forward (how full-screen
+ * programs often space words) as spaces, other control sequences (CSI with any parameters,
+ * OSC, DCS, charset and keypad escapes) and C0 controls but tab and newline dropped. Newcomer
+ * pass 9 saw a harness's last words run together, with its private-mode queries shown raw.
+ */
+export function screenText(s: string): string {
+  return s
+    // deno-lint-ignore no-control-regex
+    .replace(/\x1b\[(\d{0,3})C/g, (_m, n: string) => " ".repeat(Math.min(Number(n || 1), 8)))
+    // deno-lint-ignore no-control-regex
+    .replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, "")
+    // deno-lint-ignore no-control-regex
+    .replace(/\x1b[\]P_^X][\s\S]*?(?:\x07|\x1b\\)/g, "")
+    // deno-lint-ignore no-control-regex
+    .replace(/\x1b[()*+][\x20-\x7e]|\x1b[\x20-\x7e]/g, "")
+    // deno-lint-ignore no-control-regex
+    .replace(/[\x00-\x08\x0b-\x1f\x7f]/g, (c) => (c === "\r" ? "\r" : ""));
 }
