@@ -126,7 +126,10 @@ Deno.test("mesh - the watchdog heals a space added later, and never brings back 
     // It says what works now, what a space added later lacks until a restart, and how to give
     // it (newcomer pass 7 could not tell whether the restart was urgent).
     assert.match(add.stdout, /agents, messages, tasks and durable delivery work now/);
-    assert.match(add.stdout, /not yet: its live-member view.*\$SYS.*'cotal up --rotate-sys'/s);
+    assert.match(
+      add.stdout,
+      /not yet: its live-member view.*\$SYS.*'cotal down --keep-agents', then 'cotal up'/s,
+    );
     // Added after up: the watchdog restarts its daemons like the rest.
     await killAndAwaitNew(root, `delivery.${hex}`);
     await killAndAwaitNew(root, `supervise.${hex}`);

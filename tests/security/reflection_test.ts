@@ -177,6 +177,7 @@ Deno.test("security - 1,005 answers aimed at another pair's DM subject evict not
     // The operator's DM to Vict, stored before the flood.
     const dm = {
       id: "dm-before-flood",
+      ts: Date.now(),
       from: { id: "local.operator" },
       to: "local.vict",
       parts: [{ kind: "text", text: "keep me" }],
