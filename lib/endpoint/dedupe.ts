@@ -41,3 +41,14 @@ export class SeenIds {
     return this.#ids.has(id);
   }
 }
+
+/**
+ * The key a message is deduplicated on: its sender and its id. An id alone is the sender's to
+ * choose: a member who DMed an offline peer with a channel post's id had the post dropped as a
+ * copy of the DM (red team 28).
+ */
+export function seenKey(
+  m: { readonly id: string; readonly from: { readonly id: string } },
+): string {
+  return `${m.from.id} ${m.id}`;
+}

@@ -21,7 +21,7 @@ import { buildCard, checkOptions } from "./card.ts";
 import { ChannelSet } from "./channels.ts";
 import { Consumers } from "./consumers.ts";
 import { CredentialHolder, errorText, loadIdentity } from "./credentials.ts";
-import { SeenIds } from "./dedupe.ts";
+import { SeenIds, seenKey } from "./dedupe.ts";
 import { dial } from "./dial.ts";
 import { EndpointEvents } from "./emitter.ts";
 import {
@@ -327,7 +327,7 @@ export class CotalEndpoint extends EndpointEvents {
     const listening = () => this.listenerCount("message") > 0;
     // A copy that came again meanwhile (its durable copy, to a listener) is not repeated.
     const deliver = (ev: CotalMessageEvent) =>
-      this.#seen.check(ev.message.id) || this.dispatchEvent(ev);
+      this.#seen.check(seenKey(ev.message)) || this.dispatchEvent(ev);
     queueMicrotask(() => this.#held.releaseTo(listening, deliver));
   }
 
@@ -347,7 +347,7 @@ export class CotalEndpoint extends EndpointEvents {
     const body = encodeMessage(msg);
     assertFitsPayload(msg, this.maxPayload, body);
     // Our own copy never surfaces back (the echo rule), and a retry keeps the same id.
-    this.#seen.check(msg.id);
+    this.#seen.check(seenKey(msg));
     const js = () => this.#live().js;
     await publishEnvelope(js, subject, body, msg.id, (ms) => this.#reconnected.wait(ms));
     return msg;

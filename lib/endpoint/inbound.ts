@@ -16,7 +16,7 @@ import type { CotalMessage } from "../wire/envelope.ts";
 import { validateMessage } from "../wire/envelope.ts";
 import { isPrincipalOwnerToken, parsePrincipalId, type Principal } from "../wire/names.ts";
 import { decodeMessage, type DeliveryKind } from "../wire/receive.ts";
-import type { SeenIds } from "./dedupe.ts";
+import { type SeenIds, seenKey } from "./dedupe.ts";
 import { CotalMessageEvent, type Delivery, GapEvent, type MessageSource } from "./events.ts";
 import { GAP_MARKER_HEADER, parseGapMarker } from "../wire/gap_marker.ts";
 import { headersOf, UNDECODABLE } from "../nats/headers.ts";
@@ -74,7 +74,7 @@ export function surfaceCore(
     if (d.reason !== "echo") host.error(dropped(d.reason, d.detail, "channel"));
     return;
   }
-  if (host.seen.has(d.message.id)) return;
+  if (host.seen.has(seenKey(d.message))) return;
   const ev = new CotalMessageEvent(d.message, NOOP, {
     kind: d.kind,
     historical: source === "backfill",
@@ -87,7 +87,7 @@ export function surfaceCore(
     host.hold(ev, data.length);
     return;
   }
-  host.seen.check(d.message.id);
+  host.seen.check(seenKey(d.message));
   host.dispatch(ev);
 }
 
@@ -171,7 +171,7 @@ function settleAfterDispatch(
   // settled silently: the host has seen it. Unless the host settles copies itself once it has
   // kept them (cotal mcp, `dedupeDurable: false`): its live copy or its history of a post is in
   // RAM only, and this copy is what the broker keeps until it is read (fault pass 9).
-  if (host.dedupeDurable && host.seen.has(message.id)) {
+  if (host.dedupeDurable && host.seen.has(seenKey(message))) {
     m.ack();
     return;
   }
@@ -179,9 +179,9 @@ function settleAfterDispatch(
     m.nak(UNCLAIMED_NAK_MS);
     return;
   }
-  const again = host.seen.check(message.id);
+  const again = host.seen.check(seenKey(message));
   const delivery = consumerDelivery(m, () => {
-    if (!again) host.seen.forget(message.id);
+    if (!again) host.seen.forget(seenKey(message));
   });
   const ev = new CotalMessageEvent(message, delivery, {
     kind,

@@ -18,6 +18,7 @@
  *
  * @module
  */
+import { seenKey } from "../endpoint/dedupe.ts";
 import type { CotalMessage } from "../wire/envelope.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
@@ -108,7 +109,7 @@ export class InboxJournal {
         const e = JSON.parse(line) as InboxEntry;
         if (typeof e.n !== "number" || typeof e.message?.id !== "string") continue;
         this.#entries.push(e);
-        this.#remember(e.message.id);
+        this.#remember(seenKey(e.message));
         this.#next = Math.max(this.#next, e.n + 1);
       } catch {
         // A line cut short by a kill mid-write was never acked: the broker delivers its
@@ -138,8 +139,8 @@ export class InboxJournal {
     this.#next = Math.max(this.#next, this.#marks.cursor + 1);
   }
 
-  #remember(id: string): void {
-    this.#seen.add(id);
+  #remember(key: string): void {
+    this.#seen.add(key);
     if (this.#seen.size > SEEN_IDS) this.#seen.delete(this.#seen.values().next().value!);
   }
 
@@ -147,15 +148,16 @@ export class InboxJournal {
     return n <= this.#marks.cursor || this.#marks.extra.includes(n);
   }
 
-  /** Whether a message with this id is already in the inbox (read or not). */
-  has(id: string): boolean {
-    return this.#seen.has(id);
+  /** Whether this message (its sender and id) is already in the inbox (read or not). */
+  has(message: CotalMessage): boolean {
+    return this.#seen.has(seenKey(message));
   }
 
-  /** Whether the message with this id is in the inbox and read (or compacted away, all read). */
-  isRead(id: string): boolean {
-    if (!this.#seen.has(id)) return false;
-    const e = this.find(id);
+  /** Whether this message is in the inbox and read (or compacted away, all read). */
+  isRead(message: CotalMessage): boolean {
+    const key = seenKey(message);
+    if (!this.#seen.has(key)) return false;
+    const e = this.#entries.find((x) => seenKey(x.message) === key);
     return e === undefined || this.#isRead(e.n);
   }
 
@@ -169,7 +171,7 @@ export class InboxJournal {
    */
   append(kind: InboxKind, message: CotalMessage): Promise<boolean> {
     const run = this.#writing.then(async () => {
-      if (this.#seen.has(message.id)) return false;
+      if (this.#seen.has(seenKey(message))) return false;
       const entry: InboxEntry = { n: this.#next, at: Date.now(), kind, message };
       const line = new TextEncoder().encode(`${JSON.stringify(entry)}\n`);
       this.#inboxFile ??= await Deno.open(this.#file, { append: true, create: true, mode: 0o600 });
@@ -177,7 +179,7 @@ export class InboxJournal {
       this.#next++;
       this.#bytes += line.length;
       this.#entries.push(entry);
-      this.#remember(message.id);
+      this.#remember(seenKey(message));
       for (const w of this.#waiters) w();
       return true;
     });

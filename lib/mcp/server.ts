@@ -24,6 +24,8 @@ import { isCotalError } from "../errors.ts";
 import { startWaitingForBroker } from "../endpoint/wait_start.ts";
 import type { CotalEndpoint, CotalMessageEvent, Delivery } from "../endpoint/mod.ts";
 import type { InboxJournal, InboxKind } from "./journal.ts";
+import { seenKey } from "../endpoint/dedupe.ts";
+import type { CotalMessage } from "../wire/envelope.ts";
 import { checkArguments, type MeshTool, meshTools, toolErrorText } from "./tools.ts";
 import { spawnTools } from "./spawn_tools.ts";
 
@@ -76,15 +78,16 @@ export function collectInto(
   log: (l: string) => void,
 ): () => void {
   const unread = new Map<string, Delivery>();
-  const settle = (id: string, delivery: Delivery) => {
-    if (inbox.isRead(id)) delivery.ack().catch(() => {});
-    else unread.set(id, delivery);
+  const settle = (message: CotalMessage, delivery: Delivery) => {
+    if (inbox.isRead(message)) delivery.ack().catch(() => {});
+    else unread.set(seenKey(message), delivery);
   };
   inbox.onRead = (entries) => {
     for (const e of entries) {
-      const d = unread.get(e.message.id);
+      const key = seenKey(e.message);
+      const d = unread.get(key);
       if (!d) continue;
-      unread.delete(e.message.id);
+      unread.delete(key);
       d.ack().catch(() => {});
     }
   };
@@ -97,7 +100,7 @@ export function collectInto(
     if (held) ev.preventDefault();
     inbox.append(kindOf(ev), ev.message).then(
       () => {
-        if (held) settle(ev.message.id, ev.delivery);
+        if (held) settle(ev.message, ev.delivery);
       },
       (err) => {
         log(`cotal mcp: could not keep a message in the inbox (${(err as Error).message})`);

@@ -144,7 +144,26 @@ export function toolMessage(m: CotalMessage, kind?: ToolMessage["kind"]): ToolMe
 }
 
 function fromEntries(entries: readonly InboxEntry[]): ToolMessage[] {
-  return entries.map((e) => toolMessage(e.message, e.kind));
+  return entries.map(shownEntry);
+}
+
+/**
+ * An inbox entry as the model reads it; one that cannot be rendered (an inbox written before
+ * receipt checked every part) is shown as such, so it never holds back the others or stays at
+ * the head of the inbox for good (red team 28).
+ */
+function shownEntry(e: InboxEntry): ToolMessage {
+  try {
+    return toolMessage(e.message, e.kind);
+  } catch {
+    return {
+      id: String(e.message?.id),
+      kind: e.kind,
+      from: String(e.message?.from?.id),
+      text: "[a message that could not be shown]",
+      at: new Date(e.at).toISOString(),
+    };
+  }
 }
 
 /** Hands out up to `max` unread messages (read on disk at the client's next request). */
@@ -235,8 +254,9 @@ function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
         for (;;) {
           const reply = inbox.unread().find((e) => e.message.replyTo === m.id);
           if (reply) {
+            const shown = shownEntry(reply);
             inbox.handOut([reply]);
-            return { id: m.id, reply: toolMessage(reply.message, reply.kind) };
+            return { id: m.id, reply: shown };
           }
           const left = deadline - Date.now();
           if (left <= 0) return { id: m.id, reply: null, timedOut: true };

@@ -198,7 +198,8 @@ export function validateMessage(msg: CotalMessage): void {
   msg.parts.forEach((part, i) => validatePart(part, `parts[${i}]`));
 }
 
-function validatePart(part: Part, path: string): void {
+/** Refuses a part a reader could not show: each kind with the fields it needs, typed. */
+export function validatePart(part: Part, path: string): void {
   if (typeof part !== "object" || part === null || typeof part.kind !== "string") {
     throw invalid(`has a part without a kind at ${path}`, "give every part a string kind");
   }

@@ -8,7 +8,7 @@
 import type { MsgHdrs } from "nats";
 import { UNDECODABLE } from "../nats/headers.ts";
 import { isBrokerAnswer } from "./broker_answer.ts";
-import type { CotalMessage, EndpointRef, Part } from "./envelope.ts";
+import { type CotalMessage, type EndpointRef, type Part, validatePart } from "./envelope.ts";
 import { isPrincipalOwnerToken, type Principal } from "./names.ts";
 import { type ParsedSubject, parseSubject } from "./subjects.ts";
 
@@ -89,6 +89,12 @@ export function decodeMessage(
     return drop("echo", "the message is the receiver's own");
   }
   if (!Array.isArray(msg.parts)) return drop("malformed-json", "parts is not an array");
+  // A part no reader can show broke them all, and a model's inbox for good (red team 28).
+  try {
+    msg.parts.forEach((p, i) => validatePart(p as Part, `parts[${i}]`));
+  } catch {
+    return drop("malformed-json", "a part is not one a reader can show");
+  }
   // A time no Date can hold broke every reader that shows it (red team 27: tail, cotal mcp).
   if (!Number.isSafeInteger(msg.ts) || (msg.ts as number) < 0 || (msg.ts as number) > MAX_TS) {
     return drop("malformed-json", "ts is not epoch milliseconds");
