@@ -258,12 +258,16 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     // Its daemons died with it (parent-death signal): said as such, with the way back.
     // All of them: a daemon's parent-death signal is a SIGTERM, and its graceful stop against a
     // broker that died too takes a few seconds; an up in the meantime found it still running.
+    let last = "";
     await waitFor(async () => {
       const st = await cotal(["status", "--root", root]);
+      last = st.stdout;
       return st.code === 1 && /nats-server +not running \(pid \d+ is gone\)/.test(st.stdout) &&
         /restart what is not running: .* up --root /.test(st.stdout) &&
         !/^\S+ +running \(pid /m.test(st.stdout);
-    }, { what: "status naming what died", timeoutMs: 30_000 });
+    }, { what: "status naming what died", timeoutMs: 30_000 }).catch((err) => {
+      throw new Error(`${err.message}; the last status:\n${last}`);
+    });
     const taken = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
     assert.equal(taken.code, 0, taken.stderr);
     const status = await cotal(["status", "--root", root]);
