@@ -197,14 +197,17 @@ export async function runDelivery(
       keeper.stop();
       ctx.setaside?.stop();
       cred.stop();
-      await serving.disarm();
-      if (release) await held.release().catch(() => false);
+      // Each step against the broker has a deadline: with the broker gone too (a stack killed
+      // at once), a drain waited for a reconnect that never came, and the daemon never ended.
+      await bounded(serving.disarm());
+      if (release) await bounded(held.release().catch(() => false));
       else held.stopWatch();
       lock?.close();
-      await feed?.stop().catch(() => {});
+      await bounded(feed?.stop().catch(() => {}));
       ctx.gate.close();
       for (const m of [ctx.members, ctx.channels, ctx.acl]) m.stop();
-      await nc.drain().catch(() => nc.close().catch(() => {}));
+      await bounded(nc.drain().catch(() => {}));
+      await nc.close().catch(() => {});
       if (exit.code !== 0) log.error(exit.reason);
       else log.info(exit.reason);
       closed.resolve(exit);
@@ -384,4 +387,17 @@ function servingFor(
       throw new CotalError(RELOAD_REFUSED[outcome.kind], outcome.error);
     },
   });
+}
+
+/** How long one shutdown step may wait on the broker before the daemon goes on without it. */
+export const SHUTDOWN_STEP_MS = 5_000;
+
+/** Resolves once `p` settles, or after {@linkcode SHUTDOWN_STEP_MS}, whichever is first. */
+function bounded(p: Promise<unknown> | undefined): Promise<void> {
+  if (!p) return Promise.resolve();
+  let t: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    p.then(() => {}, () => {}),
+    new Promise<void>((r) => t = setTimeout(r, SHUTDOWN_STEP_MS)),
+  ]).finally(() => clearTimeout(t));
 }

@@ -257,7 +257,8 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     await fg.status;
     // Its daemons died with it (parent-death signal): said as such, with the way back.
     // All of them: a daemon's parent-death signal is a SIGTERM, and its graceful stop against a
-    // broker that died too takes a few seconds; an up in the meantime found it still running.
+    // broker that died too takes a few seconds (each step against the broker is bounded: 5 s
+    // in delivery's shutdown); an up in the meantime found it still running.
     let last = "";
     await waitFor(async () => {
       const st = await cotal(["status", "--root", root]);
@@ -265,8 +266,14 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
       return st.code === 1 && /nats-server +not running \(pid \d+ is gone\)/.test(st.stdout) &&
         /restart what is not running: .* up --root /.test(st.stdout) &&
         !/^\S+ +running \(pid /m.test(st.stdout);
-    }, { what: "status naming what died", timeoutMs: 30_000 }).catch((err) => {
-      throw new Error(`${err.message}; the last status:\n${last}`);
+    }, { what: "status naming what died", timeoutMs: 60_000 }).catch(async (err) => {
+      const logs = await Array.fromAsync(Deno.readDir(`${root}/logs`)).catch(() => []);
+      let tails = "";
+      for (const e of logs) {
+        const text = await Deno.readTextFile(`${root}/logs/${e.name}`).catch(() => "");
+        tails += `\n--- ${e.name}\n${text.trim().split("\n").slice(-8).join("\n")}`;
+      }
+      throw new Error(`${err.message}; the last status:\n${last}\nlogs:${tails}`);
     });
     const taken = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
     assert.equal(taken.code, 0, taken.stderr);
