@@ -10,10 +10,11 @@ import { expectRefused } from "../_harness/refused.ts";
 
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
 
-async function cotal(args: string[], cwd?: string) {
+async function cotal(args: string[], cwd?: string, env?: Record<string, string>) {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", COTAL, ...args],
     cwd,
+    env,
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -215,8 +216,11 @@ Deno.test("mesh - a foreground up over a detached stack attaches, and Ctrl-C lea
 Deno.test("mesh - up over a stack another foreground up runs and heals is refused, naming it; once that up is gone, up --detach takes over", async () => {
   const root = await tempDir("cotal-root-");
   const port = freePort();
+  // A machine registry of its own: the suite's other meshes come and go in the shared one.
+  const env = { COTAL_HOME: await tempDir("cotal-home-") };
   const fg = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", COTAL, "up", "--root", root, "--port", `${port}`],
+    env,
     stdout: "piped",
     stderr: "piped",
   }).spawn();
@@ -232,7 +236,7 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     });
     // Newcomer pass 5: this started a second watchdog, and both restarted the same daemons.
     for (const args of [["up", "--detach"], ["up"]]) {
-      const r = await cotal([...args, "--root", root, "--port", `${port}`]);
+      const r = await cotal([...args, "--root", root, "--port", `${port}`], undefined, env);
       assert.equal(r.code, 1, `${args.join(" ")}: ${r.stdout}`);
       assert.match(
         r.stderr,
@@ -242,7 +246,11 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     // From another root (an up run from another directory), the port is named as this mesh's.
     const other = await tempDir("cotal-root-");
     try {
-      const r = await cotal(["up", "--detach", "--root", other, "--port", `${port}`]);
+      const r = await cotal(
+        ["up", "--detach", "--root", other, "--port", `${port}`],
+        undefined,
+        env,
+      );
       assert.equal(r.code, 1);
       assert.ok(
         r.stderr.includes(`is already in use by the Cotal mesh under ${root}; to use it`),
@@ -261,7 +269,7 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     // in delivery's shutdown); an up in the meantime found it still running.
     let last = "";
     await waitFor(async () => {
-      const st = await cotal(["status", "--root", root]);
+      const st = await cotal(["status", "--root", root], undefined, env);
       last = st.stdout;
       return st.code === 1 && /nats-server +not running \(pid \d+ is gone\)/.test(st.stdout) &&
         /restart what is not running: .* up --root /.test(st.stdout) &&
@@ -275,9 +283,13 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
       }
       throw new Error(`${err.message}; the last status:\n${last}\nlogs:${tails}`);
     });
-    const taken = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
+    const taken = await cotal(
+      ["up", "--detach", "--root", root, "--port", `${port}`],
+      undefined,
+      env,
+    );
     assert.equal(taken.code, 0, taken.stderr);
-    const status = await cotal(["status", "--root", root]);
+    const status = await cotal(["status", "--root", root], undefined, env);
     assert.equal(status.code, 0, status.stdout);
     // Which root it found and the broker a client dials (newcomer pass 5).
     assert.ok(status.stdout.startsWith(`root:    ${root}\nbroker:  nats://127.0.0.1:${port}\n`));
@@ -285,17 +297,25 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     await waitFor(
       async () =>
         /^\d{4}-\d\d-\d\dT\S+ cotal-delivery: info: delivery daemon up/m.test(
-          (await cotal(["logs", "delivery.default", "--root", root, "--lines", "20"])).stdout,
+          (await cotal(
+            ["logs", "delivery.default", "--root", root, "--lines", "20"],
+            undefined,
+            env,
+          )).stdout,
         ),
       { what: "the delivery daemon's log through cotal logs", timeoutMs: 20_000 },
     );
     // --json, as the other read commands (newcomer pass 8): the lines exact.
-    const asJson = await cotal(["logs", "delivery.default", "--root", root, "--json"]);
+    const asJson = await cotal(
+      ["logs", "delivery.default", "--root", root, "--json"],
+      undefined,
+      env,
+    );
     assert.equal(asJson.code, 0, asJson.stderr);
     const j = JSON.parse(asJson.stdout);
     assert.equal(j.component, "delivery.default");
     assert.ok(j.lines.some((l: string) => /delivery daemon up/.test(l)), asJson.stdout);
-    const unknown = await cotal(["logs", "delivery.nope", "--root", root]);
+    const unknown = await cotal(["logs", "delivery.nope", "--root", root], undefined, env);
     assert.equal(unknown.code, 1);
     assert.match(
       unknown.stderr,
@@ -306,7 +326,7 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     await fg.status;
     await reading;
     await fg.stderr.cancel().catch(() => {});
-    await cotal(["down", "--root", root]);
+    await cotal(["down", "--root", root], undefined, env);
     await removeTempDir(root);
   }
 });
