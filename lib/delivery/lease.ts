@@ -16,13 +16,13 @@
  * @module
  */
 
-import type { KV, KvEntry, NatsConnection } from "nats";
+import type { KV, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import type { HolderLock } from "../workspace/holder_lock.ts";
-import { jsonBytes } from "../wire/kv.ts";
 import { UNDECODABLE } from "../nats/headers.ts";
 import { kvStreamName } from "../wire/resources.ts";
 import { followStream, type StreamFollow } from "../wire/stream_follow.ts";
+import { acquireKvLease, KvLease, type KvLeaseView } from "../wire/kv_lease.ts";
 import { LEASE_KEY } from "./constants.ts";
 
 /** The lease row. */
@@ -40,33 +40,13 @@ export interface LeaseInfo {
 }
 
 /** What a read of the key found, relative to this daemon. */
-export type LeaseView =
-  | { state: "held"; revision: number; info: LeaseInfo }
-  | { state: "taken"; revision: number; info: LeaseInfo }
-  | { state: "vacant"; revision: number }
-  | { state: "gone" }
-  | { state: "unknown"; error: string };
+export type LeaseView = KvLeaseView<LeaseInfo>;
 
-/** The row's lease, "vacant" for a row that is no lease row, undefined when there is none. */
-function decodeLease(
-  e: Pick<KvEntry, "operation" | "value"> | null,
-): LeaseInfo | "vacant" | undefined {
-  if (!e || e.operation !== "PUT") return undefined;
-  try {
-    const v = JSON.parse(new TextDecoder().decode(e.value));
-    if (
-      typeof v?.holder === "string" && v.holder !== "" && typeof v.incarnation === "string" &&
-      v.incarnation !== "" && Number.isFinite(v.since) && typeof v.ready === "boolean"
-    ) return v as LeaseInfo;
-  } catch {
-    // Not JSON: no holder wrote it.
-  }
-  return "vacant";
-}
-
-function isWrongSeq(err: unknown): boolean {
-  const code = (err as { api_error?: { err_code?: number } })?.api_error?.err_code;
-  return code === 10071 || /wrong last sequence|key exists/i.test(String((err as Error)?.message));
+function isLeaseInfo(v: unknown): v is LeaseInfo {
+  const r = v as Partial<LeaseInfo> | null;
+  return typeof r?.holder === "string" && r.holder !== "" &&
+    typeof r.incarnation === "string" && r.incarnation !== "" && Number.isFinite(r.since) &&
+    typeof r.ready === "boolean";
 }
 
 function isPermission(err: unknown): boolean {
@@ -79,9 +59,7 @@ export class DeliveryLease {
   readonly incarnation: string;
   readonly bucket: string;
   #nc: NatsConnection;
-  #kv: KV;
-  #revision?: number;
-  #info?: LeaseInfo;
+  #lease: KvLease<LeaseInfo>;
   #watch?: StreamFollow;
   #lockId?: string;
 
@@ -94,7 +72,8 @@ export class DeliveryLease {
     lockId?: string,
   ) {
     this.#nc = nc;
-    this.#kv = kv;
+    // Ownership is holder and incarnation (see the module doc).
+    this.#lease = new KvLease(kv, LEASE_KEY, incarnation, isLeaseInfo, (r) => r.holder === holder);
     this.bucket = bucket;
     this.holder = holder;
     this.incarnation = incarnation;
@@ -126,10 +105,11 @@ export class DeliveryLease {
 
   /** The revision of the row this daemon last wrote, when it holds the lease. */
   get revision(): number | undefined {
-    return this.#revision;
+    return this.#lease.revision;
   }
 
-  #fresh(): LeaseInfo {
+  /** The row as this daemon writes it on an acquire or a take-over. */
+  fresh(): LeaseInfo {
     return {
       holder: this.holder,
       incarnation: this.incarnation,
@@ -144,79 +124,49 @@ export class DeliveryLease {
    * (compare-and-set). Resolves false when the row changed meanwhile. A holder writing its own
    * row back over a vacant one keeps its `since` and `ready`.
    */
-  async takeOver(revision: number): Promise<boolean> {
-    const info = this.#info ?? this.#fresh();
-    try {
-      this.#revision = await this.#kv.update(LEASE_KEY, jsonBytes(info), revision);
-      this.#info = info;
-      return true;
-    } catch (err) {
-      if (isWrongSeq(err)) return false;
-      throw err;
-    }
+  takeOver(revision: number): Promise<boolean> {
+    return this.#lease.takeOver(revision, this.#lease.info ?? this.fresh());
   }
 
   /** Create-only acquire. Resolves false when a row already exists; throws on a denial. */
   async acquire(): Promise<boolean> {
-    const info = this.#fresh();
     try {
-      this.#revision = await this.#kv.create(LEASE_KEY, jsonBytes(info));
-      this.#info = info;
-      return true;
+      return await this.#lease.create(this.fresh());
     } catch (err) {
-      if (isWrongSeq(err)) return false;
-      if (isPermission(err)) {
-        throw new CotalError(
-          "lease_denied",
-          `The broker refused the write of ${LEASE_KEY} in ${this.bucket}; use a credential ` +
-            `holding the delivery profile.`,
-          { cause: err },
-        );
-      }
-      throw new CotalError(
-        "lease_failed",
-        `Could not acquire ${LEASE_KEY} in ${this.bucket} (${(err as Error)?.message ?? err}).`,
-        { cause: err },
-      );
+      throw this.#createError(err);
     }
   }
 
-  /** Re-reads the key and classifies it. */
-  async read(): Promise<LeaseView> {
-    let e: KvEntry | null;
-    try {
-      e = await this.#kv.get(LEASE_KEY);
-    } catch (err) {
-      return { state: "unknown", error: String((err as Error)?.message ?? err) };
+  #createError(err: unknown): CotalError {
+    if (isPermission(err)) {
+      return new CotalError(
+        "lease_denied",
+        `The broker refused the write of ${LEASE_KEY} in ${this.bucket}; use a credential ` +
+          `holding the delivery profile.`,
+        { cause: err },
+      );
     }
-    const info = decodeLease(e);
-    if (!info || !e) return { state: "gone" };
-    if (info === "vacant") return { state: "vacant", revision: e.revision };
-    const mine = info.holder === this.holder && info.incarnation === this.incarnation;
-    return { state: mine ? "held" : "taken", revision: e.revision, info };
+    return new CotalError(
+      "lease_failed",
+      `Could not acquire ${LEASE_KEY} in ${this.bucket} (${(err as Error)?.message ?? err}).`,
+      { cause: err },
+    );
+  }
+
+  /** Re-reads the key and classifies it. */
+  read(): Promise<LeaseView> {
+    return this.#lease.read();
   }
 
   /** Adopt the broker's revision after a read proved the row is ours. */
   adopt(view: LeaseView & { state: "held" }): void {
-    this.#revision = view.revision;
-    this.#info = view.info;
+    this.#lease.adopt(view);
   }
 
   /** CAS update of the row (renew, or flip `ready`). Resolves false when it is not ours any more. */
-  async write(patch: Partial<Pick<LeaseInfo, "ready">> = {}): Promise<boolean> {
-    if (this.#revision === undefined || !this.#info) return false;
-    const info: LeaseInfo = { ...this.#info, ...patch };
-    try {
-      this.#revision = await this.#kv.update(LEASE_KEY, jsonBytes(info), this.#revision);
-      this.#info = info;
-      return true;
-    } catch (err) {
-      if (isWrongSeq(err)) {
-        this.#revision = undefined;
-        return false;
-      }
-      throw err;
-    }
+  write(patch: Partial<Pick<LeaseInfo, "ready">> = {}): Promise<boolean> {
+    const info = this.#lease.info;
+    return this.#lease.write(info && { ...info, ...patch });
   }
 
   /**
@@ -231,17 +181,14 @@ export class DeliveryLease {
       filter: `$KV.${this.bucket}.${LEASE_KEY}`,
       from: "new",
       onMessage: (m) => {
-        if (m.seq === this.#revision) return;
+        if (m.seq === this.#lease.revision) return;
         const h = m.headers;
         const op = h === UNDECODABLE ? undefined : h?.get("KV-Operation");
-        const info = decodeLease({
+        const info = this.#lease.rowOf({
           operation: op === "DEL" || op === "PURGE" ? op : "PUT",
           value: m.data,
         });
-        if (
-          info && info !== "vacant" && info.holder === this.holder &&
-          info.incarnation === this.incarnation
-        ) return;
+        if (info && info !== "vacant" && this.#lease.isMine(info)) return;
         onForeign();
       },
       // A change may have been stored while the consumer was being recreated: look again.
@@ -253,22 +200,42 @@ export class DeliveryLease {
    * Releases the row only when it is provably ours: re-read, then a delete at that revision.
    * Best effort: the bucket TTL is the crash-safe release.
    */
-  async release(): Promise<boolean> {
+  release(): Promise<boolean> {
     this.#watch?.stop();
-    const view = await this.read();
-    if (view.state !== "held") return false;
-    try {
-      await this.#kv.delete(LEASE_KEY, { previousSeq: view.revision });
-      this.#revision = undefined;
-      return true;
-    } catch {
-      return false;
-    }
+    return this.#lease.release();
   }
 
   /** Stops the watch without touching the row (a lost lease is never released). */
   stopWatch(): void {
     this.#watch?.stop();
+  }
+
+  /**
+   * Takes the lease: at once when it is free or its holder is proven dead on this machine; else
+   * waits up to `waitMs` for a live holder's row to go, then refuses with `lease_held`.
+   */
+  takeLease(opts: AcquireLeaseOptions): Promise<void> {
+    return acquireKvLease(this.#lease, {
+      fresh: () => this.fresh(),
+      waitMs: opts.waitMs,
+      pollMs: 1000,
+      lock: opts.lock,
+      createFailed: (err) => Promise.reject(this.#createError(err)),
+      tookOver: (from) =>
+        opts.log.info(
+          `took the lease over from ${from.holder}, whose process on this machine is gone`,
+        ),
+      refuse: (view) => {
+        const who = view.state === "taken"
+          ? ` (held by ${view.info.holder} since ${new Date(view.info.since).toISOString()})`
+          : "";
+        return new CotalError(
+          "lease_held",
+          `Another delivery daemon serves space ${JSON.stringify(opts.space)}${who}; stop it, ` +
+            `or wait for its lease to age out (30 s after it stopped renewing).`,
+        );
+      },
+    });
   }
 }
 
@@ -286,38 +253,6 @@ export interface AcquireLeaseOptions {
  * Takes the lease: at once when it is free or its holder is proven dead on this machine; else
  * waits up to `waitMs` for a live holder's row to go, then refuses with `lease_held`.
  */
-export async function acquireLease(lease: DeliveryLease, opts: AcquireLeaseOptions): Promise<void> {
-  const deadline = Date.now() + opts.waitMs;
-  for (;;) {
-    if (await lease.acquire()) return;
-    const view = await lease.read();
-    if (view.state === "gone") continue;
-    if (view.state === "vacant") {
-      if (await lease.takeOver(view.revision)) return;
-      continue;
-    }
-    if (
-      view.state === "taken" && opts.lock && await opts.lock.tryTake() &&
-      opts.lock.provesDead(view.info.lock)
-    ) {
-      if (await lease.takeOver(view.revision)) {
-        opts.log.info(
-          `took the lease over from ${view.info.holder}, whose process on this machine is gone`,
-        );
-        return;
-      }
-      continue;
-    }
-    if (Date.now() >= deadline) {
-      const who = view.state === "taken"
-        ? ` (held by ${view.info.holder} since ${new Date(view.info.since).toISOString()})`
-        : "";
-      throw new CotalError(
-        "lease_held",
-        `Another delivery daemon serves space ${JSON.stringify(opts.space)}${who}; stop it, or ` +
-          `wait for its lease to age out (30 s after it stopped renewing).`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 1000));
-  }
+export function acquireLease(lease: DeliveryLease, opts: AcquireLeaseOptions): Promise<void> {
+  return lease.takeLease(opts);
 }

@@ -6,10 +6,11 @@
  *
  * @module
  */
-import type { KV, NatsConnection } from "nats";
+import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import type { HolderLock } from "../workspace/holder_lock.ts";
-import { bindKv, isStoreFull, jsonBytes, purgeJunkRows } from "../wire/kv.ts";
+import { bindKv, isStoreFull, purgeJunkRows } from "../wire/kv.ts";
+import { acquireKvLease, KvLease } from "../wire/kv_lease.ts";
 import { bucketNames } from "../wire/resources.ts";
 
 /** The bucket's TTL (reference: `MANAGER_LEASE_TTL_MS`); a lease not renewed lapses after it. */
@@ -31,43 +32,24 @@ export interface ManagerLeaseInfo {
   readonly lock?: string;
 }
 
-function isWrongSeq(err: unknown): boolean {
-  const code = (err as { api_error?: { err_code?: number } })?.api_error?.err_code;
-  return code === 10071 || /wrong last sequence|key exists/i.test(String((err as Error)?.message));
-}
-
-function decode(value: Uint8Array): Partial<ManagerLeaseInfo> {
-  try {
-    return JSON.parse(new TextDecoder().decode(value));
-  } catch {
-    return {};
-  }
-}
-
-/**
- * True when a row is a manager's lease row. Anything else (a broker answer a member aimed at
- * the key: the broker checks no reply subject) is nobody's, and is written over.
- */
-function isLeaseRow(value: Uint8Array): boolean {
-  const v = decode(value);
-  return typeof v.instanceId === "string" && typeof v.incarnation === "string" &&
-    Number.isInteger(v.pid) && typeof v.since === "number";
+function isLeaseRow(v: unknown): v is ManagerLeaseInfo {
+  const r = v as Partial<ManagerLeaseInfo> | null;
+  return typeof r?.instanceId === "string" && typeof r.incarnation === "string" &&
+    Number.isInteger(r.pid) && typeof r.since === "number";
 }
 
 /** A held lease. */
 export class ManagerLease {
   readonly key: string;
-  readonly #kv: KV;
+  readonly #lease: KvLease<ManagerLeaseInfo>;
   readonly #info: ManagerLeaseInfo;
-  #revision: number;
   #timer?: ReturnType<typeof setInterval>;
   #lost?: (why: string) => void;
 
-  private constructor(kv: KV, key: string, info: ManagerLeaseInfo, revision: number) {
-    this.#kv = kv;
-    this.key = key;
+  private constructor(lease: KvLease<ManagerLeaseInfo>, info: ManagerLeaseInfo) {
+    this.#lease = lease;
+    this.key = lease.key;
     this.#info = info;
-    this.#revision = revision;
   }
 
   /**
@@ -82,73 +64,43 @@ export class ManagerLease {
     opts: { waitMs?: number; lock?: HolderLock; log?: (line: string) => void } = {},
   ): Promise<ManagerLease> {
     const bucket = bucketNames(space).manager;
-    const kv = await bindKv(nc, bucket);
     const key = `lease.${info.instanceId}`;
-    const deadline = Date.now() + (opts.waitMs ?? 0);
+    const lease = new KvLease(await bindKv(nc, bucket), key, info.incarnation, isLeaseRow);
     let cleared = false;
-    while (true) {
-      try {
-        const rev = await kv.create(key, jsonBytes(info));
-        return new ManagerLease(kv, key, info, rev);
-      } catch (err) {
+    await acquireKvLease(lease, {
+      fresh: () => info,
+      waitMs: opts.waitMs ?? 0,
+      pollMs: 500,
+      lock: opts.lock,
+      createFailed: async (err) => {
         if (isStoreFull(err) && !cleared) {
           // Filled with answers a member aimed at made-up lease keys: those go, then once more.
           cleared = true;
-          const n = await purgeJunkRows(nc, bucket, "lease.*", (_k, v) => isLeaseRow(v))
+          const n = await purgeJunkRows(nc, bucket, "lease.*", (_k, v) => isLeaseValue(v))
             .catch(() => 0);
           opts.log?.(`manager: the lease bucket was full; removed ${n} rows no manager wrote`);
-          continue;
+          return true;
         }
-        if (!isWrongSeq(err)) {
-          throw new CotalError(
-            "manager_lease_failed",
-            `Could not write the manager lease ${key} in ${bucket} (${
-              (err as Error).message
-            }); check the space is provisioned and the supervisor cred is current.`,
-          );
-        }
-      }
-      const row = await kv.get(key).catch(() => null);
-      if (row && row.operation === "PUT" && !isLeaseRow(row.value)) {
-        try {
-          return new ManagerLease(
-            kv,
-            key,
-            info,
-            await kv.update(key, jsonBytes(info), row.revision),
-          );
-        } catch (err) {
-          if (!isWrongSeq(err)) throw err;
-        }
-        continue;
-      }
-      if (opts.lock && row && row.operation === "PUT" && await opts.lock.tryTake()) {
-        const held = decode(row.value);
-        if (opts.lock.provesDead(held.lock)) {
-          try {
-            const rev = await kv.update(key, jsonBytes(info), row.revision);
-            opts.log?.(
-              `manager: took the lease over from pid ${held.pid ?? "?"}, which is gone`,
-            );
-            return new ManagerLease(kv, key, info, rev);
-          } catch (err) {
-            if (!isWrongSeq(err)) throw err;
-          }
-          continue;
-        }
-      }
-      if (Date.now() >= deadline) {
-        const e = await kv.get(key).catch(() => null);
-        const holder = e ? decode(e.value) : {};
         throw new CotalError(
+          "manager_lease_failed",
+          `Could not write the manager lease ${key} in ${bucket} (${
+            (err as Error).message
+          }); check the space is provisioned and the supervisor cred is current.`,
+        );
+      },
+      tookOver: (held) =>
+        opts.log?.(`manager: took the lease over from pid ${held.pid ?? "?"}, which is gone`),
+      refuse: (view) => {
+        const holder: Partial<ManagerLeaseInfo> = view.state === "taken" ? view.info : {};
+        return new CotalError(
           "manager_lease_held",
           `Another manager holds ${key} for space '${space}' (pid ${holder.pid ?? "?"}, root ${
             holder.root ?? "?"
           }); stop it first, or wait ${MANAGER_LEASE_TTL_MS / 1000} s if it crashed.`,
         );
-      }
-      await new Promise((r) => setTimeout(r, 500));
-    }
+      },
+    });
+    return new ManagerLease(lease, info);
   }
 
   /** Renews on a timer; `lost` is told once if the row changed hands or vanished. */
@@ -159,43 +111,40 @@ export class ManagerLease {
 
   async #renew(): Promise<void> {
     try {
-      this.#revision = await this.#kv.update(this.key, jsonBytes(this.#info), this.#revision);
-    } catch (err) {
-      if (isWrongSeq(err)) {
-        // A row no manager wrote is ours to write back; another manager's row is a loss.
-        const row = await this.#kv.get(this.key).catch(() => null);
-        if (!row || row.operation !== "PUT") {
-          // Gone: it lapsed while the broker was away (or a restarted broker lost the memory
-          // bucket). Nobody took it: taken again, create-only. Fault pass 8 saw a supervisor
-          // stop renewing for good after a 12 s broker outage.
-          try {
-            this.#revision = await this.#kv.create(this.key, jsonBytes(this.#info));
-            return;
-          } catch (again) {
-            if (!isWrongSeq(again)) return; // Transient: the next tick looks again.
-          }
-        } else if (decode(row.value).incarnation === this.#info.incarnation) {
-          // Our own write, whose answer was lost in a reconnect: its revision is ours.
-          this.#revision = row.revision;
-          return;
-        } else if (!isLeaseRow(row.value)) {
-          try {
-            this.#revision = await this.#kv.update(this.key, jsonBytes(this.#info), row.revision);
-            return;
-          } catch {
-            return; // Raced: the next tick looks again.
-          }
-        }
-        clearInterval(this.#timer);
-        this.#lost?.(`the lease ${this.key} changed hands`);
-      }
-      // A transient failure (broker restart) is retried on the next tick; the TTL is 3x longer.
+      if (await this.#lease.write(this.#info)) return;
+    } catch {
+      return; // A transient failure (broker restart): the next tick looks again; the TTL is 3x.
+    }
+    // Not at our revision: a row no manager wrote is ours to write back; another manager's row
+    // is a loss.
+    const view = await this.#lease.read();
+    if (view.state === "gone") {
+      // It lapsed while the broker was away (or a restarted broker lost the memory bucket).
+      // Nobody took it: taken again, create-only. Fault pass 8 saw a supervisor stop renewing
+      // for good after a 12 s broker outage. A failure is looked at again on the next tick.
+      await this.#lease.create(this.#info).catch(() => false);
+    } else if (view.state === "held") {
+      // Our own write, whose answer was lost in a reconnect: its revision is ours.
+      this.#lease.adopt(view);
+    } else if (view.state === "vacant") {
+      await this.#lease.takeOver(view.revision, this.#info).catch(() => false);
+    } else if (view.state === "taken") {
+      clearInterval(this.#timer);
+      this.#lost?.(`the lease ${this.key} changed hands`);
     }
   }
 
   /** Stops renewing and deletes the row if it is still ours. */
   async release(): Promise<void> {
     clearInterval(this.#timer);
-    await this.#kv.delete(this.key, { previousSeq: this.#revision }).catch(() => {});
+    await this.#lease.release().catch(() => false);
+  }
+}
+
+function isLeaseValue(value: Uint8Array): boolean {
+  try {
+    return isLeaseRow(JSON.parse(new TextDecoder().decode(value)));
+  } catch {
+    return false;
   }
 }
