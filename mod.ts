@@ -260,8 +260,8 @@ export {
   serializeBrokerAuth,
   serializeSpaceAccountAuth,
 } from "./lib/trust/mod.ts";
-export { authServicePaths, findCotalRoot, userAuthStateDir } from "./lib/auth/service_files.ts";
-export type { AuthServicePaths } from "./lib/auth/service_files.ts";
+export { authServicePaths, findCotalRoot, userAuthStateDir } from "./lib/auth/mod.ts";
+export type { AuthServicePaths } from "./lib/auth/mod.ts";
 export { registry } from "./lib/registry.ts";
 export type {
   AuthProvider,
@@ -280,9 +280,9 @@ export type {
 export type { ParsedArgs } from "./lib/cli/mod.ts";
 
 // Types the contract's signatures name (so an embedder can spell them too)
-export type { CalloutConnection, CalloutMsg } from "./lib/auth/callout.ts";
-export type { IdpPin } from "./lib/auth/idp_pin.ts";
-export type { ActorGrant, ActorLedger } from "./lib/auth/ledger.ts";
+export type { CalloutConnection, CalloutMsg } from "./lib/auth/mod.ts";
+export type { IdpPin } from "./lib/auth/mod.ts";
+export type { ActorGrant, ActorLedger } from "./lib/auth/mod.ts";
 export type {
   FlagSpec,
   FlagsSpec,
@@ -291,29 +291,29 @@ export type {
   PositionalSpec,
   ValueOf,
 } from "./lib/command_types.ts";
-export type { DeliveryCounters, DeliveryLogger } from "./lib/delivery/context.ts";
-export type { FeedStatus } from "./lib/delivery/membership_feed.ts";
-export type { AnyListener, EndpointEvents } from "./lib/endpoint/emitter.ts";
-export type { AgentSkill, CardKind } from "./lib/endpoint/types.ts";
-export type { JsonObject } from "./lib/manager/control_rail.ts";
-export type { AgentRow, AgentStatus } from "./lib/manager/managed_agent.ts";
-export type { BringBackReport, ManagerStatus } from "./lib/manager/manager_types.ts";
-export type { DespawnResult } from "./lib/manager/fleet.ts";
-export type { SandboxFacts } from "./lib/manager/sandbox/agent_sandbox.ts";
-export type { AgentIdRange } from "./lib/manager/sandbox/ids.ts";
-export type { IsolationMode } from "./lib/manager/sandbox/isolation.ts";
-export type { AgentLimits } from "./lib/manager/sandbox/limits.ts";
-export type { NetMode } from "./lib/manager/sandbox/plan.ts";
+export type { DeliveryCounters, DeliveryLogger } from "./lib/delivery/mod.ts";
+export type { FeedStatus } from "./lib/delivery/mod.ts";
+export type { AnyListener, EndpointEvents } from "./lib/endpoint/mod.ts";
+export type { AgentSkill, CardKind } from "./lib/endpoint/mod.ts";
+export type { JsonObject } from "./lib/manager/mod.ts";
+export type { AgentRow, AgentStatus } from "./lib/manager/mod.ts";
+export type { BringBackReport, ManagerStatus } from "./lib/manager/mod.ts";
+export type { DespawnResult } from "./lib/manager/mod.ts";
+export type { SandboxFacts } from "./lib/manager/mod.ts";
+export type { AgentIdRange } from "./lib/manager/mod.ts";
+export type { IsolationMode } from "./lib/manager/mod.ts";
+export type { AgentLimits } from "./lib/manager/mod.ts";
+export type { NetMode } from "./lib/manager/mod.ts";
 export type { DeploymentLayout } from "./lib/permissions.ts";
 export type { Extension, ExtensionKind, ExtensionKinds, Registry } from "./lib/registry.ts";
-export type { LifetimeClass, LifetimePolicy } from "./lib/trust/lifetimes.ts";
-export type { ClusterConfig, PreloadAccount, TlsConfig } from "./lib/trust/server_config.ts";
+export type { LifetimeClass, LifetimePolicy } from "./lib/trust/mod.ts";
+export type { ClusterConfig, PreloadAccount, TlsConfig } from "./lib/trust/mod.ts";
 export type {
   DataAccountKeys,
   OperatorKeys,
   SysAccountKeys,
   SysCredentialKind,
-} from "./lib/trust/types.ts";
-export type { SpaceTarget } from "./lib/wire/channels.ts";
-export type { DeliveryKind } from "./lib/wire/receive.ts";
-export type { PreflightInfo } from "./lib/workspace/renewal.ts";
+} from "./lib/trust/mod.ts";
+export type { SpaceTarget } from "./lib/wire/mod.ts";
+export type { DeliveryKind } from "./lib/wire/mod.ts";
+export type { PreflightInfo } from "./lib/workspace/mod.ts";

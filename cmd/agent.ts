@@ -6,7 +6,7 @@
  */
 import { parseArgs } from "node:util";
 import { isCotalError } from "../lib/errors.ts";
-import { launchPathFromEnv, runAgent } from "../lib/manager/runner.ts";
+import { launchPathFromEnv, runAgent } from "../lib/manager/mod.ts";
 
 const USAGE = `usage: cotal-agent [--help]
 

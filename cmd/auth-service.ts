@@ -6,9 +6,9 @@
  *
  * @module
  */
-import { daemonMain } from "../lib/cli/daemon_main.ts";
+import { daemonMain } from "../lib/cli/mod.ts";
 import type { CommandSpec } from "../lib/cli/mod.ts";
-import { runAuthService } from "../lib/auth/service.ts";
+import { runAuthService } from "../lib/auth/mod.ts";
 
 /** The daemon's flags (`cotal-auth-service --help` is generated from them). */
 const AUTH_SERVICE_COMMAND: CommandSpec = Object.freeze({

@@ -5,7 +5,7 @@
  * @module
  */
 import type { CommandSpec } from "../lib/cli/mod.ts";
-import { daemonMain } from "../lib/cli/daemon_main.ts";
+import { daemonMain } from "../lib/cli/mod.ts";
 import { runDelivery } from "../lib/delivery/mod.ts";
 
 const command: CommandSpec = {

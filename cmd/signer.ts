@@ -5,9 +5,9 @@
  * @module
  */
 import type { CommandSpec } from "../lib/cli/mod.ts";
-import { daemonMain } from "../lib/cli/daemon_main.ts";
+import { daemonMain } from "../lib/cli/mod.ts";
 import { runSigner, signerAuditPath } from "../lib/signer/mod.ts";
-import { DAEMON_REMINT_INTERVAL_MS } from "../lib/manager/manager_types.ts";
+import { DAEMON_REMINT_INTERVAL_MS } from "../lib/manager/mod.ts";
 import {
   getSpaceAuth,
   nextResignDelayMs,

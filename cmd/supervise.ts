@@ -4,12 +4,15 @@
  * @module
  */
 import type { CommandSpec } from "../lib/cli/mod.ts";
-import { daemonMain } from "../lib/cli/daemon_main.ts";
+import { daemonMain } from "../lib/cli/mod.ts";
 import { CotalError } from "../lib/errors.ts";
-import { ISOLATION_MODES, type IsolationMode } from "../lib/manager/sandbox/isolation.ts";
-import { Manager } from "../lib/manager/manager.ts";
-import { parseLimitsFlag } from "../lib/manager/sandbox/limits.ts";
-import { parseIdRange } from "../lib/manager/sandbox/ids.ts";
+import {
+  ISOLATION_MODES,
+  type IsolationMode,
+  Manager,
+  parseIdRange,
+  parseLimitsFlag,
+} from "../lib/manager/mod.ts";
 
 const command: CommandSpec = {
   name: "supervise",

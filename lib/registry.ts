@@ -11,7 +11,7 @@
 
 import { CotalError } from "./errors.ts";
 import type { FlagsSpec, FlagValues, ParsedArgs, PositionalSpec } from "./command_types.ts";
-import type { SecretStore } from "./workspace/types.ts";
+import type { SecretStore } from "./workspace/mod.ts";
 
 /** A CLI command: its flags are declared once and drive parsing, `--help` and usage. */
 export interface Command<F extends FlagsSpec = FlagsSpec> {

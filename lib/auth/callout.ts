@@ -23,14 +23,14 @@ import {
   xkeySeal,
 } from "../nats/mod.ts";
 import {
+  assertConnId,
   assertExplicitPermissions,
   calloutUserName,
   CONNECTION_LIMITS,
+  permissionsFor,
   principalTags,
-} from "../trust/mint.ts";
-import { permissionsFor } from "../trust/profiles.ts";
-import { assertConnId } from "../trust/space_token.ts";
-import { syncSigner } from "../trust/sync_keys.ts";
+  syncSigner,
+} from "../trust/mod.ts";
 import { AUTH_CALLOUT_SUBJECT, type CalloutAuth } from "./callout_auth.ts";
 import type { ServiceKeys } from "./callout_store.ts";
 import type { KeyResolver } from "./jwks.ts";

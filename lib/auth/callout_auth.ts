@@ -20,7 +20,7 @@ import {
   seedSigner,
   type Signer,
 } from "../nats/mod.ts";
-import { token } from "../trust/space_token.ts";
+import { token } from "../trust/mod.ts";
 
 /** The subject nats-server sends authorization requests to (ADR-26). */
 export const AUTH_CALLOUT_SUBJECT = "$SYS.REQ.USER.AUTH";

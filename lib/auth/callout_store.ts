@@ -13,9 +13,8 @@
 import { CotalError } from "../errors.ts";
 import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { decodeJwt, isPublicKey, parseCreds, parseSeed, publicKeyFromSeed } from "../nats/mod.ts";
-import { spaceKeyHex } from "../workspace/keys.ts";
-import { createOnce } from "../workspace/create_once.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { createOnce, spaceKeyHex } from "../workspace/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { type CalloutAuth, createCalloutAuth } from "./callout_auth.ts";
 import { isPlainObject } from "./jwks.ts";
 

@@ -9,10 +9,8 @@
  * @module
  */
 
-import type { FsSecretStore } from "../workspace/fs_secret_store.ts";
-import { createOnce } from "../workspace/create_once.ts";
-import { checkStoreKey } from "../workspace/store_key.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import type { FsSecretStore, SecretStore } from "../workspace/mod.ts";
+import { checkStoreKey, createOnce } from "../workspace/mod.ts";
 
 /** Wrap `store` so repeated reads of unchanged keys skip the per-component checks. */
 export function freshReadStore(store: FsSecretStore): SecretStore {

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { isLifecycleUid, isPrincipalToken } from "../wire/names.ts";
+import { isLifecycleUid, isPrincipalToken } from "../wire/mod.ts";
 
 /** The scopes a ledger row, and so a bearer, can carry. `role:<r>` allows the anycast role r. */
 export const SCOPES: readonly string[] = Object.freeze(["admin", "spawn", "supervise", "run"]);

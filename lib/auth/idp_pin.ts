@@ -9,9 +9,8 @@
 
 import { CotalError } from "../errors.ts";
 import type { CotalErrorCode } from "../error_codes/mod.ts";
-import { FsSecretStore } from "../workspace/fs_secret_store.ts";
-import { createOnce } from "../workspace/create_once.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { createOnce, FsSecretStore } from "../workspace/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { checkIdpUrl } from "./idp_fetch.ts";
 import {
   isPlainObject,

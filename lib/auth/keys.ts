@@ -5,7 +5,7 @@
  * @module
  */
 
-import { spaceKeyHex } from "../workspace/keys.ts";
+import { spaceKeyHex } from "../workspace/mod.ts";
 
 /** Kind of the bearer issuer's record (private Ed25519 JWKs): losing it kills every bearer. */
 export const ISSUER_KIND = "issuer.json";

@@ -12,10 +12,9 @@
  */
 
 import { CotalError } from "../errors.ts";
-import { isValidChannel, newLifecycleUid } from "../wire/names.ts";
-import { channelCovers } from "../wire/provision.ts";
-import { FsSecretStore } from "../workspace/fs_secret_store.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { channelCovers, isValidChannel, newLifecycleUid } from "../wire/mod.ts";
+import { FsSecretStore } from "../workspace/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { describeClaim } from "./claims.ts";
 import { isActorToken, isDerivedOwner, isLifecycleUid, isScopeList } from "./grammar.ts";
 import { isPlainObject } from "./jwks.ts";

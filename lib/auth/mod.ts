@@ -92,3 +92,7 @@ export {
   MAX_EXCHANGE_BODY_BYTES,
 } from "./service_http.ts";
 export type { AuthServiceEvent, ExchangeHandlerOptions } from "./service_http.ts";
+
+// For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
+export type { CalloutConnection, CalloutMsg } from "./callout.ts";
+export { findCotalRoot, userAuthStateDir } from "./service_files.ts";

@@ -7,7 +7,7 @@
  */
 
 import { CotalError } from "../errors.ts";
-import { base32Encode } from "../nats/base32.ts";
+import { base32Encode } from "../nats/mod.ts";
 import { MIN_OWNER_SECRET_BYTES } from "./constants.ts";
 import { isDerivedOwner } from "./grammar.ts";
 

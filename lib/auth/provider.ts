@@ -13,7 +13,7 @@ import {
   type AuthProviderSession,
   registry,
 } from "../registry.ts";
-import { FsSecretStore } from "../workspace/fs_secret_store.ts";
+import { FsSecretStore } from "../workspace/mod.ts";
 import { createIdpBridge, type IdpBridge } from "./idp_bridge.ts";
 import { type IdpPin, loadIdpPin } from "./idp_pin.ts";
 import type { UserTokenIssuer } from "./issuer.ts";

@@ -7,8 +7,8 @@
  */
 
 import { CotalError } from "../errors.ts";
-import { createOnce } from "../workspace/create_once.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { createOnce } from "../workspace/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { MIN_OWNER_SECRET_BYTES } from "./constants.ts";
 import { createUserTokenIssuer, type UserTokenIssuer } from "./issuer.ts";
 import { isPlainObject } from "./jwks.ts";

@@ -9,12 +9,12 @@
  */
 
 import { Events, type NatsConnection } from "nats";
-import { connect } from "../nats/connect.ts";
+import { connect } from "../nats/mod.ts";
 import type { ParsedArgs } from "../command_types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
-import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
-import { FsSecretStore, workspaceSecretStore } from "../workspace/fs_secret_store.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { credsAuthenticatorFast } from "../trust/mod.ts";
+import { FsSecretStore, workspaceSecretStore } from "../workspace/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { type AuthCallout, type CalloutDecision, startAuthCallout } from "./callout.ts";
 import { loadCalloutAuth, loadServiceKeys } from "./callout_store.ts";
 import { freshReadStore } from "./fresh_reads.ts";

@@ -9,7 +9,7 @@
  */
 
 import { CotalError } from "../errors.ts";
-import { spaceKeyHex } from "../workspace/keys.ts";
+import { spaceKeyHex } from "../workspace/mod.ts";
 import { isPlainObject } from "./jwks.ts";
 
 /** The discovery file's name. */

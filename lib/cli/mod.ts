@@ -25,3 +25,10 @@ export type { LiveLine, Progress, ProgressOptions } from "./progress.ts";
 export { dispatch, overviewText } from "./dispatch.ts";
 export type { DispatchOptions } from "./dispatch.ts";
 export { defineCommand } from "./define.ts";
+
+// For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
+export { ATTACH_RESET, AttachFilter } from "./attach_filter.ts";
+export { daemonMain } from "./daemon_main.ts";
+export { cotalCommand } from "./invocation.ts";
+export { TextLineStream } from "./lines.ts";
+export { consoleSize, parseSize } from "./term_size.ts";

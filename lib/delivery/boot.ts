@@ -6,11 +6,16 @@
  * @module
  */
 import type { KV, NatsConnection } from "nats";
-import { connectWhenUp } from "../nats/connect.ts";
+import { connectWhenUp } from "../nats/mod.ts";
 import { CotalError } from "../errors.ts";
-import type { AclRecord } from "../wire/acl.ts";
-import { type ChannelConfig, strictChannelRow } from "../wire/channels.ts";
-import { bucketNames, streamNames, subjectRoot } from "../wire/mod.ts";
+import type { AclRecord } from "../wire/mod.ts";
+import {
+  bucketNames,
+  type ChannelConfig,
+  streamNames,
+  strictChannelRow,
+  subjectRoot,
+} from "../wire/mod.ts";
 import {
   type ChannelMembers,
   type DeliveryContext,

@@ -7,7 +7,7 @@
  */
 
 import { AckPolicy, DeliverPolicy, type JsMsg, nanos } from "nats";
-import { wrapJs } from "../wire/js_errors.ts";
+import { wrapJs } from "../wire/mod.ts";
 import { SCAN_BATCH } from "./constants.ts";
 import type { DeliveryContext } from "./context.ts";
 

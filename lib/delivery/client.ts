@@ -9,7 +9,7 @@
 import type { NatsConnection } from "nats";
 import { codeFrom, CotalError } from "../errors.ts";
 import { ctlSubject, liveSubject, type Principal } from "../wire/mod.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 const ENC = new TextEncoder();
 const DEC = new TextDecoder();

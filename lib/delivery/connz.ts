@@ -17,9 +17,9 @@
  */
 
 import { type NatsConnection, RequestStrategy } from "nats";
-import { decodeJwtUnverified } from "../nats/jwt.ts";
-import { principalFromCalloutName, principalFromTags } from "../trust/mint.ts";
-import type { Principal } from "../trust/types.ts";
+import { decodeJwtUnverified } from "../nats/mod.ts";
+import { principalFromCalloutName, principalFromTags } from "../trust/mod.ts";
+import type { Principal } from "../trust/mod.ts";
 
 /** One attributed (or unattributed) connection. */
 export interface ConnRecord {

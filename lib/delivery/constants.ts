@@ -5,7 +5,7 @@
  * @module
  */
 
-import { DELIVERY_LEASE_KEY } from "../wire/streams.ts";
+import { DELIVERY_LEASE_KEY } from "../wire/mod.ts";
 
 /** Header every framed DLV copy carries; an agent terminates a DLV entry without it. */
 export const DELIVERY_FRAME_HEADER = "Cotal-Delivery-Frame";

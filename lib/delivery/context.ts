@@ -7,8 +7,7 @@
 
 import { limitLog } from "../log_limit.ts";
 import type { JetStreamClient, JetStreamManager, KV, NatsConnection } from "nats";
-import type { AclRecord } from "../wire/acl.ts";
-import type { ChannelConfig, DeliveryClass } from "../wire/channels.ts";
+import type { AclRecord, ChannelConfig, DeliveryClass } from "../wire/mod.ts";
 import { CHANNEL_DEFAULTS_KEY, type SpaceBucketNames, type SpaceStreamNames } from "../wire/mod.ts";
 import type { KvMirror } from "./kv_mirror.ts";
 import type { PublishGate } from "./publish_gate.ts";

@@ -9,12 +9,10 @@
  */
 
 import type { NatsConnection } from "nats";
-import { connect } from "../nats/connect.ts";
+import { connect, decodeJwt, parseCreds, type UserClaims } from "../nats/mod.ts";
 import { CotalError, isCotalError } from "../errors.ts";
-import { decodeJwt, parseCreds, type UserClaims } from "../nats/mod.ts";
-import { credsAuthenticatorFast } from "../trust/mod.ts";
-import { credFingerprint } from "../workspace/renewal.ts";
-import { RENEW_FRACTION } from "../trust/lifetimes.ts";
+import { credsAuthenticatorFast, RENEW_FRACTION } from "../trust/mod.ts";
+import { credFingerprint } from "../workspace/mod.ts";
 import type { DeliveryLogger } from "./context.ts";
 
 /** Delay between adopting a cred and moving the resident connection onto it. */

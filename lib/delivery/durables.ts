@@ -9,9 +9,8 @@
  * @module
  */
 
-import { consumerInfo } from "../wire/provision.ts";
+import { consumerInfo, wrapJs } from "../wire/mod.ts";
 import { AckPolicy, type ConsumerConfig, DeliverPolicy, nanos } from "nats";
-import { wrapJs } from "../wire/js_errors.ts";
 import {
   DAEMON_ACK_WAIT_MS,
   FANOUT_DURABLE,

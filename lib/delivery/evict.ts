@@ -11,7 +11,7 @@
  */
 
 import type { NatsConnection } from "nats";
-import { connect } from "../nats/connect.ts";
+import { connect } from "../nats/mod.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import {
   credsAuthenticatorFast,

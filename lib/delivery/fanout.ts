@@ -11,10 +11,15 @@
  * @module
  */
 
-import { headersOf } from "../nats/headers.ts";
+import { headersOf } from "../nats/mod.ts";
 import type { JsMsg } from "nats";
-import { decodeMessage, dinboxSubject, dlvSubject, parseSubject } from "../wire/mod.ts";
-import { channelCovers } from "../wire/provision.ts";
+import {
+  channelCovers,
+  decodeMessage,
+  dinboxSubject,
+  dlvSubject,
+  parseSubject,
+} from "../wire/mod.ts";
 import { FANOUT_DURABLE } from "./constants.ts";
 import { deliveryClassOf, type DeliveryContext } from "./context.ts";
 import { copyId, entryHeaders, frameHeaders, type InboxEntry, renderFrame } from "./frames.ts";

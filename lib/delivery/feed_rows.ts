@@ -7,8 +7,7 @@
  */
 
 import type { KV, NatsConnection } from "nats";
-import { jsonBytes } from "../wire/kv.ts";
-import { isValidChannel } from "../wire/names.ts";
+import { isValidChannel, jsonBytes } from "../wire/mod.ts";
 import { type ConnRecord, scanConnz } from "./connz.ts";
 
 /** One principal's row. */

@@ -6,10 +6,15 @@
  * @module
  */
 
-import { headersOf } from "../nats/headers.ts";
+import { headersOf } from "../nats/mod.ts";
 import { CotalError } from "../errors.ts";
-import { channelCovers } from "../wire/provision.ts";
-import { chatReadFilter, type CotalMessage, decodeMessage, type Principal } from "../wire/mod.ts";
+import {
+  channelCovers,
+  chatReadFilter,
+  type CotalMessage,
+  decodeMessage,
+  type Principal,
+} from "../wire/mod.ts";
 import { countChat, scanChat } from "./chat_scan.ts";
 import { READ_HISTORY_DEFAULT_LIMIT, READ_HISTORY_MAX_LIMIT } from "./constants.ts";
 import type { DeliveryContext } from "./context.ts";

@@ -14,10 +14,14 @@
 
 import type { JetStreamManager, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
-import { UNDECODABLE } from "../nats/headers.ts";
-import { isBrokerAnswer } from "../wire/broker_answer.ts";
-import { kvStreamName } from "../wire/resources.ts";
-import { type FollowedMessage, followStream, type StreamFollow } from "../wire/stream_follow.ts";
+import { UNDECODABLE } from "../nats/mod.ts";
+import {
+  type FollowedMessage,
+  followStream,
+  isBrokerAnswer,
+  kvStreamName,
+  type StreamFollow,
+} from "../wire/mod.ts";
 
 /** Freshness reads of one bucket are at least this far apart (the price: this much latency). */
 const SYNC_MIN_INTERVAL_MS = 2;

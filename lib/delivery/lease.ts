@@ -18,11 +18,16 @@
 
 import type { KV, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
-import type { HolderLock } from "../workspace/holder_lock.ts";
-import { UNDECODABLE } from "../nats/headers.ts";
-import { kvStreamName } from "../wire/resources.ts";
-import { followStream, type StreamFollow } from "../wire/stream_follow.ts";
-import { acquireKvLease, KvLease, type KvLeaseView } from "../wire/kv_lease.ts";
+import type { HolderLock } from "../workspace/mod.ts";
+import { UNDECODABLE } from "../nats/mod.ts";
+import {
+  acquireKvLease,
+  followStream,
+  KvLease,
+  type KvLeaseView,
+  kvStreamName,
+  type StreamFollow,
+} from "../wire/mod.ts";
 import { LEASE_KEY } from "./constants.ts";
 
 /** The lease row. */

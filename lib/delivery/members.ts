@@ -8,7 +8,7 @@
 
 import type { KV } from "nats";
 import { CotalError } from "../errors.ts";
-import { jsonBytes } from "../wire/kv.ts";
+import { jsonBytes } from "../wire/mod.ts";
 
 /** `durable-active` while joined; `live-confirmed` once the durable half is tombstoned. */
 export type MembershipState = "durable-active" | "live-confirmed";

@@ -12,11 +12,11 @@
  */
 
 import type { KV, NatsConnection, Subscription } from "nats";
-import { connect } from "../nats/connect.ts";
+import { connect } from "../nats/mod.ts";
 import { isCotalError } from "../errors.ts";
 import { credsAuthenticatorFast, MEMBERSHIP_INBOX_PREFIX } from "../trust/mod.ts";
 import { membershipRwCredsKey } from "../workspace/mod.ts";
-import { isStoreFull, jsonBytes, listKeys, purgeJunkRows } from "../wire/kv.ts";
+import { isStoreFull, jsonBytes, listKeys, purgeJunkRows } from "../wire/mod.ts";
 import { connectionsOverCap, MAX_CONNECTIONS_PER_CRED } from "./conn_cap.ts";
 import { type ConnRecord, scanConnz } from "./connz.ts";
 import { kickConnections } from "./evict.ts";

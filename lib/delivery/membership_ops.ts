@@ -12,11 +12,11 @@
  * @module
  */
 
-import { headersOf } from "../nats/headers.ts";
+import { headersOf } from "../nats/mod.ts";
 import { CotalError } from "../errors.ts";
 import type { CotalErrorCode } from "../error_codes/mod.ts";
-import { channelCovers } from "../wire/provision.ts";
 import {
+  channelCovers,
   chatReadFilter,
   decodeMessage,
   dinboxSubject,

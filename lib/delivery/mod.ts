@@ -38,3 +38,7 @@ export { type SysSource } from "./sys_creds.ts";
 export { FEED_HEARTBEAT_KEY, type FeedStatus } from "./membership_feed.ts";
 export { type FeedRow } from "./feed_rows.ts";
 export { type HistoryPage } from "./history.ts";
+
+// For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
+export type { DeliveryCounters } from "./context.ts";
+export type { DeadLetter, Gap, ToldGap, TrimRecord } from "./setaside.ts";

@@ -16,7 +16,7 @@
 
 import { headers as newHeaders, type MsgHdrs, type NatsConnection, type Subscription } from "nats";
 import { CotalError } from "../errors.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** Acked publishes kept in flight at most. */
 export const MAX_PUBLISHES_IN_FLIGHT = 256;

@@ -8,15 +8,14 @@
  */
 
 import type { JsMsg } from "nats";
-import { channelCovers } from "../wire/provision.ts";
-import { dlvSubject, parseSubject } from "../wire/mod.ts";
+import { channelCovers, dlvSubject, parseSubject } from "../wire/mod.ts";
 import { READER_DURABLE, READER_MAX_DELIVERIES, READER_NAK_DELAY_MS } from "./constants.ts";
 import type { DeliveryContext } from "./context.ts";
 import { copyId, decodeEntry, frameHeaders } from "./frames.ts";
 import { durableEligible } from "./members.ts";
 import { isBacklogFull, isTooLarge } from "./setaside.ts";
 import { type PullLoop, startDurableLoop } from "./pull_loop.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 function deferOrTerm(ctx: DeliveryContext, m: JsMsg, token: number, why: string): void {
   if (!ctx.fence.mayAct(token)) return;

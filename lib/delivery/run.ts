@@ -29,7 +29,7 @@ import { evictPrincipal } from "./evict.ts";
 import { acquireLease, DeliveryLease } from "./lease.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
 import { SetAside } from "./setaside.ts";
-import { HolderLock } from "../workspace/holder_lock.ts";
+import { HolderLock } from "../workspace/mod.ts";
 import { type FeedStatus, type MembershipFeed, startMembershipFeed } from "./membership_feed.ts";
 import { DeliveryServing } from "./serving.ts";
 import type { SysSource } from "./sys_creds.ts";

@@ -12,16 +12,20 @@
  * @module
  */
 
-import { isBrokerAnswer } from "../wire/broker_answer.ts";
+import {
+  isBrokerAnswer,
+  isPrincipalOwnerToken,
+  isPrincipalToken,
+  type Principal,
+} from "../wire/mod.ts";
 import type { Msg, Subscription } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
-import { isPrincipalOwnerToken, isPrincipalToken, type Principal } from "../wire/mod.ts";
 import type { DeliveryContext } from "./context.ts";
 import { HISTORY_READS_IN_FLIGHT, RAIL_IN_FLIGHT } from "./constants.ts";
 import { readHistory } from "./history.ts";
 import { recipientKnown } from "./recipients.ts";
 import { durableJoin, durableLeave, listMemberships } from "./membership_ops.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** Admin operations the composition root supplies (absent hooks refuse loudly). */
 export interface AdminHooks {

@@ -18,9 +18,15 @@
  * @module
  */
 import { headers, type KV, type MsgHdrs } from "nats";
-import { dlvSubject } from "../wire/mod.ts";
-import { isStoreFull, listKeys, purgeJunkRows } from "../wire/kv.ts";
-import { GAP_MARKER_HEADER, type GapEnd, type GapMarker as Gap } from "../wire/gap_marker.ts";
+import {
+  dlvSubject,
+  GAP_MARKER_HEADER,
+  type GapEnd,
+  type GapMarker as Gap,
+  isStoreFull,
+  listKeys,
+  purgeJunkRows,
+} from "../wire/mod.ts";
 import type { DeliveryContext } from "./context.ts";
 
 export type { Gap, GapEnd };

@@ -25,9 +25,8 @@
  * @module
  */
 import type { JsMsg, StreamInfo } from "nats";
-import type { Principal } from "../wire/names.ts";
-import { decodeMessage, type DeliveryKind } from "../wire/receive.ts";
-import { parseSubject } from "../wire/subjects.ts";
+import type { Principal } from "../wire/mod.ts";
+import { decodeMessage, type DeliveryKind, parseSubject } from "../wire/mod.ts";
 import { scanStream } from "./chat_scan.ts";
 import { aliasAclRows, type DeliveryContext } from "./context.ts";
 import { StoreIndex } from "./warden_index.ts";
@@ -39,7 +38,7 @@ import {
   type TrimStep,
   yieldingGroups,
 } from "./warden_plan.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 export { PROTECTED_BACKLOG, PROTECTED_SENDER_BYTES };
 

@@ -9,8 +9,8 @@
 
 import type { JetStreamClient, JetStreamManager, NatsConnection } from "nats";
 import type { CotalError } from "../errors.ts";
-import type { Principal } from "../wire/names.ts";
-import { bucketNames } from "../wire/resources.ts";
+import type { Principal } from "../wire/mod.ts";
+import { bucketNames } from "../wire/mod.ts";
 import { watchBucket } from "./bucket_watch.ts";
 import { openBucket } from "./buckets.ts";
 import type { ChannelSet } from "./channels.ts";

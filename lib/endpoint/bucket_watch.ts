@@ -12,9 +12,8 @@
  * @module
  */
 import { type MsgHdrs, MsgHdrsImpl, type NatsConnection, type Subscription } from "nats";
-import { isBrokerAnswer } from "../wire/broker_answer.ts";
-import { kvStreamName } from "../wire/resources.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { isBrokerAnswer, kvStreamName } from "../wire/mod.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** One row as the watch reports it. */
 export interface WatchedEntry {

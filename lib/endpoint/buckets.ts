@@ -7,8 +7,7 @@
 
 import type { JetStreamClient, JetStreamManager, KV } from "nats";
 import { CotalError } from "../errors.ts";
-import { kvStreamName } from "../wire/resources.ts";
-import { isNotFound, wrapJs } from "../wire/js_errors.ts";
+import { isNotFound, kvStreamName, wrapJs } from "../wire/mod.ts";
 
 /**
  * Bind `bucket`; a missing bucket is a warning (the space was not set up) and yields

@@ -11,7 +11,7 @@ import {
   assertValidLifecycleUid,
   assertValidRole,
   type Principal,
-} from "../wire/names.ts";
+} from "../wire/mod.ts";
 import {
   type AgentCard,
   type AgentCardInput,

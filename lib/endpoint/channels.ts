@@ -17,24 +17,27 @@ import type {
   Subscription,
 } from "nats";
 import type { WatchFactory } from "./presence.ts";
-import { subjectMatches } from "../wire/subjects.ts";
-import { CotalError } from "../errors.ts";
-import { assertValidChannel, hasWildcard, type Principal } from "../wire/names.ts";
-import { chathistDurableName, streamNames } from "../wire/resources.ts";
-import type { CotalMessage } from "../wire/envelope.ts";
-import { decodeMessage } from "../wire/receive.ts";
-import { chatReadFilter, ctlSubject } from "../wire/subjects.ts";
-import { errorText } from "./credentials.ts";
-import { type RawHistoryItem, readHistory } from "./history.ts";
 import {
+  assertValidChannel,
   type ChannelRegistry,
+  chathistDurableName,
+  chatReadFilter,
+  ctlSubject,
+  decodeMessage,
   effectiveDeliveryClass,
   effectiveReplay,
+  hasWildcard,
+  type Principal,
+  streamNames,
+  subjectMatches,
   validateChannelConfig,
-} from "../wire/channels.ts";
-import type { ChannelConfig } from "../wire/channels.ts";
+} from "../wire/mod.ts";
+import { CotalError } from "../errors.ts";
+import type { ChannelConfig, CotalMessage } from "../wire/mod.ts";
+import { errorText } from "./credentials.ts";
+import { type RawHistoryItem, readHistory } from "./history.ts";
 import type { JoinResult } from "./types.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** How many retained messages a join backfills at most (the newest ones). */
 export const BACKFILL_LIMIT = 200;

@@ -8,9 +8,15 @@
 
 import type { ConsumerMessages, JetStreamClient, JsMsg } from "nats";
 import { CotalError } from "../errors.ts";
-import type { Principal } from "../wire/names.ts";
-import { dlvDurableName, dmDurableName, streamNames, svcDurableName } from "../wire/resources.ts";
-import { isNotFound, wrapJs } from "../wire/js_errors.ts";
+import type { Principal } from "../wire/mod.ts";
+import {
+  dlvDurableName,
+  dmDurableName,
+  isNotFound,
+  streamNames,
+  svcDurableName,
+  wrapJs,
+} from "../wire/mod.ts";
 import { type InboundHost, surfaceConsumed, surfaceDurable } from "./inbound.ts";
 
 /** Messages pulled per request; the broker keeps the rest until they are asked for. */

@@ -12,12 +12,9 @@
 import type { Authenticator } from "nats";
 import { decodeJwt as decodeBearerClaims } from "jose";
 import { CotalError } from "../errors.ts";
-import { isRelayedCreds, parseCreds, parseRelayedCreds } from "../nats/creds.ts";
-import { decodeJwtUnverified } from "../nats/jwt.ts";
-import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
-import { principalFromTags } from "../trust/mint.ts";
-import { RENEW_FRACTION } from "../trust/lifetimes.ts";
-import { assertValidPrincipal, type Principal } from "../wire/names.ts";
+import { decodeJwtUnverified, isRelayedCreds, parseCreds, parseRelayedCreds } from "../nats/mod.ts";
+import { credsAuthenticatorFast, principalFromTags, RENEW_FRACTION } from "../trust/mod.ts";
+import { assertValidPrincipal, type Principal } from "../wire/mod.ts";
 import type { CredentialSource } from "./types.ts";
 
 /** A credential with less life left than this is treated as dead (connect and kick race). */

@@ -6,7 +6,7 @@
  */
 
 import type { Authenticator, NatsConnection } from "nats";
-import { connect } from "../nats/connect.ts";
+import { connect } from "../nats/mod.ts";
 import { CotalError } from "../errors.ts";
 import { errorText } from "./credentials.ts";
 

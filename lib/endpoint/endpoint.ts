@@ -13,8 +13,13 @@
 
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
-import { assertFitsPayload, type CotalMessage, encodeMessage } from "../wire/envelope.ts";
-import { lifecycleTag, type Principal } from "../wire/names.ts";
+import {
+  assertFitsPayload,
+  type CotalMessage,
+  encodeMessage,
+  lifecycleTag,
+  type Principal,
+} from "../wire/mod.ts";
 import { Sleeper, Waiters } from "./backoff.ts";
 import { bindConnection, type Conn } from "./bind.ts";
 import { buildCard, checkOptions } from "./card.ts";

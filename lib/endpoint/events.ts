@@ -6,9 +6,7 @@
  */
 
 import type { CotalError } from "../errors.ts";
-import type { CotalMessage } from "../wire/envelope.ts";
-import type { DeliveryKind } from "../wire/receive.ts";
-import type { GapEnd, GapMarker } from "../wire/gap_marker.ts";
+import type { CotalMessage, DeliveryKind, GapEnd, GapMarker } from "../wire/mod.ts";
 import type { Presence } from "./types.ts";
 
 /** Where an inbound copy came from. */

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 import {
   AckPolicy,
   DeliverPolicy,
@@ -20,7 +20,7 @@ import {
   ReplayPolicy,
 } from "nats";
 import { CotalError } from "../errors.ts";
-import { isNotFound, wrapJs } from "../wire/js_errors.ts";
+import { isNotFound, wrapJs } from "../wire/mod.ts";
 
 /** One retained message as read from the stream. */
 export interface RawHistoryItem {

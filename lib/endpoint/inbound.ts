@@ -12,14 +12,20 @@
 
 import type { JsMsg, MsgHdrs } from "nats";
 import { CotalError } from "../errors.ts";
-import type { CotalMessage } from "../wire/envelope.ts";
-import { validateMessage } from "../wire/envelope.ts";
-import { isPrincipalOwnerToken, parsePrincipalId, type Principal } from "../wire/names.ts";
-import { decodeMessage, type DeliveryKind } from "../wire/receive.ts";
+import type { CotalMessage } from "../wire/mod.ts";
+import {
+  decodeMessage,
+  type DeliveryKind,
+  GAP_MARKER_HEADER,
+  isPrincipalOwnerToken,
+  parseGapMarker,
+  parsePrincipalId,
+  type Principal,
+  validateMessage,
+} from "../wire/mod.ts";
 import { type SeenIds, seenKey } from "./dedupe.ts";
 import { CotalMessageEvent, type Delivery, GapEvent, type MessageSource } from "./events.ts";
-import { GAP_MARKER_HEADER, parseGapMarker } from "../wire/gap_marker.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** The header a trusted Plane-3 reader stamps on every delivery frame. */
 export const DELIVERY_FRAME_HEADER = "Cotal-Delivery-Frame";

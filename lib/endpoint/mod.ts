@@ -44,3 +44,9 @@ export {
   PROTOCOL_VERSION,
   type SendOptions,
 } from "./types.ts";
+
+// For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
+export { errorText, parseHeldCreds } from "./credentials.ts";
+export { seenKey } from "./dedupe.ts";
+export type { AnyListener } from "./emitter.ts";
+export { startWaitingForBroker } from "./wait_start.ts";

@@ -7,14 +7,17 @@
  */
 
 import { CotalError } from "../errors.ts";
-import { buildMessage, type CotalMessage } from "../wire/envelope.ts";
 import {
   assertConcreteChannel,
   assertValidRole,
+  buildMessage,
+  chatSubject,
+  type CotalMessage,
+  instSubject,
   parsePrincipalId,
   type Principal,
-} from "../wire/names.ts";
-import { chatSubject, instSubject, svcSubject } from "../wire/subjects.ts";
+  svcSubject,
+} from "../wire/mod.ts";
 import type { AgentCard, MulticastOptions, SendOptions } from "./types.ts";
 
 /** Who sends. */

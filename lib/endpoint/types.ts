@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Part } from "../wire/envelope.ts";
+import type { Part } from "../wire/mod.ts";
 
 /** The wire protocol version an endpoint advertises in its card. */
 export const PROTOCOL_VERSION = "0.4";

@@ -5,8 +5,8 @@
  * @module
  */
 import { CREDENTIAL_LIFETIMES } from "../trust/mod.ts";
-import { errorText } from "../wire/connect.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { errorText } from "../wire/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { writeLaunch } from "./agent_setup.ts";
 import { type LifecycleContext, mintAgentCreds } from "./lifecycle.ts";
 import type { ManagedAgent } from "./managed_agent.ts";

@@ -6,14 +6,14 @@
  *
  * @module
  */
-import { ctlSubject, subjectRoot } from "../wire/subjects.ts";
+import { ctlSubject, subjectRoot } from "../wire/mod.ts";
 import { CotalError } from "../errors.ts";
-import { parseCreds, renderRelayedCreds } from "../nats/creds.ts";
-import { nonceProver } from "../trust/connect_auth.ts";
-import { newIdentity, syncVerifier } from "../trust/sync_keys.ts";
+import { parseCreds, renderRelayedCreds } from "../nats/mod.ts";
+import { newIdentity, nonceProver, syncVerifier } from "../trust/mod.ts";
 import { agentSocketPath, type DeploymentLayout } from "../permissions.ts";
 import { MAX_AGENTS } from "./manager_types.ts";
 import {
+  DIR_REMOVE_DEADLINE_MS,
   freshAgentDir,
   type LifecycleContext,
   provisionFootprint,
@@ -37,7 +37,6 @@ import { type CgroupHost, cgroupName, removeAgentCgroup } from "./sandbox/cgroup
 import { readNoFollow, unmount } from "./sandbox/libc.ts";
 import type { RunnerSandbox } from "./start_runner.ts";
 import type { LaunchSandbox } from "./launch.ts";
-import { DIR_REMOVE_DEADLINE_MS } from "./lifecycle.ts";
 import { removeTree } from "./remove_tree.ts";
 
 /** What {@linkcode prepareAgent} needs besides the lifecycle context. */

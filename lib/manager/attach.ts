@@ -5,10 +5,9 @@
  *
  * @module
  */
-import { isBrokerAnswer } from "../wire/broker_answer.ts";
+import { isBrokerAnswer, newLifecycleUid } from "../wire/mod.ts";
 import type { NatsConnection, Subscription } from "nats";
 import { CotalError } from "../errors.ts";
-import { newLifecycleUid } from "../wire/names.ts";
 import {
   base64ToBytes,
   bytesToBase64,
@@ -18,7 +17,7 @@ import {
   sessionSubject,
 } from "./control_rail.ts";
 import type { ManagedAgent, OutputSink } from "./managed_agent.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** Live attach sessions a manager holds at most (reference: 64). */
 export const MAX_SESSIONS = 64;

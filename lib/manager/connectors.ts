@@ -10,7 +10,7 @@
  */
 import { CotalError } from "../errors.ts";
 import { type Connector, type LaunchContext, type LaunchSpec, registry } from "../registry.ts";
-import type { JsonValue } from "../wire/envelope.ts";
+import type { JsonValue } from "../wire/mod.ts";
 import type { AgentSpec } from "./launch.ts";
 
 /** The runner's own name in a connector's launch spec. */

@@ -16,8 +16,8 @@ import {
   type RequestTrust,
   requestTrustOf,
   RequestVerifier,
-} from "../trust/request_proof.ts";
-import type { SpaceAuth } from "../trust/types.ts";
+} from "../trust/mod.ts";
+import type { SpaceAuth } from "../trust/mod.ts";
 
 /** How far a request's timestamp may be from the manager's clock (frozen: no request widens it). */
 export const CONTROL_PROOF_WINDOW_MS = REQUEST_PROOF_WINDOW_MS;

@@ -6,15 +6,11 @@
  * @module
  */
 import type { NatsConnection, Subscription } from "nats";
-import { connect, flushWithin } from "../nats/connect.ts";
+import { connect, decodeJwtUnverified, flushWithin, parseCreds } from "../nats/mod.ts";
 import { codeFrom, CotalError } from "../errors.ts";
-import { parseCreds } from "../nats/creds.ts";
-import { decodeJwtUnverified } from "../nats/jwt.ts";
-import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
-import { principalFromTags } from "../trust/mint.ts";
+import { credsAuthenticatorFast, principalFromTags } from "../trust/mod.ts";
 import { type ControlProver, controlProver, proveControlRequest } from "./control_auth.ts";
-import { newLifecycleUid, type Principal } from "../wire/names.ts";
-import { errorText } from "../wire/connect.ts";
+import { errorText, newLifecycleUid, type Principal } from "../wire/mod.ts";
 import {
   base64ToBytes,
   bytesToBase64,

@@ -12,11 +12,10 @@
  *
  * @module
  */
-import { base64urlEncode } from "../nats/base64url.ts";
+import { base64urlEncode } from "../nats/mod.ts";
 import { CotalError } from "../errors.ts";
 import type { CotalErrorCode } from "../error_codes/mod.ts";
-import { isLifecycleUid, isPrincipalToken, type Principal } from "../wire/names.ts";
-import { subjectRoot } from "../wire/subjects.ts";
+import { isLifecycleUid, isPrincipalToken, type Principal, subjectRoot } from "../wire/mod.ts";
 
 /** The envelope version this build speaks; another is refused with `unsupported_version`. */
 export const CONTROL_VERSION = 1;

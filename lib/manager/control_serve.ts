@@ -14,7 +14,7 @@ import {
   handleControlMessage,
   ReplyCache,
 } from "./control_server.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** Headers that can be read, else none (the request then carries no proof). */
 function knownHeaders(m: Msg) {

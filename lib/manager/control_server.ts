@@ -7,8 +7,7 @@
  */
 import type { Msg } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
-import { errorText } from "../wire/connect.ts";
-import { isBrokerAnswer } from "../wire/broker_answer.ts";
+import { errorText, isBrokerAnswer } from "../wire/mod.ts";
 import {
   CONTROL_VERSION,
   type ControlCaller,
@@ -20,8 +19,8 @@ import {
   replySubject,
 } from "./control_rail.ts";
 import type { AgentRow, ManagedAgent } from "./managed_agent.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
-import { REQUEST_PROOF_WINDOW_MS } from "../trust/request_proof.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
+import { REQUEST_PROOF_WINDOW_MS } from "../trust/mod.ts";
 
 /** What handling one request needs from its manager. */
 export interface ControlServerContext {

@@ -6,13 +6,12 @@
  *
  * @module
  */
-import { CREDENTIAL_LIFETIMES } from "../trust/mod.ts";
-import { errorText } from "../wire/connect.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { CREDENTIAL_LIFETIMES, RENEW_FRACTION } from "../trust/mod.ts";
+import { errorText } from "../wire/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { remintAndLog } from "./daemon_remint.ts";
-import { nextResignDelayMs, RESIGN_RETRY_MS } from "../workspace/renewal.ts";
+import { nextResignDelayMs, RESIGN_RETRY_MS } from "../workspace/mod.ts";
 import { probeCreds } from "./manager_broker.ts";
-import { RENEW_FRACTION } from "../trust/lifetimes.ts";
 import { DAEMON_REMINT_INTERVAL_MS } from "./manager_types.ts";
 
 /** What the upkeep needs from its manager. */

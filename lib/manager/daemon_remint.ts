@@ -1,5 +1,5 @@
-import { remintDaemonCreds, type RemintResult } from "../workspace/renewal.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { remintDaemonCreds, type RemintResult } from "../workspace/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 
 /**
  * One scheduled re-sign of the space's daemon creds (delivery, membership-rw) into the store the

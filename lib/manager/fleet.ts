@@ -8,13 +8,11 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
-import type { CotalEndpoint } from "../endpoint/endpoint.ts";
-import type { Presence } from "../endpoint/types.ts";
+import type { CotalEndpoint, Presence } from "../endpoint/mod.ts";
 import type { DeploymentLayout } from "../permissions.ts";
 import type { Runtime, RuntimeExit } from "../registry.ts";
-import { errorText } from "../wire/connect.ts";
-import { lifecycleTag } from "../wire/names.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { errorText, lifecycleTag } from "../wire/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { prepareAgent, runnerSandbox } from "./agent_setup.ts";
 import { scheduleAgentRenewal } from "./agent_renewal.ts";
 import { findConnector } from "./connectors.ts";

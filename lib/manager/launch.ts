@@ -8,14 +8,14 @@
  */
 import { CotalError } from "../errors.ts";
 import { PERSONA_NAME } from "./sandbox/spawn_channel.ts";
-import { isRelayedCreds, parseCreds, parseRelayedCreds } from "../nats/creds.ts";
-import type { JsonValue } from "../wire/envelope.ts";
+import { isRelayedCreds, parseCreds, parseRelayedCreds } from "../nats/mod.ts";
+import type { JsonValue } from "../wire/mod.ts";
 import {
   assertValidChannel,
   assertValidLifecycleUid,
   assertValidPrincipal,
   type Principal,
-} from "../wire/names.ts";
+} from "../wire/mod.ts";
 
 /** The env var carrying the launch file's path. */
 export const LAUNCH_ENV = "COTAL_LAUNCH";

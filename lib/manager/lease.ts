@@ -8,10 +8,15 @@
  */
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
-import type { HolderLock } from "../workspace/holder_lock.ts";
-import { bindKv, isStoreFull, purgeJunkRows } from "../wire/kv.ts";
-import { acquireKvLease, KvLease } from "../wire/kv_lease.ts";
-import { bucketNames } from "../wire/resources.ts";
+import type { HolderLock } from "../workspace/mod.ts";
+import {
+  acquireKvLease,
+  bindKv,
+  bucketNames,
+  isStoreFull,
+  KvLease,
+  purgeJunkRows,
+} from "../wire/mod.ts";
 
 /** The bucket's TTL (reference: `MANAGER_LEASE_TTL_MS`); a lease not renewed lapses after it. */
 export const MANAGER_LEASE_TTL_MS = 10_000;

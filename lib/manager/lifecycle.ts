@@ -10,10 +10,10 @@
 import { CotalError, isCotalError } from "../errors.ts";
 import type { DeploymentLayout } from "../permissions.ts";
 import { type CredentialSigner, mintWith, newIdentity } from "../trust/mod.ts";
-import { deprovisionAgent, provisionAgent } from "../wire/provision.ts";
-import type { Principal } from "../wire/names.ts";
-import { spaceSecretKey } from "../workspace/keys.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { deprovisionAgent, provisionAgent } from "../wire/mod.ts";
+import type { Principal } from "../wire/mod.ts";
+import { spaceSecretKey } from "../workspace/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { LAUNCH_FORMAT, type LaunchSandbox, writeLaunchMaterial } from "./launch.ts";
 import type { AgentPlan } from "./managed_agent.ts";
 import { removeTree } from "./remove_tree.ts";

@@ -7,8 +7,8 @@
  */
 import type { RuntimeExit, RuntimeHandle } from "../registry.ts";
 import { safeText } from "../safe_text.ts";
-import type { Identity } from "../trust/types.ts";
-import type { Principal } from "../wire/names.ts";
+import type { Identity } from "../trust/mod.ts";
+import type { Principal } from "../wire/mod.ts";
 import type { AgentSpec } from "./launch.ts";
 import type { AgentSandbox, SandboxFacts } from "./sandbox/agent_sandbox.ts";
 import type { Isolation } from "./sandbox/isolation.ts";

@@ -16,14 +16,12 @@
  */
 import type { NatsConnection, Subscription } from "nats";
 import { CotalError } from "../errors.ts";
-import type { CotalEndpoint } from "../endpoint/endpoint.ts";
+import type { CotalEndpoint } from "../endpoint/mod.ts";
 import type { DeploymentLayout } from "../permissions.ts";
 import type { Runtime } from "../registry.ts";
-import { errorText } from "../wire/connect.ts";
-import { newLifecycleUid } from "../wire/names.ts";
-import { workspaceSecretStore } from "../workspace/fs_secret_store.ts";
-import type { SecretStore } from "../workspace/types.ts";
-import { HolderLock } from "../workspace/holder_lock.ts";
+import { errorText, newLifecycleUid } from "../wire/mod.ts";
+import { HolderLock, workspaceSecretStore } from "../workspace/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { ControlVerifier } from "./control_auth.ts";
 import { type ManagerSigning, managerSigning } from "./manager_signer.ts";
 import { AttachSessions } from "./attach.ts";

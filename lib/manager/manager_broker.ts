@@ -6,13 +6,13 @@
  * @module
  */
 import type { NatsConnection } from "nats";
-import { CotalEndpoint } from "../endpoint/endpoint.ts";
+import { CotalEndpoint } from "../endpoint/mod.ts";
 import { limitLog } from "../log_limit.ts";
-import type { Principal } from "../wire/names.ts";
-import { connect, connectWhenUp } from "../nats/connect.ts";
+import type { Principal } from "../wire/mod.ts";
+import { connect, connectWhenUp } from "../nats/mod.ts";
 import { CotalError } from "../errors.ts";
-import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
-import { errorText } from "../wire/connect.ts";
+import { credsAuthenticatorFast } from "../trust/mod.ts";
+import { errorText } from "../wire/mod.ts";
 
 /** What the supervisor dials with. */
 export interface SupervisorDial {

@@ -9,10 +9,8 @@
  */
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
-import { parseCreds } from "../nats/creds.ts";
-import { decodeJwtUnverified } from "../nats/jwt.ts";
-import { publicKeyFromSeed } from "../nats/nkeys.ts";
-import { type RemoteSigner, remoteSigner } from "../signer/client.ts";
+import { decodeJwtUnverified, parseCreds, publicKeyFromSeed } from "../nats/mod.ts";
+import { type RemoteSigner, remoteSigner } from "../signer/mod.ts";
 import {
   type CredentialSigner,
   type Identity,
@@ -22,9 +20,8 @@ import {
   type Principal,
   principalFromTags,
 } from "../trust/mod.ts";
-import { supervisorCredsKey } from "../workspace/keys.ts";
-import { getSpaceAuth } from "../workspace/space_auth.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import { getSpaceAuth, supervisorCredsKey } from "../workspace/mod.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import { type ControlTrust, controlTrustOf } from "./control_auth.ts";
 
 /** A manager's signing: its signer, its own key and principal, the keys it trusts. */

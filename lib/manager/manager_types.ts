@@ -5,7 +5,7 @@
  */
 import { createHash } from "node:crypto";
 import { AGENT_SLOTS, type DeploymentLayout } from "../permissions.ts";
-import type { SecretStore } from "../workspace/types.ts";
+import type { SecretStore } from "../workspace/mod.ts";
 import type { IsolationMode } from "./sandbox/isolation.ts";
 import type { AgentIdRange } from "./sandbox/ids.ts";
 import type { AgentLimits } from "./sandbox/limits.ts";

@@ -154,3 +154,14 @@ export {
   type TaskResult,
   type TaskRunnerConfig,
 } from "./agents/task_runner.ts";
+
+// For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
+export { agentSocketDir } from "./agent_setup.ts";
+export type { JsonObject } from "./control_rail.ts";
+export type { DespawnResult } from "./fleet.ts";
+export { HARNESS_INSTALL } from "./harness_connectors.ts";
+export { managerInstanceId } from "./manager_types.ts";
+export { limitBoundsText } from "./sandbox/limits.ts";
+export { askSpawnChannel, PERSONA_NAME } from "./sandbox/spawn_channel.ts";
+export type { SpawnChannelRequest } from "./sandbox/spawn_channel.ts";
+export { isReservedAgentName } from "./spawn_request.ts";

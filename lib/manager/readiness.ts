@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { CotalEndpoint } from "../endpoint/endpoint.ts";
+import type { CotalEndpoint } from "../endpoint/mod.ts";
 import { CotalError } from "../errors.ts";
 import type { RuntimeExit } from "../registry.ts";
 import type { ManagedAgent } from "./managed_agent.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 import type { RuntimeExit } from "../registry.ts";
-import { errorText } from "../wire/connect.ts";
+import { errorText } from "../wire/mod.ts";
 import type { ManagedAgent } from "./managed_agent.ts";
 import { describeExit, recordCrash } from "./readiness.ts";
 

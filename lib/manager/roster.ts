@@ -12,8 +12,8 @@ import {
   removeAgentDir,
   teardownFootprint,
 } from "./lifecycle.ts";
-import type { Presence } from "../endpoint/types.ts";
-import { lifecycleTag } from "../wire/names.ts";
+import type { Presence } from "../endpoint/mod.ts";
+import { lifecycleTag } from "../wire/mod.ts";
 import type { ManagedAgent } from "./managed_agent.ts";
 import type { CgroupHost } from "./sandbox/cgroup.ts";
 

@@ -8,8 +8,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
-import { startWaitingForBroker } from "../endpoint/wait_start.ts";
-import { CotalEndpoint } from "../endpoint/endpoint.ts";
+import { CotalEndpoint, startWaitingForBroker } from "../endpoint/mod.ts";
 import {
   type AgentSpec,
   LAUNCH_ENV,

@@ -8,10 +8,10 @@
  * @module
  */
 import { abortableSleep } from "../abortable_sleep.ts";
-import { errorText } from "../endpoint/credentials.ts";
+import { errorText } from "../endpoint/mod.ts";
 import { isCotalError } from "../errors.ts";
 import { type CredentialSigner, mintWith, newIdentity } from "../trust/mod.ts";
-import { setupSpaceStreams } from "../wire/streams.ts";
+import { setupSpaceStreams } from "../wire/mod.ts";
 
 /** First retry delay after a failed setup (JetStream may still be recovering its store). */
 export const HEAL_RETRY_BASE_MS = 100;

@@ -8,7 +8,7 @@
 import { CotalError } from "../errors.ts";
 import type { Connector } from "../registry.ts";
 import { newIdentity } from "../trust/mod.ts";
-import { newLifecycleUid } from "../wire/names.ts";
+import { newLifecycleUid } from "../wire/mod.ts";
 import { agentSpecFromLaunch, type ManagerLaunchContext, RUNNER_COMMAND } from "./connectors.ts";
 import { declaredProgram, launchFilePath } from "./launch.ts";
 import { SYSTEM_PREFIXES } from "./start_runner.ts";

@@ -5,14 +5,14 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
-import type { JsonValue } from "../wire/envelope.ts";
+import type { JsonValue } from "../wire/mod.ts";
 import {
   assertConcreteChannel,
   assertValidChannel,
   assertValidRole,
   isLifecycleUid,
   isPrincipalToken,
-} from "../wire/names.ts";
+} from "../wire/mod.ts";
 import type { RestartPolicy } from "./managed_agent.ts";
 import { type AgentLimits, parseLimits } from "./sandbox/limits.ts";
 import { PERSONA_NAME } from "./sandbox/spawn_channel.ts";

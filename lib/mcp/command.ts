@@ -7,12 +7,10 @@
  * @module
  */
 import { defineCommand } from "../cli/mod.ts";
-import { CotalEndpoint } from "../endpoint/mod.ts";
-import { parseHeldCreds } from "../endpoint/credentials.ts";
+import { CotalEndpoint, parseHeldCreds } from "../endpoint/mod.ts";
 import { CotalError, isCotalError } from "../errors.ts";
-import { assertValidLifecycleUid } from "../wire/names.ts";
-import { readLaunchMaterial } from "../manager/launch.ts";
-import { agentEndpoint } from "../manager/runner.ts";
+import { assertValidLifecycleUid } from "../wire/mod.ts";
+import { agentEndpoint, readLaunchMaterial } from "../manager/mod.ts";
 import { registry } from "../registry.ts";
 import { InboxJournal } from "./journal.ts";
 import { serveMcp } from "./server.ts";

@@ -18,8 +18,8 @@
  *
  * @module
  */
-import { seenKey } from "../endpoint/dedupe.ts";
-import type { CotalMessage } from "../wire/envelope.ts";
+import { seenKey } from "../endpoint/mod.ts";
+import type { CotalMessage } from "../wire/mod.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 

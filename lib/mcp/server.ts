@@ -21,11 +21,10 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { listChannelResources, readChannelResource, ResourceSubscriptions } from "./resources.ts";
 import { isCotalError } from "../errors.ts";
-import { startWaitingForBroker } from "../endpoint/wait_start.ts";
+import { seenKey, startWaitingForBroker } from "../endpoint/mod.ts";
 import type { CotalEndpoint, CotalMessageEvent, Delivery } from "../endpoint/mod.ts";
 import type { InboxJournal, InboxKind } from "./journal.ts";
-import { seenKey } from "../endpoint/dedupe.ts";
-import type { CotalMessage } from "../wire/envelope.ts";
+import type { CotalMessage } from "../wire/mod.ts";
 import { checkArguments, type MeshTool, meshTools, toolErrorText } from "./tools.ts";
 import { spawnTools } from "./spawn_tools.ts";
 

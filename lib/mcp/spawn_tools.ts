@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { askSpawnChannel, type SpawnChannelRequest } from "../manager/sandbox/spawn_channel.ts";
+import { askSpawnChannel, type SpawnChannelRequest } from "../manager/mod.ts";
 import { type MeshTool, schema } from "./tools.ts";
 
 /** How long a `spawn` call waits for the supervisor (its readiness window is 30 s by default). */

@@ -6,7 +6,7 @@
  * @module
  */
 import { CotalError, isCotalError } from "../errors.ts";
-import type { ArtifactPart, CotalMessage, DataPart, Part, TextPart } from "../wire/envelope.ts";
+import type { ArtifactPart, CotalMessage, DataPart, Part, TextPart } from "../wire/mod.ts";
 import type { Presence } from "../endpoint/mod.ts";
 import type { InboxEntry, InboxJournal } from "./journal.ts";
 

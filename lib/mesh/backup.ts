@@ -4,7 +4,7 @@
  * restore re-signs the account under the target root's operator with the same keys, so the
  * space's existing credentials keep working on the new broker.
  */
-import { cotalCommand } from "../cli/invocation.ts";
+import { cotalCommand } from "../cli/mod.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import {

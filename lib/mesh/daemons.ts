@@ -9,9 +9,7 @@ import {
   ENTRY_POINTS,
   type Executable,
 } from "../permissions.ts";
-import { findBwrap } from "../manager/sandbox/bwrap.ts";
-import { agentSocketDir } from "../manager/agent_setup.ts";
-import { managerInstanceId } from "../manager/manager_types.ts";
+import { agentSocketDir, findBwrap, managerInstanceId } from "../manager/mod.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import {
   deliveryCredsKey,

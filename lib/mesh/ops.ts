@@ -6,8 +6,8 @@
  */
 import { brokerNotRunning } from "./stack.ts";
 import { abortableSleep } from "../abortable_sleep.ts";
-import { cotalCommand } from "../cli/invocation.ts";
-import { headersOf } from "../nats/headers.ts";
+import { cotalCommand } from "../cli/mod.ts";
+import { headersOf } from "../nats/mod.ts";
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { isProfile, mintCreds, newIdentity, type Profile } from "../trust/mod.ts";
@@ -29,8 +29,8 @@ import {
   svcDurableName,
 } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
-import { deliveryRequest } from "../delivery/client.ts";
-import { isReservedAgentName } from "../manager/spawn_request.ts";
+import { deliveryRequest } from "../delivery/mod.ts";
+import { isReservedAgentName } from "../manager/mod.ts";
 import { runningBroker } from "./space.ts";
 import { loadSpaceAccount } from "./trust_state.ts";
 

@@ -24,7 +24,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
-import { PERSONA_NAME } from "../manager/sandbox/spawn_channel.ts";
+import { PERSONA_NAME } from "../manager/mod.ts";
 
 /** An agent described by a persona file. */
 export interface Persona {

@@ -8,7 +8,12 @@
  */
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError, isCotalError } from "../errors.ts";
-import { errorText } from "../wire/connect.ts";
+import {
+  ensureDefaultDeliveryClass,
+  errorText,
+  setupSpaceStreams,
+  type SpaceSetupResult,
+} from "../wire/mod.ts";
 import {
   mintCreds,
   newIdentity,
@@ -16,11 +21,6 @@ import {
   SPACE_JETSTREAM_LIMITS,
   type SpaceAccountAuth,
 } from "../trust/mod.ts";
-import {
-  ensureDefaultDeliveryClass,
-  setupSpaceStreams,
-  type SpaceSetupResult,
-} from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import { ensureUserAuthSecrets, readUserAuth } from "./user_auth.ts";

@@ -5,11 +5,11 @@
  *
  * @module
  */
-import { cotalCommand } from "../cli/invocation.ts";
+import { cotalCommand } from "../cli/mod.ts";
 import { ensureServer, type FoundServer, serverLine } from "../broker/mod.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
-import { ensureBwrap } from "../manager/sandbox/bwrap.ts";
+import { ensureBwrap } from "../manager/mod.ts";
 import { spaceKeyHex } from "../workspace/mod.ts";
 import { recordFromLock, startDaemon } from "./daemon.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";

@@ -14,7 +14,7 @@
  * setgid and sticky, 3770): each reads, replaces and removes only the files it owns, and no
  * supervisor reaches another space's dir, agents or sockets.
  */
-import { managerInstanceId } from "../manager/manager_types.ts";
+import { managerInstanceId } from "../manager/mod.ts";
 import {
   CONNECTION_EVICTOR_CREDS_KIND,
   DELIVERY_CREDS_KIND,

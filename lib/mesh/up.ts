@@ -5,10 +5,10 @@
  *
  * @module
  */
-import { cotalCommand } from "../cli/invocation.ts";
+import { cotalCommand } from "../cli/mod.ts";
 import { CotalError, isCotalError } from "../errors.ts";
 import { mintForRoot } from "./ops.ts";
-import { ManagerClient } from "../manager/control_client.ts";
+import { ManagerClient } from "../manager/mod.ts";
 import { bringBackLines, sayWhatIsUp } from "./up_report.ts";
 export { BRING_BACK_WAIT_MS } from "./up_report.ts";
 import { type SecretStore, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";

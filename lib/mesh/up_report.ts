@@ -5,9 +5,9 @@
  * @module
  */
 import { safeText } from "../safe_text.ts";
-import { errorText } from "../wire/connect.ts";
-import type { BringBackReport } from "../manager/manager_types.ts";
-import { ManagerClient } from "../manager/control_client.ts";
+import { errorText } from "../wire/mod.ts";
+import type { BringBackReport } from "../manager/mod.ts";
+import { ManagerClient } from "../manager/mod.ts";
 import { mintForRoot } from "./ops.ts";
 import type { MeshRecord } from "./stack.ts";
 

@@ -75,3 +75,11 @@ export type {
 } from "./types.ts";
 export { type Creds, parseCreds, renderCreds } from "./creds.ts";
 export { xkeyOpen, XKeyPair, xkeySeal } from "./xkey.ts";
+
+// For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
+export { base32Encode } from "./base32.ts";
+export { base64urlDecode, base64urlEncode } from "./base64url.ts";
+export { connect, connectWhenUp, flushWithin } from "./connect.ts";
+export { isRelayedCreds, notePair, parseRelayedCreds, renderRelayedCreds } from "./creds.ts";
+export { headersOf, UNDECODABLE } from "./headers.ts";
+export { decodeJwtUnverified } from "./jwt.ts";

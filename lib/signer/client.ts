@@ -6,9 +6,14 @@
  * @module
  */
 import { codeFrom, CotalError } from "../errors.ts";
-import { signRail, spaceNames } from "../trust/grant_names.ts";
-import { proveRequest, type RequestProver, requestProver } from "../trust/request_proof.ts";
-import type { CredentialSigner, SignRequest } from "../trust/credential_signer.ts";
+import {
+  proveRequest,
+  type RequestProver,
+  requestProver,
+  signRail,
+  spaceNames,
+} from "../trust/mod.ts";
+import type { CredentialSigner, SignRequest } from "../trust/mod.ts";
 import { SIGN_CONTEXT, type SignWireRequest } from "./serve.ts";
 
 /** How long a signing request waits for the signer by default. */

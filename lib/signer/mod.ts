@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { spaceKeyHex } from "../workspace/keys.ts";
+import { spaceKeyHex } from "../workspace/mod.ts";
 
 export { appendAudit, AUDIT_MAX_BYTES, type AuditEntry, AuditLog, readAudit } from "./audit.ts";
 export {

@@ -5,7 +5,7 @@
  * @module
  */
 import { TokenBuckets } from "../rate.ts";
-import type { Profile } from "../trust/types.ts";
+import type { Profile } from "../trust/mod.ts";
 
 /** How one requested profile is bounded. */
 export interface ProfileRule {

@@ -8,12 +8,9 @@
  */
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
-import { connectWhenUp } from "../nats/connect.ts";
-import { credsAuthenticatorFast } from "../trust/connect_auth.ts";
-import { mintCreds } from "../trust/mint.ts";
-import { requestTrustOf } from "../trust/request_proof.ts";
-import { newIdentity } from "../trust/sync_keys.ts";
-import type { SpaceAuth } from "../trust/types.ts";
+import { connectWhenUp } from "../nats/mod.ts";
+import { credsAuthenticatorFast, mintCreds, newIdentity, requestTrustOf } from "../trust/mod.ts";
+import type { SpaceAuth } from "../trust/mod.ts";
 import { AuditLog } from "./audit.ts";
 import { serveSigner, type SignerStats } from "./serve.ts";
 

@@ -14,16 +14,20 @@
 import type { Msg, NatsConnection, Subscription } from "nats";
 import { CotalError } from "../errors.ts";
 import type { CotalErrorCode } from "../error_codes/mod.ts";
-import { resolveExpiry } from "../trust/lifetimes.ts";
-import { signUserJwt } from "../trust/mint.ts";
-import { isProfile } from "../trust/profiles.ts";
-import { signRail } from "../trust/grant_names.ts";
-import { PROOF_HEADER, type RequestTrust, RequestVerifier } from "../trust/request_proof.ts";
-import { spaceNames } from "../trust/grant_names.ts";
-import type { MintAuth, MintOpts, Principal, Profile } from "../trust/types.ts";
+import {
+  isProfile,
+  PROOF_HEADER,
+  type RequestTrust,
+  RequestVerifier,
+  resolveExpiry,
+  signRail,
+  signUserJwt,
+  spaceNames,
+} from "../trust/mod.ts";
+import type { MintAuth, MintOpts, Principal, Profile } from "../trust/mod.ts";
 import type { AuditEntry, AuditLog } from "./audit.ts";
 import { CallerRate, SIGNER_CALLERS, SIGNER_POLICY, SIGNER_RESERVED_ACTORS } from "./policy.ts";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** The string every signer request's proof covers. */
 export const SIGN_CONTEXT = "cotal-sign-request-v1";

@@ -11,19 +11,17 @@ import {
   createAccount,
   createOperator,
   decodeJwt,
+  decodeJwtUnverified,
+  DEFAULT_ACCOUNT_LIMITS,
   encodeJwt,
   isPublicKey,
   type JetStreamLimits,
+  NO_STORAGE_ACCOUNT_LIMITS,
   type OperatorLimits,
   publicKeyFromSeed,
   seedSigner,
   type Signer,
 } from "../nats/mod.ts";
-import {
-  decodeJwtUnverified,
-  DEFAULT_ACCOUNT_LIMITS,
-  NO_STORAGE_ACCOUNT_LIMITS,
-} from "../nats/jwt.ts";
 import { token } from "./space_token.ts";
 import type { BrokerAuth, SpaceAccountAuth, SpaceAuth } from "./types.ts";
 

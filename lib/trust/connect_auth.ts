@@ -9,7 +9,7 @@
  */
 import type { Authenticator } from "nats";
 import { CotalError } from "../errors.ts";
-import { isRelayedCreds, parseRelayedCreds } from "../nats/creds.ts";
+import { isRelayedCreds, parseRelayedCreds } from "../nats/mod.ts";
 import { type SyncSigner, syncSigner } from "./sync_keys.ts";
 
 const JWT_BLOCK =

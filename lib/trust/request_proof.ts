@@ -14,12 +14,17 @@
 import { headers as natsHeaders, type MsgHdrs } from "nats";
 import { CotalError } from "../errors.ts";
 import type { CotalErrorCode } from "../error_codes/mod.ts";
-import { base64urlDecode, base64urlEncode } from "../nats/base64url.ts";
-import { parseCreds } from "../nats/creds.ts";
-import { decodeJwt } from "../nats/jwt.ts";
-import type { UserClaims } from "../nats/types.ts";
-import { publicKeyFromSeed } from "../nats/nkeys.ts";
-import { seedSigner, type Signer, verifySignature } from "../nats/signer.ts";
+import {
+  base64urlDecode,
+  base64urlEncode,
+  decodeJwt,
+  parseCreds,
+  publicKeyFromSeed,
+  seedSigner,
+  type Signer,
+  verifySignature,
+} from "../nats/mod.ts";
+import type { UserClaims } from "../nats/mod.ts";
 import type { MintAuth } from "./types.ts";
 
 /** How far a request's timestamp may be from the server's clock (frozen: no request widens it). */

@@ -6,8 +6,7 @@
  */
 import { CotalError } from "../errors.ts";
 import type { CotalErrorCode } from "../error_codes/mod.ts";
-import { decodeJwtUnverified } from "../nats/jwt.ts";
-import { isPublicKey } from "../nats/mod.ts";
+import { decodeJwtUnverified, isPublicKey } from "../nats/mod.ts";
 import { MAX_CONTROL_LINE } from "./mint.ts";
 import type { BrokerAuth } from "./types.ts";
 

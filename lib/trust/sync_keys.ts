@@ -12,9 +12,9 @@ import {
   encodePublicKey,
   encodeSeed,
   type NKeyKind,
+  notePair,
   parseSeed,
 } from "../nats/mod.ts";
-import { notePair } from "../nats/creds.ts";
 import type { Identity } from "./types.ts";
 
 const PKCS8_ED25519 = [0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70];

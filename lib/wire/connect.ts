@@ -7,10 +7,8 @@
  */
 
 import type { NatsConnection } from "nats";
-import { connect } from "../nats/connect.ts";
+import { connect, decodeJwtUnverified, parseCreds } from "../nats/mod.ts";
 import { CotalError } from "../errors.ts";
-import { parseCreds } from "../nats/creds.ts";
-import { decodeJwtUnverified } from "../nats/jwt.ts";
 import { credsAuthenticatorFast } from "../trust/mod.ts";
 
 /** Where and as whom to connect. */

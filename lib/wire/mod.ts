@@ -150,3 +150,15 @@ export type {
   ResolvedChannelPolicy,
 } from "./provision.ts";
 export { GAP_MARKER_HEADER, type GapEnd, type GapMarker, parseGapMarker } from "./gap_marker.ts";
+
+// For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
+export { strictChannelRow } from "./channels.ts";
+export { errorText } from "./connect.ts";
+export { wrapJs } from "./js_errors.ts";
+export { isStoreFull, jsonBytes, purgeJunkRows } from "./kv.ts";
+export { acquireKvLease, KvLease } from "./kv_lease.ts";
+export type { KvLeaseView } from "./kv_lease.ts";
+export { consumerInfo } from "./provision.ts";
+export { followStream } from "./stream_follow.ts";
+export type { FollowedMessage, StreamFollow } from "./stream_follow.ts";
+export { DELIVERY_LEASE_KEY } from "./streams.ts";

@@ -10,7 +10,7 @@
  * @module
  */
 
-import type { Principal } from "../trust/types.ts";
+import type { Principal } from "../trust/mod.ts";
 import { createHash } from "node:crypto";
 import { CotalError } from "../errors.ts";
 import {
@@ -23,7 +23,7 @@ import {
   MAX_PRINCIPAL_TOKEN_LENGTH,
   newLifecycleUid,
   token,
-} from "../trust/space_token.ts";
+} from "../trust/mod.ts";
 
 export {
   isPrincipalOwnerToken,

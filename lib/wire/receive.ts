@@ -6,7 +6,7 @@
  */
 
 import type { MsgHdrs } from "nats";
-import { UNDECODABLE } from "../nats/headers.ts";
+import { UNDECODABLE } from "../nats/mod.ts";
 import { isBrokerAnswer } from "./broker_answer.ts";
 import { type CotalMessage, type EndpointRef, type Part, validatePart } from "./envelope.ts";
 import { isPrincipalOwnerToken, type Principal } from "./names.ts";

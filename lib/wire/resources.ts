@@ -12,7 +12,7 @@ import {
   assertValidRole,
   type Principal,
 } from "./names.ts";
-import { spaceNames } from "../trust/grant_names.ts";
+import { spaceNames } from "../trust/mod.ts";
 
 /** The five message streams of one space. */
 export interface SpaceStreamNames {

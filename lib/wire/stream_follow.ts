@@ -19,7 +19,7 @@
  * @module
  */
 import { createInbox, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "nats";
-import { headersOf, UNDECODABLE } from "../nats/headers.ts";
+import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** One stored message, as delivered. */
 export interface FollowedMessage {

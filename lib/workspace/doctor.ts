@@ -7,7 +7,7 @@
 
 import { CotalError } from "../errors.ts";
 import { decodeJwt, parseCreds } from "../nats/mod.ts";
-import { RENEW_FRACTION } from "../trust/lifetimes.ts";
+import { RENEW_FRACTION } from "../trust/mod.ts";
 import { FsSecretStore, workspaceSecretStore } from "./fs_secret_store.ts";
 import {
   CONNECTION_EVICTOR_CREDS_KIND,

@@ -50,3 +50,9 @@ export type {
 } from "./renewal.ts";
 export { credHealth, doctorAuth } from "./doctor.ts";
 export type { CredHealth, DoctorAuthOptions, DoctorAuthRow } from "./doctor.ts";
+
+// For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
+export { isFailingCred } from "./doctor.ts";
+export { doctorStore } from "./doctor_store.ts";
+export type { StoreProblem } from "./doctor_store.ts";
+export { HolderLock } from "./holder_lock.ts";

@@ -8,11 +8,15 @@
  *
  * @module
  */
-import { mintCreds } from "../trust/mint.ts";
-import { serializeBrokerAuth, serializeSpaceAccountAuth } from "../trust/records.ts";
-import { mintConnectionEvictorCreds, mintMembershipObserverCreds } from "../trust/sys_mint.ts";
-import { newIdentity } from "../trust/sync_keys.ts";
-import type { BrokerAuth, SpaceAccountAuth } from "../trust/types.ts";
+import {
+  mintConnectionEvictorCreds,
+  mintCreds,
+  mintMembershipObserverCreds,
+  newIdentity,
+  serializeBrokerAuth,
+  serializeSpaceAccountAuth,
+} from "../trust/mod.ts";
+import type { BrokerAuth, SpaceAccountAuth } from "../trust/mod.ts";
 import {
   connectionEvictorCredsKey,
   deliveryCredsKey,

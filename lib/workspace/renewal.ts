@@ -14,8 +14,7 @@
 
 import { createHash } from "node:crypto";
 import { CotalError, isCotalError } from "../errors.ts";
-import { decodeJwt, parseCreds, type UserClaims } from "../nats/mod.ts";
-import { decodeJwtUnverified } from "../nats/jwt.ts";
+import { decodeJwt, decodeJwtUnverified, parseCreds, type UserClaims } from "../nats/mod.ts";
 import {
   CREDENTIAL_LIFETIMES,
   mintCreds,

@@ -10,9 +10,8 @@
  * @module
  */
 import { CotalError } from "../../errors.ts";
-import type { CotalEndpoint } from "../../endpoint/endpoint.ts";
-import type { CotalMessageEvent } from "../../endpoint/events.ts";
-import type { CotalMessage, JsonValue } from "../../wire/envelope.ts";
+import type { CotalEndpoint, CotalMessageEvent } from "../../endpoint/mod.ts";
+import type { CotalMessage, JsonValue } from "../../wire/mod.ts";
 import type { AgentContext } from "../runner.ts";
 
 /** Caps no configuration may exceed. */

@@ -10,7 +10,7 @@
  */
 import { CotalError } from "../../errors.ts";
 import type { DeploymentLayout } from "../../permissions.ts";
-import { spaceKeyHex } from "../../workspace/keys.ts";
+import { spaceKeyHex } from "../../workspace/mod.ts";
 import { BWRAP_MANUAL, ensureBwrap, findBwrap } from "./bwrap.ts";
 import { type CgroupHost, probeCgroups } from "./cgroup.ts";
 import { LIMIT_PROGRAMS } from "./limits.ts";

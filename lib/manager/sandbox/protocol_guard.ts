@@ -27,7 +27,7 @@
  * @module
  */
 
-import { jwtSubject } from "../../trust/connect_auth.ts";
+import { jwtSubject } from "../../trust/mod.ts";
 import {
   concatAll,
   connectObject,

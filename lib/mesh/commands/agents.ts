@@ -6,18 +6,28 @@
  * @module
  */
 import { brokerNotRunning } from "../stack.ts";
-import { ATTACH_RESET, AttachFilter } from "../../cli/attach_filter.ts";
-import { consoleSize, parseSize } from "../../cli/term_size.ts";
-import { cotalCommand } from "../../cli/invocation.ts";
-import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import {
+  ATTACH_RESET,
+  AttachFilter,
+  consoleSize,
+  cotalCommand,
+  defineCommand,
+  denoIo,
+  JSON_FLAG,
+  parseSize,
+  printResult,
+} from "../../cli/mod.ts";
 import { CotalError, isCotalError } from "../../errors.ts";
-import { ManagerClient } from "../../manager/control_client.ts";
-import type { AgentRow } from "../../manager/managed_agent.ts";
+import {
+  HARNESS_INSTALL,
+  limitBoundsText,
+  ManagerClient,
+  parseLimitsFlag,
+} from "../../manager/mod.ts";
+import type { AgentRow } from "../../manager/mod.ts";
 import { registry } from "../../registry.ts";
 import { safeText } from "../../safe_text.ts";
-import { HARNESS_INSTALL } from "../../manager/harness_connectors.ts";
 import { type Persona, personaSpawnFields, readPersona } from "../persona.ts";
-import { limitBoundsText, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
 import { runningBroker } from "../space.ts";

@@ -10,7 +10,7 @@
 import { brokerNotRunning } from "../stack.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { safeText } from "../../safe_text.ts";
-import type { DeadLetter, Gap, ToldGap, TrimRecord } from "../../delivery/setaside.ts";
+import type { DeadLetter, Gap, ToldGap, TrimRecord } from "../../delivery/mod.ts";
 import { registry } from "../../registry.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { deliveryAdmin } from "../ops.ts";

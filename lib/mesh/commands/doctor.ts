@@ -6,9 +6,14 @@
  */
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
-import { doctorAuth, type DoctorAuthRow, isFailingCred } from "../../workspace/doctor.ts";
-import { doctorStore, type StoreProblem } from "../../workspace/doctor_store.ts";
-import { workspaceSecretStore } from "../../workspace/mod.ts";
+import {
+  doctorAuth,
+  type DoctorAuthRow,
+  doctorStore,
+  isFailingCred,
+  type StoreProblem,
+  workspaceSecretStore,
+} from "../../workspace/mod.ts";
 import { resolveExistingRoot, ROOT_FLAG } from "./common.ts";
 
 function remaining(s: number | undefined): string {

@@ -4,9 +4,8 @@
  *
  * @module
  */
-import { parseCreds } from "../../nats/creds.ts";
-import { decodeJwtUnverified } from "../../nats/jwt.ts";
-import { assertValidLifecycleUid, newLifecycleUid } from "../../wire/names.ts";
+import { decodeJwtUnverified, parseCreds } from "../../nats/mod.ts";
+import { assertValidLifecycleUid, newLifecycleUid } from "../../wire/mod.ts";
 import { writeError, writeFileAtomic } from "../../atomic_file.ts";
 import { safeText } from "../../safe_text.ts";
 import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";

@@ -4,13 +4,12 @@
  * @module
  */
 import { safeText } from "../../safe_text.ts";
-import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { defineCommand, denoIo, JSON_FLAG, printResult, TextLineStream } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { isLiveAgent, sendText, tail } from "../ops.ts";
 import { join } from "../join.ts";
-import { TextLineStream } from "../../cli/lines.ts";
 import { localActor, resolveMeshRoot, ROOT_FLAG, SPACE_FLAG } from "./common.ts";
 
 /** `cotal send`: one text message as the local operator. */

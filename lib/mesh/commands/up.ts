@@ -4,9 +4,7 @@
  * @module
  */
 import { HUNG_AFTER_MS } from "../../heartbeat.ts";
-import { cotalCommand } from "../../cli/invocation.ts";
-import { defineCommand, JSON_FLAG, printResult } from "../../cli/mod.ts";
-import { denoIo } from "../../cli/mod.ts";
+import { cotalCommand, defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { down, up } from "../up.ts";
 import {
@@ -21,20 +19,27 @@ import { lastStorageFault } from "../storage_fault.ts";
 import { safeText } from "../../safe_text.ts";
 import { readSpaceIndex } from "../trust_state.ts";
 import { deliveryAdmin, mintForRoot } from "../ops.ts";
-import { ManagerClient } from "../../manager/control_client.ts";
-import { connect, flushWithin } from "../../nats/connect.ts";
+import {
+  DEFAULT_AGENT_IDS,
+  LIMIT_NAMES,
+  ManagerClient,
+  parseIdRange,
+  parseLimitsFlag,
+} from "../../manager/mod.ts";
+import { connect, flushWithin } from "../../nats/mod.ts";
 import { credsAuthenticatorFast } from "../../trust/mod.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
 import { parsePort, resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common.ts";
-import { doctorAuth, isFailingCred } from "../../workspace/doctor.ts";
+import {
+  doctorAuth,
+  doctorStore,
+  isFailingCred,
+  workspaceSecretStore,
+} from "../../workspace/mod.ts";
 import { credRows, storeRows } from "./doctor.ts";
-import { doctorStore } from "../../workspace/doctor_store.ts";
-import { workspaceSecretStore } from "../../workspace/mod.ts";
 import { neverStartedDaemons } from "../space.ts";
-import { LIMIT_NAMES, parseLimitsFlag } from "../../manager/sandbox/limits.ts";
-import { DEFAULT_AGENT_IDS, parseIdRange } from "../../manager/sandbox/ids.ts";
 
 function userAuthFrom(on: boolean, idp?: string, audience?: string): UserAuthConfig | undefined {
   if (!on) {
