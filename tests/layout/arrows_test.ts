@@ -1,7 +1,9 @@
 /**
  * The house's dependency direction, judged by `deno info`'s module graph: every area of `lib/`
  * imports only areas below it (README, "Layout"), and no module graph cycle is made of value
- * imports. Type-only references inside an area are allowed (they vanish at run time).
+ * imports. Type-only references inside an area are allowed (they vanish at run time). An area
+ * with a `mod.ts` is entered through it (the nats.js rule: siblings inside an area import each
+ * other's modules, everyone else imports the area's `mod.ts`).
  */
 import assert from "node:assert/strict";
 import { fileURLToPath as fromFileUrl, pathToFileURL } from "node:url";
@@ -165,6 +167,41 @@ export function arrowsAgainst(edges: readonly Edge[]): string[] {
   return [...new Set(wrong)];
 }
 
+/**
+ * Each import from another area into a module of an area that has a `mod.ts`, other than a
+ * `mod.ts` (the area's, or a part's own, as `lib/mesh/commands/mod.ts` registers every verb).
+ */
+export function pastTheBarrel(edges: readonly Edge[], barrels: ReadonlySet<string>): string[] {
+  const wrong: string[] = [];
+  for (const e of edges) {
+    const a = areaOf(e.from);
+    const b = areaOf(e.to);
+    if (!b || a === b || !barrels.has(b) || e.to.endsWith("/mod.ts")) continue;
+    wrong.push(`${e.from.slice(rootPath.length)} -> ${e.to.slice(rootPath.length)}`);
+  }
+  return [...new Set(wrong)];
+}
+
+/** The areas of lib/ that have a `mod.ts`. */
+function barrelAreas(): Set<string> {
+  const out = new Set<string>();
+  for (const e of Deno.readDirSync(`${rootPath}lib`)) {
+    try {
+      if (e.isDirectory && Deno.statSync(`${rootPath}lib/${e.name}/mod.ts`).isFile) out.add(e.name);
+    } catch {
+      // No mod.ts: an area entered through its modules (lib/mcp).
+    }
+  }
+  return out;
+}
+
+Deno.test("layout - every import from another area goes through that area's mod.ts", async () => {
+  const edges = await moduleGraph();
+  const barrels = barrelAreas();
+  assert.ok(barrels.has("wire") && barrels.has("manager"), [...barrels].join(", "));
+  assert.deepEqual(pastTheBarrel(edges, barrels), []);
+});
+
 Deno.test("layout - every import in lib/ and cmd/ points down the documented direction", async () => {
   const edges = await moduleGraph();
   assert.deepEqual(arrowsAgainst(edges), []);
@@ -192,4 +229,13 @@ Deno.test("layout - the checks see an arrow against the direction and a cycle", 
     "nostalgia: an area with no place in RANK",
   ]);
   assert.deepEqual(valueCycles(edges).map((c) => c.length), [2]);
+  assert.deepEqual(
+    pastTheBarrel([
+      ...edges,
+      { from: p("lib/delivery/d.ts"), to: p("lib/wire/kv.ts"), code: false },
+      { from: p("lib/delivery/d.ts"), to: p("lib/wire/mod.ts"), code: true },
+      { from: p("lib/delivery/d.ts"), to: p("lib/delivery/e.ts"), code: true },
+    ], new Set(["wire", "cli"])),
+    ["lib/manager/a.ts -> lib/cli/b.ts", "lib/delivery/d.ts -> lib/wire/kv.ts"],
+  );
 });
