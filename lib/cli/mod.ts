@@ -5,25 +5,13 @@
  * @module
  */
 
-export type {
-  CommandSpec,
-  FlagSpec,
-  FlagsSpec,
-  FlagValue,
-  FlagValues,
-  ParsedArgs,
-  PositionalSpec,
-} from "../command_types.ts";
+export type { CommandSpec, ParsedArgs } from "../command_types.ts";
 export { checkCommandSpec } from "./spec.ts";
-export { helpRequested, parseCommandArgs, usageError } from "./parse.ts";
-export type { ParseOptions } from "./parse.ts";
+export { helpRequested, parseCommandArgs } from "./parse.ts";
 export { helpText, usageLine } from "./help.ts";
 export { bufferIo, denoIo, JSON_FLAG, printError, printList, printResult } from "./output.ts";
-export type { BufferIo, CliIo } from "./output.ts";
 export { createProgress, liveLine } from "./progress.ts";
-export type { LiveLine, Progress, ProgressOptions } from "./progress.ts";
-export { dispatch, overviewText } from "./dispatch.ts";
-export type { DispatchOptions } from "./dispatch.ts";
+export { dispatch } from "./dispatch.ts";
 export { defineCommand } from "./define.ts";
 
 // For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).

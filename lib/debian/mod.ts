@@ -4,10 +4,9 @@
  * @module
  */
 export {
-  type AptSource,
   findDebianMirror,
   parseDeb822Sources,
   parseOneLineSources,
   readAptSources,
 } from "./apt_sources.ts";
-export { type DebFetchOptions, fetchDebBinary } from "./deb_fetch.ts";
+export { fetchDebBinary } from "./deb_fetch.ts";

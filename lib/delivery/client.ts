@@ -8,7 +8,7 @@
 
 import type { NatsConnection } from "nats";
 import { codeFrom, CotalError } from "../errors.ts";
-import { ctlSubject, liveSubject, type Principal } from "../wire/mod.ts";
+import { ctlSubject, type Principal } from "../wire/mod.ts";
 import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 const ENC = new TextEncoder();
@@ -89,28 +89,4 @@ export async function deliveryRequest(
     throw new CotalError(codeFrom(v.code, "refused"), String(v.error ?? `${op} was refused.`));
   }
   return (v.data ?? {}) as Record<string, unknown>;
-}
-
-/** The delivery plane's liveness answer: `bound`, `unbound`, or `unknown` (never a health claim). */
-export async function probeDeliveryLiveness(
-  nc: NatsConnection,
-  space: string,
-  caller: Principal,
-  timeoutMs = 2000,
-): Promise<{ responder: "bound" | "unbound" | "stale" | "unknown"; instance?: string }> {
-  try {
-    const data = await bound(
-      nc,
-      liveSubject(space, "delivery", caller),
-      new Uint8Array(),
-      timeoutMs,
-    );
-    const v = JSON.parse(DEC.decode(data));
-    if (v?.responder === "bound" || v?.responder === "unbound") {
-      return { responder: v.responder, instance: v.instance };
-    }
-  } catch {
-    // Falls through: a timeout or a bad answer is not evidence either way.
-  }
-  return { responder: "unknown" };
 }

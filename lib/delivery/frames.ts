@@ -98,14 +98,6 @@ export function frameHeaders(): MsgHdrs {
   return h;
 }
 
-/** Encode a frame and its marker header (for tools and tests that write one by hand). */
-export function encodeFrame(
-  channel: string,
-  msg: CotalMessage,
-): { data: Uint8Array; hdrs: MsgHdrs } {
-  return { data: renderFrame(channel, msg), hdrs: frameHeaders() };
-}
-
 /** Why a DLV entry is not a usable frame. */
 export type FrameRefusal = "unmarked" | "malformed";
 

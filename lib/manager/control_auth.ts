@@ -10,7 +10,6 @@ import type { MsgHdrs } from "nats";
 import {
   proveRequest,
   REQUEST_PROOF_WINDOW_MS,
-  REQUEST_REPLAY_CAP,
   type RequestProver,
   requestProver,
   type RequestTrust,
@@ -21,8 +20,6 @@ import type { SpaceAuth } from "../trust/mod.ts";
 
 /** How far a request's timestamp may be from the manager's clock (frozen: no request widens it). */
 export const CONTROL_PROOF_WINDOW_MS = REQUEST_PROOF_WINDOW_MS;
-/** The most nonces of commands with effects remembered inside the window. */
-export const CONTROL_REPLAY_CAP = REQUEST_REPLAY_CAP;
 /** The only credential profile whose holder may command a manager. */
 export const CONTROL_CALLER_PROFILE = "control-caller";
 

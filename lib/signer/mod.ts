@@ -9,37 +9,16 @@
  */
 import { spaceKeyHex } from "../workspace/mod.ts";
 
-export { appendAudit, AUDIT_MAX_BYTES, type AuditEntry, AuditLog, readAudit } from "./audit.ts";
+export { appendAudit, type AuditEntry, readAudit } from "./audit.ts";
 export {
   type RemoteSigner,
   remoteSigner,
   type RemoteSignerOptions,
-  SIGN_TIMEOUT_MS,
   type SignerConnection,
 } from "./client.ts";
-export {
-  CallerRate,
-  type ProfileRule,
-  SIGNER_CALLERS,
-  SIGNER_POLICY,
-  SIGNER_RATE,
-  SIGNER_RESERVED_ACTORS,
-} from "./policy.ts";
-export {
-  type RunningSigner,
-  runSigner,
-  type RunSignerOptions,
-  SIGNER_CREDS_TTL_SECONDS,
-} from "./run.ts";
-export {
-  MAX_SIGN_REQUEST_BYTES,
-  serveSigner,
-  SIGN_CONTEXT,
-  type SignerServeOptions,
-  type SignerStats,
-  type SignWireOpts,
-  type SignWireRequest,
-} from "./serve.ts";
+export { type ProfileRule, SIGNER_POLICY } from "./policy.ts";
+export { type RunningSigner, runSigner, type RunSignerOptions } from "./run.ts";
+export { SIGN_CONTEXT, type SignerStats } from "./serve.ts";
 
 /**
  * The default audit trail of the signer of `space` under `root`, in the audit dir only the

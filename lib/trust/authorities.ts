@@ -278,11 +278,6 @@ export function stripSpaceAuth(auth: SpaceAuth): SpaceAuth {
   };
 }
 
-/** True for a bundle made by {@linkcode stripSpaceAuth} (no operator seed or account JWT). */
-export function isStrippedSpaceAuth(auth: SpaceAuth): boolean {
-  return auth.operator.seed === "" || auth.account.jwt === "";
-}
-
 /**
  * Replaces the space's signing key: the account JWT is re-signed with `signing_keys: [new]`,
  * so once the broker reloads the re-rendered config every cred signed by the old key is

@@ -113,11 +113,6 @@ const SNAPSHOT: ReadonlyMap<CredentialKind, { def: number; max: number; min: num
   ]),
 );
 
-/** True when `kind` names a credential kind with a policy. */
-export function isCredentialKind(kind: unknown): kind is CredentialKind {
-  return typeof kind === "string" && SNAPSHOT.has(kind as CredentialKind);
-}
-
 /** `90 d`, `12 h`, `5 m` or `45 s`: the largest whole unit, for a person reading a refusal. */
 function spoken(sec: number): string {
   for (const [n, unit] of [[86_400, "d"], [3600, "h"], [60, "m"]] as const) {

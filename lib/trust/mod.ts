@@ -11,39 +11,32 @@ export {
   createSpaceAccountAuth,
   createSpaceAuth,
   hasSpaceLimits,
-  isStrippedSpaceAuth,
-  operatorName,
   rotateDataAccountSigningKey,
   rotateSystemAccount,
   setAccountSigningKey,
   SPACE_JETSTREAM_LIMITS,
-  SPACE_MAX_CONNECTIONS,
   stripSpaceAuth,
 } from "./authorities.ts";
-export { credsAuthenticatorFast, type CredsSource } from "./connect_auth.ts";
+export { credsAuthenticatorFast } from "./connect_auth.ts";
 export {
   CREDENTIAL_LIFETIMES,
-  isCredentialKind,
   type LifetimeClass,
   type LifetimePolicy,
   RENEW_FRACTION,
   resolveExpiry,
-  ROTATION_RENEWED_TTL_SEC,
   STANDING_RENEWABLE_TTL_SEC,
 } from "./lifetimes.ts";
 export {
-  accountSigner,
   assertExplicitPermissions,
   CONNECTION_LIMITS,
   MAX_CONTROL_LINE,
-  MAX_USER_JWT_BYTES,
   mintCreds,
   principalFromTags,
   principalTags,
   signUserJwt,
   signUserJwtWith,
 } from "./mint.ts";
-export { isProfile, type PermissionOpts, permissionsFor, PROFILES } from "./profiles.ts";
+export { isProfile, permissionsFor, PROFILES } from "./profiles.ts";
 export {
   parseBrokerAuth,
   parseSpaceAccountAuth,
@@ -63,7 +56,6 @@ export {
 export {
   assertConnId,
   assertLifecycleUid,
-  assertPrincipalOwner,
   assertValidActor,
   assertValidChannel,
   assertValidRole,
@@ -74,14 +66,12 @@ export {
   token,
 } from "./space_token.ts";
 export {
-  connectionEvictorPermissions,
   EVICTOR_INBOX_PREFIX,
   MEMBERSHIP_INBOX_PREFIX,
-  membershipObserverPermissions,
   mintConnectionEvictorCreds,
   mintMembershipObserverCreds,
 } from "./sys_mint.ts";
-export { newIdentity, type SyncSigner, syncSigner } from "./sync_keys.ts";
+export { newIdentity, syncSigner } from "./sync_keys.ts";
 export type {
   BrokerAuth,
   CredentialKind,
@@ -91,8 +81,6 @@ export type {
   MintAuth,
   MintOpts,
   OperatorKeys,
-  PermissionList,
-  Permissions,
   Principal,
   Profile,
   SpaceAccountAuth,
@@ -112,7 +100,6 @@ export {
   REQUEST_PROOF_WINDOW_MS,
   type RequestProver,
   requestProver,
-  type RequestRail,
   type RequestTrust,
   requestTrustOf,
   RequestVerifier,
@@ -123,5 +110,5 @@ export { signRail } from "./grant_names.ts";
 export { jwtSubject, nonceProver } from "./connect_auth.ts";
 export { spaceNames } from "./grant_names.ts";
 export { calloutUserName, principalFromCalloutName } from "./mint.ts";
-export { PROOF_HEADER, REQUEST_REPLAY_CAP } from "./request_proof.ts";
+export { PROOF_HEADER } from "./request_proof.ts";
 export { syncVerifier } from "./sync_keys.ts";

@@ -111,8 +111,6 @@ export interface BuildMessageInput {
   ts?: number;
 }
 
-/** The three core part kinds; any other bare (dot-free) kind is non-conformant. */
-export const CORE_PART_KINDS: readonly string[] = Object.freeze(["text", "data", "artifact"]);
 const EXTENSION_KIND_RE = /^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$/;
 const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 

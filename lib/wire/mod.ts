@@ -6,10 +6,8 @@
 
 export {
   assertConcreteChannel,
-  assertValidActorToken,
   assertValidChannel,
   assertValidLifecycleUid,
-  assertValidOwnerToken,
   assertValidPrincipal,
   assertValidRole,
   hasWildcard,
@@ -18,8 +16,6 @@ export {
   isPrincipalToken,
   isValidChannel,
   lifecycleTag,
-  MAX_CHANNEL_LENGTH,
-  MAX_PRINCIPAL_TOKEN_LENGTH,
   newLifecycleUid,
   parsePrincipalId,
   principalId,
@@ -30,13 +26,11 @@ export type { Principal } from "./names.ts";
 export {
   chatReadFilter,
   chatSubject,
-  CTL_SERVICES,
   ctlSubject,
   dinboxSubject,
   dlvSubject,
   dmFilter,
   instSubject,
-  LIVE_PLANES,
   liveSubject,
   parseSubject,
   subjectMatches,
@@ -61,15 +55,12 @@ export type { SpaceBucketNames, SpaceStreamNames } from "./resources.ts";
 export {
   assertFitsPayload,
   buildMessage,
-  CORE_PART_KINDS,
   encodedSize,
   encodeMessage,
-  normalizeMentions,
   validateMessage,
 } from "./envelope.ts";
 export type {
   ArtifactPart,
-  BuildMessageInput,
   CotalMessage,
   DataPart,
   EndpointRef,
@@ -79,53 +70,32 @@ export type {
   TextPart,
 } from "./envelope.ts";
 export { decodeMessage } from "./receive.ts";
-export { isBrokerAnswer, STORED_MESSAGE_HEADERS } from "./broker_answer.ts";
-export type { Decoded, DeliveryKind, DropReason } from "./receive.ts";
-export { connectBroker, withBroker } from "./connect.ts";
+export { isBrokerAnswer } from "./broker_answer.ts";
+export type { DeliveryKind } from "./receive.ts";
+export { connectBroker } from "./connect.ts";
 export type { BrokerTarget } from "./connect.ts";
 export { publishMessage, subjectForMessage } from "./publish.ts";
 export { isNotFound } from "./js_errors.ts";
 export {
-  DEFAULT_DUPLICATE_WINDOW_MS,
-  DELIVERY_LEASE_TTL_MS,
-  MANAGER_LEASE_TTL_MS,
-  MAX_MSGS_PER_SUBJECT,
-  MEMBERSHIP_FEED_MAX_BYTES,
-  PLANE3_DUPLICATE_WINDOW_MS,
-  PRESENCE_MAX_ROW_BYTES,
-  PRESENCE_TTL_MS,
   setupSpaceStreams,
-  setupSpaceStreamsOn,
   spaceBucketConfigs,
   spaceStreamConfigs,
   STREAM_LIMITS,
 } from "./streams.ts";
-export type {
-  CanonicalStream,
-  SetupSpaceStreamsOptions,
-  SpaceSetupOptions,
-  SpaceSetupResult,
-} from "./streams.ts";
+export type { SetupSpaceStreamsOptions, SpaceSetupOptions, SpaceSetupResult } from "./streams.ts";
 export {
-  assertDeliveryClass,
   effectiveDeliveryClass,
   effectiveReplay,
   ensureDefaultDeliveryClass,
-  ensureDefaultDeliveryClassOn,
-  MAX_DESCRIPTION_LENGTH,
-  MAX_INSTRUCTIONS_LENGTH,
   readChannelRegistry,
-  readChannelRegistryOn,
   seedChannelRegistry,
   validateChannelConfig,
 } from "./channels.ts";
 export type {
   ChannelConfig,
-  ChannelDefaults,
   ChannelRegistry,
   DeliveryClass,
   EnsureDefaultDeliveryClassOptions,
-  SeedChannelRegistryOptions,
   SpaceTarget,
 } from "./channels.ts";
 export { liveAclUids, readAclRow, reissueAclRow } from "./acl.ts";
@@ -134,14 +104,12 @@ export { bindKv, listKeys, liveEntry } from "./kv.ts";
 export {
   channelCovers,
   deprovisionAgent,
-  DURABLE_ACK_WAIT_MS,
   provisionAgent,
   provisionAgentDurables,
   resolveChannelPolicy,
 } from "./provision.ts";
 export type {
   AgentChannelPolicy,
-  DeprovisionAgentOptions,
   DeprovisionResult,
   ProvisionAgentDurablesOptions,
   ProvisionAgentOptions,

@@ -30,8 +30,6 @@ export const DELIVERY_LEASE_TTL_MS = 30_000;
 export const DELIVERY_LEASE_KEY = "lease.0";
 /** Manager lease bucket TTL. */
 export const MANAGER_LEASE_TTL_MS = 10_000;
-/** Per-subject cap of CHAT (per sender and channel), INBOX and DLV (per member lifecycle). */
-export const MAX_MSGS_PER_SUBJECT = 1000;
 /** Default duplicate window of the message streams. */
 export const DEFAULT_DUPLICATE_WINDOW_MS = 2 * 60_000;
 /** Plane-3 duplicate window: the cross-path exactly-once horizon of the backstop. */

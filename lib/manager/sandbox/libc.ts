@@ -13,7 +13,6 @@ const O_RDONLY = 0;
 const O_WRONLY = 1;
 const O_RDWR = 2;
 const O_CREAT = 0o100;
-const O_TRUNC = 0o1000;
 const O_NONBLOCK = 0o4000;
 const O_CLOEXEC = 0o2000000;
 // O_NOFOLLOW differs between the two architectures Cotal runs on.
@@ -281,18 +280,6 @@ export function tryLockFile(path: string): number | undefined {
   if (c.flock(fd, LOCK_EX | LOCK_NB) === 0) return fd;
   c.close(fd);
   return undefined;
-}
-
-/** Truncates-and-writes a regular file through libc (used for the lock files' contents). */
-export function writeSmallFile(path: string, text: string, mode = 0o600): void {
-  const c = libc();
-  const fd = c.open(cstr(path), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) fail(`open(${path})`);
-  try {
-    writeAll(fd, new TextEncoder().encode(text));
-  } finally {
-    c.close(fd);
-  }
 }
 
 /**
