@@ -18,9 +18,9 @@ import {
   type EndpointOptions,
   PROTOCOL_VERSION,
 } from "./types.ts";
+import { droppedCardField, MAX_NAME_LENGTH, MAX_ROW_ITEMS, MAX_ROW_TEXT } from "./presence_row.ts";
 
-/** Longest display name a card may carry. */
-export const MAX_NAME_LENGTH = 128;
+export { MAX_NAME_LENGTH };
 
 /** Refuse options an endpoint could not start with: a space, a card, a uid and channels. */
 export function checkOptions(opts: EndpointOptions): void {
@@ -47,6 +47,15 @@ export function checkCard(card: AgentCardInput): void {
   if (card.role !== undefined) assertValidRole(card.role);
   if (card.kind !== undefined && card.kind !== "agent" && card.kind !== "endpoint") {
     throw new CotalError("invalid_card", 'The card kind must be "agent" or "endpoint".');
+  }
+  // What peers would leave out of the row is refused here, so a card is shown as it was given.
+  const dropped = droppedCardField(card);
+  if (dropped !== undefined) {
+    throw new CotalError(
+      "invalid_card",
+      `The card's ${dropped} is malformed or too large: text fields hold at most ` +
+        `${MAX_ROW_TEXT} characters, names and tags 128, lists and meta ${MAX_ROW_ITEMS} items.`,
+    );
   }
 }
 

@@ -13,14 +13,13 @@ import type { BucketWatch, WatchedEntry } from "./bucket_watch.ts";
 import { CotalError } from "../errors.ts";
 import { type OfflineReason, PresenceEvent, RosterEvent } from "./events.ts";
 import { errorText } from "./credentials.ts";
-import type { Presence, PresenceStatus } from "./types.ts";
+import type { Presence } from "./types.ts";
+import { readPresenceRow } from "./presence_row.ts";
 
 /** Default heartbeat period. */
 export const DEFAULT_HEARTBEAT_MS = 2_000;
 /** Default liveness window. */
 export const DEFAULT_PRESENCE_TTL_MS = 6_000;
-
-const STATUSES: readonly string[] = ["idle", "waiting", "working", "offline"];
 
 interface Peer {
   presence: Presence;
@@ -220,7 +219,7 @@ export class PresenceTracker {
       }
       return;
     }
-    const presence = parsePresence(e.value);
+    const presence = readPresenceRow(e.value);
     if (!presence || presence.card.id !== key) {
       this.#host.warn(
         new CotalError(
@@ -270,18 +269,4 @@ function positive(v: number, what: string): number {
     throw new CotalError("invalid_presence_timing", `${what} must be a positive integer of ms.`);
   }
   return v;
-}
-
-function parsePresence(data: Uint8Array): Presence | undefined {
-  try {
-    const p = JSON.parse(new TextDecoder().decode(data)) as Presence;
-    if (
-      typeof p !== "object" || p === null || typeof p.card !== "object" || p.card === null ||
-      typeof p.card.id !== "string" || typeof p.card.name !== "string" ||
-      !STATUSES.includes(p.status as PresenceStatus) || typeof p.ts !== "number"
-    ) return undefined;
-    return p;
-  } catch {
-    return undefined;
-  }
 }
