@@ -7,6 +7,7 @@
 /** The codes `lib/mcp/` throws. */
 export type McpErrorCode =
   | "lifecycle_mismatch"
+  | "mcp_ambiguous_message"
   | "mcp_bad_arguments"
   | "mcp_channel_refused"
   | "mcp_inbox_unreadable"

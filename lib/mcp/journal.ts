@@ -217,9 +217,12 @@ export class InboxJournal {
     await this.markRead(entries);
   }
 
-  /** The entry holding message `id`, read or not. */
-  find(id: string): InboxEntry | undefined {
-    return this.#entries.find((e) => e.message.id === id);
+  /**
+   * The entries holding message `id`, read or not. A sender picks its message ids, so two
+   * senders can share one (a member can copy a channel post's id onto its own DM).
+   */
+  findAll(id: string): InboxEntry[] {
+    return this.#entries.filter((e) => e.message.id === id);
   }
 
   /** Marks `entries` read, durably. */

@@ -271,17 +271,10 @@ function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
       inputSchema: schema({
         message_id: name("the id of the message to answer"),
         text: text("the answer"),
+        from: name("the sender's id, needed only when two messages in your inbox share the id"),
       }, ["message_id", "text"]),
       async run(a) {
-        const e = inbox.find(String(a.message_id));
-        if (!e) {
-          throw new CotalError(
-            "mcp_unknown_message",
-            `No message ${
-              JSON.stringify(a.message_id)
-            } is in your inbox; reply to an id that inbox or wait returned.`,
-          );
-        }
+        const e = messageToAnswer(inbox, String(a.message_id), a.from as string | undefined);
         const opts = { replyTo: e.message.id };
         const m = e.kind === "channel"
           ? await agent.multicast(String(a.text), { channel: e.message.channel!, ...opts })
@@ -290,6 +283,34 @@ function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
       },
     },
   ];
+}
+
+/**
+ * The inbox entry `reply` answers. An id alone is enough while one sender used it; a sender
+ * picks its ids, so a member could copy a channel post's id onto a DM and take the answer
+ * meant for the channel (red team 29): two senders of one id are refused until `from` says which.
+ */
+function messageToAnswer(inbox: InboxJournal, id: string, from?: string): InboxEntry {
+  const all = inbox.findAll(id);
+  const matching = from === undefined ? all : all.filter((e) => e.message.from.id === from);
+  if (matching.length === 0) {
+    throw new CotalError(
+      "mcp_unknown_message",
+      `No message ${JSON.stringify(id)}${
+        from === undefined ? "" : ` from ${JSON.stringify(from)}`
+      } is in your inbox; reply to an id that inbox or wait returned.`,
+    );
+  }
+  const senders = [...new Set(matching.map((e) => e.message.from.id))];
+  if (senders.length > 1) {
+    throw new CotalError(
+      "mcp_ambiguous_message",
+      `Messages from ${senders.map((x) => JSON.stringify(x)).join(" and ")} share the id ${
+        JSON.stringify(id)
+      }; pass from with the sender of the one to answer.`,
+    );
+  }
+  return matching[matching.length - 1];
 }
 
 /** `inbox`, `wait`, `presence`, `channels` and `history`: what the agent reads. */

@@ -7,6 +7,10 @@
  * #general — copies the id of the operator's post into a DM to alice. If the DM reaches alice's
  * journal first, the operator's post is dropped as a duplicate and her model never sees it.
  * Passes when the defence holds: alice's model sees the operator's post.
+ *
+ * Red team 29 took it one step further: `reply` found the message by id alone, the first one
+ * kept, so alice's answer to the post could go to mallory as a DM. Two senders of one id are
+ * now refused until the model names the sender.
  */
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -117,6 +121,12 @@ async function collide(online: boolean) {
       seen.some((s) => s.endsWith("genuine post")),
       "the operator's post was hidden by mallory's decoy",
     );
+    const ambiguous = await call("reply", { message_id: postId, text: "my answer" });
+    assert.match(ambiguous.error ?? "", /share the id .*pass from with the sender/);
+    const poster = seen.find((s) => s.endsWith("genuine post"))!.split(":")[0];
+    assert.notEqual(poster, "local.mallory");
+    const answered = await call("reply", { message_id: postId, from: poster, text: "my answer" });
+    assert.ok(answered.id, JSON.stringify(answered));
   } finally {
     await client?.close().catch(() => {});
     await cotal(["down", "--root", root], 120_000);
