@@ -4,7 +4,7 @@
  *
  * @module
  */
-
+import type { Rate } from "../rate.ts";
 import { DELIVERY_LEASE_KEY } from "../wire/mod.ts";
 
 /** Header every framed DLV copy carries; an agent terminates a DLV entry without it. */
@@ -60,6 +60,19 @@ export const RAIL_IN_FLIGHT: Readonly<{ perCaller: number; total: number }> = Ob
  */
 export const HISTORY_READS_IN_FLIGHT: Readonly<{ perCaller: number; total: number }> = Object
   .freeze({ perCaller: 1, total: 8 });
+
+/**
+ * Durable joins and leaves one member may ask for: a burst of twice its share of channels (a
+ * start that joins them all, then a reconnect that asks again), then 2 a second. Each change
+ * writes a members row, recreates a consumer filter and wakes the membership feed: red team 29
+ * held 30 % of a core across the daemon, the broker and the supervisor with 80 join-leave
+ * cycles a second of one channel. Past it a request is answered `delivery_busy`, which an
+ * endpoint asks again after a pause.
+ */
+export const MEMBERSHIP_CHANGE_RATE: Readonly<Rate> = Object.freeze({
+  perSecond: 2,
+  burst: 128,
+});
 
 /**
  * Durable channel rows one member lifecycle may hold (joined or left; a leave keeps its row).

@@ -21,7 +21,8 @@ import {
 import type { Msg, Subscription } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
 import type { DeliveryContext } from "./context.ts";
-import { HISTORY_READS_IN_FLIGHT, RAIL_IN_FLIGHT } from "./constants.ts";
+import { HISTORY_READS_IN_FLIGHT, MEMBERSHIP_CHANGE_RATE, RAIL_IN_FLIGHT } from "./constants.ts";
+import { TokenBuckets } from "../rate.ts";
 import { readHistory } from "./history.ts";
 import { recipientKnown } from "./recipients.ts";
 import { durableJoin, durableLeave, listMemberships } from "./membership_ops.ts";
@@ -194,6 +195,15 @@ function serve(
 export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription[] {
   const P = ctx.root;
   const reads = new InFlight(HISTORY_READS_IN_FLIGHT);
+  const changes = new TokenBuckets(MEMBERSHIP_CHANGE_RATE);
+  const change = (caller: Principal): void => {
+    if (changes.take(`${caller.owner}.${caller.actor}`)) return;
+    throw new CotalError(
+      "delivery_busy",
+      `You joined and left durable channels faster than ${MEMBERSHIP_CHANGE_RATE.perSecond} a ` +
+        `second (after ${MEMBERSHIP_CHANGE_RATE.burst} at once); ask again in a second.`,
+    );
+  };
   const ctl = serve(
     ctx,
     `${P}.ctl.delivery.*.*`,
@@ -202,8 +212,10 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
     (caller, { op, args: body }, token) => {
       switch (op) {
         case "durableJoin":
+          change(caller);
           return durableJoin(ctx, caller, body.channel, token);
         case "durableLeave":
+          change(caller);
           return durableLeave(ctx, caller, body, token);
         case "listMemberships":
           return listMemberships(ctx, caller, body.lifecycleUid);

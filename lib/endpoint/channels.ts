@@ -378,7 +378,10 @@ export class ChannelSet {
     return sub;
   }
 
-  /** `retry` when the daemon did not answer (a refusal it answered is not asked again). */
+  /**
+   * `retry` when the daemon did not answer or was busy (a refusal it answered is not asked
+   * again).
+   */
   async #durableJoin(
     channel: string,
   ): Promise<{ durable: boolean; reason?: string; generation?: number; retry?: boolean }> {
@@ -423,7 +426,13 @@ export class ChannelSet {
       });
       const r = JSON.parse(new TextDecoder().decode(m.data));
       if (r?.ok === true) return { ok: true, data: r.data };
-      return { ok: false, reason: String(r?.error ?? "refused") };
+      // A busy daemon (its per-member rates and work in progress) is asked again, like a
+      // silent one.
+      return {
+        ok: false,
+        reason: String(r?.error ?? "refused"),
+        unanswered: r?.code === "delivery_busy",
+      };
     } catch (err) {
       const code = (err as { code?: string }).code;
       return {
