@@ -402,6 +402,8 @@ export class Fleet {
       cols: agent.cols,
       rows: agent.rows,
       ...(p.env ? { extraEnv: p.env } : {}),
+      onRetry: (why) =>
+        this.#host.log(`manager: ${p.name}'s sandbox did not start (${why}); trying once more`),
     });
     agent.hung = undefined;
     agent.attachHandle(started.handle, (exit) => this.#onExit(agent, exit));

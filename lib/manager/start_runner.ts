@@ -275,9 +275,33 @@ export interface StartedRunner {
 /**
  * Starts one agent runner through `runtime` (default: the registry's `pty`). Outside a pty the
  * sandbox also starts a new session, so the agent cannot reach the supervisor's terminal. A
- * pty agent's TERM defaults to `xterm-256color`.
+ * pty agent's TERM defaults to `xterm-256color`. A sandbox that fails to start is tried once
+ * more, a second later.
  */
 export async function startRunner(
+  opts: RunnerOptions & { readonly runtime?: Runtime } & SpawnOptions & {
+    /** Told why a first sandbox start failed, before the one more try. */
+    readonly onRetry?: (why: string) => void;
+  },
+): Promise<StartedRunner> {
+  try {
+    return await startRunnerOnce(opts);
+  } catch (err) {
+    // A sandbox bwrap could not set up once (the kernel's namespace clone past its deadline on
+    // a loaded machine, bwrap ending before it reported the sandbox's pid) is tried once more:
+    // what bwrap refuses for good fails the same way again. The first attempt's processes are
+    // gone by now (startRunnerOnce kills them before it throws).
+    if (!(err instanceof CotalError) || err.code !== "sandbox_start_failed") throw err;
+    opts.onRetry?.(err.message);
+    await new Promise((r) => setTimeout(r, SANDBOX_RETRY_MS));
+    return await startRunnerOnce(opts);
+  }
+}
+
+/** The pause before a failed sandbox start is tried once more. */
+export const SANDBOX_RETRY_MS = 1_000;
+
+async function startRunnerOnce(
   opts: RunnerOptions & { readonly runtime?: Runtime } & SpawnOptions,
 ): Promise<StartedRunner> {
   const runtime = opts.runtime ?? await createRuntime("pty");
