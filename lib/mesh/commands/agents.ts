@@ -18,38 +18,26 @@ import {
   printResult,
 } from "../../cli/mod.ts";
 import { CotalError, isCotalError } from "../../errors.ts";
-import {
-  HARNESS_INSTALL,
-  limitBoundsText,
-  ManagerClient,
-  parseLimitsFlag,
-} from "../../manager/mod.ts";
+import { limitBoundsText, ManagerClient } from "../../manager/mod.ts";
 import type { AgentRow } from "../../manager/mod.ts";
 import { registry } from "../../registry.ts";
 import { safeText } from "../../safe_text.ts";
-import { type Persona, personaSpawnFields, readPersona } from "../persona.ts";
+import { personaSpawnFields, readPersona } from "../persona.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { mintForRoot } from "../ops.ts";
 import { runningBroker } from "../space.ts";
 import { localActor, resolveMeshRoot, TARGET_FLAGS } from "./common.ts";
 // The persona verbs register themselves beside these.
 import "./persona.ts";
-
-/** `--env NAME`s with their values from this shell; an unset one is refused, named. */
-function envFrom(names: readonly string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const name of names) {
-    const value = Deno.env.get(name);
-    if (value === undefined) {
-      throw new CotalError(
-        "usage",
-        `--env ${name}: ${name} is not set in this shell; export it first (the agent gets this shell's value).`,
-      );
-    }
-    out[name] = value;
-  }
-  return out;
-}
+import {
+  absolutePath,
+  childRequests,
+  envFrom,
+  harnessOnPath,
+  int,
+  limitsFrom,
+  netMode,
+} from "./spawn_args.ts";
 
 /** Ctrl-]: leaves `cotal attach` (the agent keeps running). */
 export const DETACH_KEY = 0x1d;
@@ -72,36 +60,6 @@ async function client(
   return await ManagerClient.connect({ servers: url.split(","), space, creds });
 }
 
-function int(text: string | undefined, flag: string, min: number, max: number) {
-  if (text === undefined) return undefined;
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || n < min || n > max) {
-    throw new CotalError("usage", `${flag} must be a whole number from ${min} to ${max}.`);
-  }
-  return n;
-}
-
-function absolutePath(p: string): string {
-  return p.startsWith("/") ? p : `${Deno.cwd()}/${p}`;
-}
-
-function netMode(v: string): "relay" | "host" {
-  if (v === "relay" || v === "host") return v;
-  throw new CotalError("usage", `--net must be relay or host, not '${v.slice(0, 40)}'.`);
-}
-
-function limitsFrom(flags: string[]): Record<string, string> {
-  try {
-    // Validated here for a sentence at the terminal; the supervisor checks them again.
-    parseLimitsFlag(flags.join(","));
-  } catch (err) {
-    throw new CotalError("usage", (err as Error).message);
-  }
-  return Object.fromEntries(
-    flags.map((f) => [f.slice(0, f.indexOf("=")), f.slice(f.indexOf("=") + 1)]),
-  );
-}
-
 /** What `ps` shows of an agent's sandbox: its uid and network, or the mode without one. */
 function sandboxCell(a: AgentRow): string {
   const s = a.sandbox;
@@ -119,60 +77,6 @@ function rowLine(a: AgentRow): string {
   } ${(a.present ? "online" : "offline").padEnd(8)} ${String(a.pid ?? "-").padEnd(7)} ${
     sandboxCell(a)
   }`;
-}
-
-/**
- * The absolute path of a harness connector's binary on this shell's PATH; undefined for other
- * connectors, or when it is not there (the supervisor then refuses with how to install it).
- */
-function harnessOnPath(agent: string): string | undefined {
-  const h = HARNESS_INSTALL[agent];
-  if (!h) return undefined;
-  for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
-    if (!dir.startsWith("/")) continue;
-    try {
-      const st = Deno.statSync(`${dir}/${h.bin}`);
-      if (st.isFile && (st.mode ?? 0) & 0o111) return `${dir}/${h.bin}`;
-    } catch {
-      // Not in this dir.
-    }
-  }
-  return undefined;
-}
-
-/**
- * The spawn requests of the personas `parent` may start (its `spawn:` list), as this shell
- * resolves them: each persona's fields, its harness on this PATH and its variables from this
- * shell, all checked now so the agent's own spawn never meets a missing piece.
- */
-async function childRequests(
-  root: string,
-  parent: Persona,
-): Promise<Record<string, Record<string, unknown>>> {
-  const out: Record<string, Record<string, unknown>> = {};
-  for (const name of parent.spawn) {
-    const child = await readPersona(root, name);
-    if (child.spawn.length) {
-      throw new CotalError(
-        "persona_invalid",
-        `${parent.file}: spawn: ${name} may spawn agents of its own (${child.file}); an agent's children may not.`,
-      );
-    }
-    const command = child.command ?? harnessOnPath(child.agent);
-    if (HARNESS_INSTALL[child.agent] && !command) {
-      const h = HARNESS_INSTALL[child.agent];
-      throw new CotalError(
-        "harness_missing",
-        `${parent.file}: spawn: ${name} needs ${h.bin} on this shell's PATH (install it with '${h.install}').`,
-      );
-    }
-    out[name] = {
-      ...personaSpawnFields(child),
-      ...(command ? { command, args: [...child.args] } : {}),
-      ...(child.env.length ? { env: envFrom(child.env) } : {}),
-    };
-  }
-  return out;
 }
 
 /** `cotal spawn`: start an agent under the space's supervisor. */
