@@ -266,3 +266,20 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     for (const d of [root, home, elsewhere]) await removeTempDir(d);
   }
 });
+
+Deno.test("mesh - spawn without a program is a usage error (exit 2) naming what to add, before any mesh is looked for", async () => {
+  const home = await tempDir("cotal-home-");
+  try {
+    const env = { COTAL_HOME: home, PATH: "/usr/bin:/bin" };
+    for (const agent of [[], ["--agent", "program"]]) {
+      const r = await run(["spawn", "--name", "w", ...agent], env, home);
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /agent needs a program: give its absolute path and args after --/);
+    }
+    const mod = await run(["spawn", "--agent", "module"], env, home);
+    assert.equal(mod.code, 2, mod.stderr);
+    assert.match(mod.stderr, /The module agent needs --module <file\.ts>/);
+  } finally {
+    await removeTempDir(home);
+  }
+});

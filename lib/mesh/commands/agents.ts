@@ -173,6 +173,17 @@ export const spawnCommand = defineCommand({
     // The program after -- wins; then the persona's; a harness's is found on this shell's PATH.
     const command = given ?? persona?.command ?? harnessOnPath(agent);
     const args = given !== undefined ? givenArgs : persona?.command ? [...persona.args] : [];
+    // What the supervisor would refuse for want of a program is a usage error here (exit 2).
+    if ((agent === "task-runner" || agent === "program") && !command) {
+      throw new CotalError(
+        "usage",
+        `The ${agent} agent needs a program: give its absolute path and args after -- ` +
+          `(cotal spawn --name worker -- /bin/cat), or name a persona.`,
+      );
+    }
+    if (agent === "module" && !values.module && !persona) {
+      throw new CotalError("usage", "The module agent needs --module <file.ts>.");
+    }
     const readiness = int(values.timeout, "--timeout", 1, 300) ?? 30;
     const window = int(values.window, "--window", 1, 3600);
     const req: Record<string, unknown> = {
