@@ -9,6 +9,8 @@ export type WorkspaceErrorCode =
   | "doctor_needs_spaces"
   | "holder_lock_unavailable"
   | "holder_lock_unsafe"
+  | "mesh_ambiguous"
+  | "no_home"
   | "no_space_auth"
   | "remint_failed"
   | "space_auth_unreadable"

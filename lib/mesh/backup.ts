@@ -36,7 +36,7 @@ import {
 } from "./trust_state.ts";
 import { provisionSpace, renderBrokerConfig } from "./space_setup.ts";
 import { brokerNotRunning, reloadBroker } from "./stack.ts";
-import { registerMesh } from "./machine_registry.ts";
+import { registerMesh } from "../workspace/mod.ts";
 
 function mib(bytes: number): string {
   return `${(bytes / 1048576).toFixed(1)} MiB`;

@@ -1,7 +1,7 @@
 /**
  * The operator's wing: Cotal run as a stack on one machine, over the library. It owns what an
- * operator does and the library does not: a root's layout and machine registry (`layout.ts`,
- * `machine_registry.ts`), bringing a stack up and down (`up.ts`, `stack.ts`, `daemons.ts`:
+ * operator does and the library does not: a root's layout (`layout.ts`; the machine registry
+ * of running meshes is `lib/workspace/machine_registry.ts`, which `cotal mcp` reads too), bringing a stack up and down (`up.ts`, `stack.ts`, `daemons.ts`:
  * the broker, then per space its signer, delivery daemon and supervisor, each under its
  * permission row), spaces added, removed, backed up and restored (`space*.ts`, `backup.ts`,
  * `snapshot.ts`), the watchdog that heals a detached stack (`watchdog.ts`), systemd units

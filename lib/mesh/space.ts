@@ -28,7 +28,7 @@ import {
 } from "./stack.ts";
 import type { ComponentSpec, ComponentStatus } from "./stack.ts";
 import { ensureDaemonCreds } from "./daemons.ts";
-import { registerMesh, unregisterMesh } from "./machine_registry.ts";
+import { registerMesh, unregisterMesh } from "../workspace/mod.ts";
 import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
 import { addSpaceRecord, provisionSpace, renderBrokerConfig } from "./space_setup.ts";
 

@@ -13,7 +13,7 @@ import { bringBackLines, sayWhatIsUp } from "./up_report.ts";
 export { BRING_BACK_WAIT_MS } from "./up_report.ts";
 import { type SecretStore, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
-import { listMeshes, registerMesh, unregisterMesh } from "./machine_registry.ts";
+import { listMeshes, registerMesh, unregisterMesh } from "../workspace/mod.ts";
 import { processStartTime } from "./pidfile.ts";
 import { mintSysCreds, rotateSys, spacesWithoutSysCreds } from "./sys_creds.ts";
 import { ensureDaemonCreds, type IsolationChoice, watchdogComponent } from "./daemons.ts";

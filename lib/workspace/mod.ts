@@ -56,3 +56,11 @@ export { isFailingCred } from "./doctor.ts";
 export { doctorStore } from "./doctor_store.ts";
 export type { StoreProblem } from "./doctor_store.ts";
 export { HolderLock } from "./holder_lock.ts";
+export {
+  listMeshes,
+  lookupMesh,
+  machineHome,
+  type MeshEntry,
+  registerMesh,
+  unregisterMesh,
+} from "./machine_registry.ts";

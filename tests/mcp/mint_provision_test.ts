@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { down, up } from "../../lib/mesh/up.ts";
-import { lookupMesh } from "../../lib/mesh/machine_registry.ts";
+import { lookupMesh } from "../../lib/workspace/machine_registry.ts";
 import { denoDir } from "../../lib/manager/start_runner.ts";
 import { MCP_V8_FLAGS } from "../../lib/manager/mcp_command.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";

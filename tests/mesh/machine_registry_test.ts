@@ -11,7 +11,7 @@ import {
   lookupMesh,
   registerMesh,
   unregisterMesh,
-} from "../../lib/mesh/machine_registry.ts";
+} from "../../lib/workspace/machine_registry.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
 
 Deno.test("mesh registry - two roots of one space name: kept apart, ambiguous while both answer, the live one after", async () => {

@@ -3,7 +3,7 @@ import { connect, credsAuthenticator } from "nats";
 import { parseCreds } from "../../lib/nats/mod.ts";
 import { decodeJwt } from "../../lib/nats/mod.ts";
 import { down, up } from "../../lib/mesh/up.ts";
-import { lookupMesh } from "../../lib/mesh/machine_registry.ts";
+import { lookupMesh } from "../../lib/workspace/machine_registry.ts";
 import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
 
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;

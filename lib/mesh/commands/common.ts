@@ -5,7 +5,7 @@
  * @module
  */
 import { CotalError } from "../../errors.ts";
-import { listMeshes, lookupMesh } from "../machine_registry.ts";
+import { listMeshes, lookupMesh } from "../../workspace/mod.ts";
 
 /** The `--root` flag every mesh command takes. */
 export const ROOT_FLAG = {

@@ -6,7 +6,7 @@
  */
 import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
-import { spaceKeyHex } from "../workspace/mod.ts";
+import { spaceKeyHex } from "./keys.ts";
 
 /** One space's entry in the machine's mesh registry. */
 export interface MeshEntry {
