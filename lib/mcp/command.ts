@@ -12,6 +12,7 @@ import { CotalError, isCotalError } from "../errors.ts";
 import { assertValidLifecycleUid } from "../wire/mod.ts";
 import { agentEndpoint, readLaunchMaterial } from "../manager/mod.ts";
 import { registry } from "../registry.ts";
+import { lookupMesh } from "../workspace/mod.ts";
 import { InboxJournal } from "./journal.ts";
 import { serveMcp } from "./server.ts";
 import process from "node:process";
@@ -63,7 +64,7 @@ async function fromCreds(values: {
   const { owner, actor } = principal;
   const endpoint = new CotalEndpoint({
     space: values.space,
-    servers: (values.server ?? "nats://127.0.0.1:4222").split(","),
+    servers: (values.server ?? await registeredServer(values.space)).split(","),
     card: { name: actor, owner, actor, ...(values.role ? { role: values.role } : {}) },
     lifecycleUid: values["lifecycle-uid"],
     creds: text,
@@ -72,6 +73,27 @@ async function fromCreds(values: {
     dedupeDurable: false,
   });
   return { endpoint, id: `${owner}.${actor}` };
+}
+
+/**
+ * The broker of the mesh this machine runs for `space` (its registry entry), when `--server`
+ * is not given. Newcomer pass 9 ran `cotal mcp --creds` without `--server` and it waited on
+ * port 4222, where no broker was.
+ */
+async function registeredServer(space: string): Promise<string> {
+  const entry = await lookupMesh(space).catch((err) => {
+    if (!isCotalError(err, "mesh_ambiguous")) throw err;
+    throw new CotalError("usage", err.message.replace(/pass --root <dir>/, "pass --server <url>"));
+  });
+  if (!entry) {
+    throw new CotalError(
+      "usage",
+      `No mesh on this machine serves space ${
+        JSON.stringify(space)
+      }; pass --server <url> (the broker the cred was minted for).`,
+    );
+  }
+  return entry.url;
 }
 
 /** `cotal mcp`. */
@@ -91,7 +113,11 @@ export const mcpCommand = defineCommand({
       description: "an agent cred instead of a launch file (with --space and --lifecycle-uid)",
     },
     space: { type: "string", description: "the space (with --creds)" },
-    server: { type: "string", value: "url", description: "broker URL(s), with --creds" },
+    server: {
+      type: "string",
+      value: "url",
+      description: "broker URL(s), with --creds (default: the mesh this machine runs for --space)",
+    },
     "lifecycle-uid": { type: "string", description: "the agent's lifecycle uid (with --creds)" },
     role: {
       type: "string",

@@ -42,7 +42,7 @@ Deno.test("mcp - a member run by hand: mint --provision makes what cotal mcp --c
       say: () => {},
       untilStopped: Promise.resolve(),
     });
-    const url = (await lookupMesh("prov"))!.url;
+    assert.ok(await lookupMesh("prov"));
     const creds = `${root}/bob.creds`;
     const minted = await cotal([
       ...["mint", "--root", root, "--space", "prov", "--profile", "agent", "--provision"],
@@ -50,15 +50,23 @@ Deno.test("mcp - a member run by hand: mint --provision makes what cotal mcp --c
     ], env);
     assert.equal(minted.code, 0, minted.stderr);
     const { lifecycleUid } = JSON.parse(minted.stdout);
+    // A space no mesh here serves: one sentence, exit 2, never a wait on a port.
+    const nowhere = await cotal(
+      ["mcp", "--creds", creds, "--space", "elsewhere", "--lifecycle-uid", lifecycleUid],
+      env,
+    );
+    assert.equal(nowhere.code, 2, nowhere.stderr);
+    assert.match(nowhere.stderr, /No mesh on this machine serves space "elsewhere"; pass --server/);
 
     const transport = new StdioClientTransport({
       command: Deno.execPath(),
       args: [
         ...["run", "-A", `--v8-flags=${MCP_V8_FLAGS.join(",")}`, `--config=${CONFIG}`, COTAL],
         ...["mcp", "--creds", creds, "--space", "prov", "--lifecycle-uid", lifecycleUid],
-        ...["--server", url, "--channel", "general", "--inbox", `${root}/inbox`],
+        // No --server: the machine registry names the mesh that serves the space.
+        ...["--channel", "general", "--inbox", `${root}/inbox`],
       ],
-      env: { PATH: "/usr/bin:/bin", HOME: home, DENO_DIR: denoDir() },
+      env: { PATH: "/usr/bin:/bin", HOME: home, COTAL_HOME: home, DENO_DIR: denoDir() },
       stderr: "pipe",
     });
     let stderr = "";
