@@ -41,9 +41,22 @@ Deno.test("mesh - from any directory, status, space list, doctor and down find t
     assert.equal(list.code, 0, list.stderr);
     assert.deepEqual(JSON.parse(list.stdout).map((r: { space: string }) => r.space), ["default"]);
     assert.equal((await cotal(["doctor", "auth", "--json"])).code, 0);
+    // A misspelt space is no new space: `space add` is how one is added (newcomer pass 9).
+    const typo = await cotal(["up", "--detach", "--root", root, "--space", "defualt"]);
+    assert.equal(typo.code, 2, typo.stderr);
+    assert.match(typo.stderr, /serves 'default', not 'defualt': .*space add defualt/);
+    assert.deepEqual(
+      JSON.parse((await cotal(["space", "list", "--json"])).stdout).map((r: { space: string }) =>
+        r.space
+      ),
+      ["default"],
+    );
     const down = await cotal(["down"]);
     assert.equal(down.code, 0, down.stderr);
     assert.match(down.stdout, /nats-server: stopped/);
+    // Stopped, status says how to start this root, by its path.
+    const stopped = await cotal(["status", "--root", root]);
+    assert.match(stopped.stdout + stopped.stderr, new RegExp(`up --root ${root}'`));
   } finally {
     await cotal(["down", "--root", root]);
     for (const d of [home, root, elsewhere]) await removeTempDir(d);

@@ -133,7 +133,7 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     const said = await cotal(["status", "--root", root]);
     assert.match(
       said.stdout + said.stderr,
-      /start it with '(cotal|npx -y deno@\d+\.\d+\.\d+ task cotal) up'/,
+      /start it with '(cotal|npx -y deno@\d+\.\d+\.\d+ task cotal) up --root \/\S+'/,
     );
   } finally {
     await cotal(["down", "--root", root]);

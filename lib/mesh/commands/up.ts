@@ -133,6 +133,20 @@ export const upCommand = defineCommand({
     const host = values.host ?? last?.host ?? "127.0.0.1";
     const io = denoIo();
     const json = values.json === true;
+    // A root that serves spaces already is brought up as it is: a new space is `space add`'s
+    // (newcomer pass 9's typo in --space made a second space, with its own account).
+    const space = assertValidSpaceName(values.space);
+    const { spaces } = await readSpaceIndex(resolveRoot(values.root)).catch(() => ({
+      spaces: [] as string[],
+    }));
+    if (spaces.length && !spaces.includes(space)) {
+      throw new CotalError(
+        "usage",
+        `This root serves ${spaces.map((s) => `'${s}'`).join(", ")}, not '${space}': bring it ` +
+          `up with --space ${spaces[0]} (every space comes up), or add '${space}' with ` +
+          `'${cotalCommand()} space add ${space}'.`,
+      );
+    }
     const stop = Promise.withResolvers<void>();
     const onSignal = () => stop.resolve();
     // Closing the terminal (SIGHUP) stops the stack as Ctrl-C does, not by killing this
@@ -141,7 +155,7 @@ export const upCommand = defineCommand({
     try {
       const result = await up({
         root: resolveRoot(values.root),
-        space: assertValidSpaceName(values.space),
+        space,
         host,
         port,
         detach: values.detach === true,
@@ -418,7 +432,8 @@ export const statusCommand = defineCommand({
             credRows(r.creds) || "  none",
             ...(r.store.length ? ["", "store:", storeRows(r.store)] : []),
           ].join("\n")
-          : `nothing is running under this root; start it with '${cotalCommand()} up'`,
+          : `nothing is running under ${safeText(root)}; start it with '${cotalCommand()} up ` +
+            `--root ${safeText(root)}'`,
     );
     return healthy ? 0 : 1;
   },
