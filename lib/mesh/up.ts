@@ -13,6 +13,7 @@ import { bringBackLines, sayWhatIsUp } from "./up_report.ts";
 export { BRING_BACK_WAIT_MS } from "./up_report.ts";
 import { type SecretStore, spaceKeyHex, workspaceSecretStore } from "../workspace/mod.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
+import { askToKeepAgents, keepAgentsAsked } from "./foreground_stop.ts";
 import { listMeshes, registerMesh, unregisterMesh } from "../workspace/mod.ts";
 import { processStartTime } from "./pidfile.ts";
 import { mintSysCreds, rotateSys, spacesWithoutSysCreds } from "./sys_creds.ts";
@@ -226,10 +227,11 @@ async function serveForeground(opts: UpOptions, spaces: string[]): Promise<void>
   await opts.untilStopped;
   stop.abort();
   await watching;
-  opts.say("stopping");
+  const keepAgents = await keepAgentsAsked(opts.root);
+  opts.say(keepAgents ? "stopping (agents kept for the next up)" : "stopping");
   // Said as `cotal down` says it: what each component and agent became.
   const byHex = new Map(spaces.map((s) => [spaceKeyHex(s), s]));
-  for (const [id, what] of Object.entries(await down(opts.root))) {
+  for (const [id, what] of Object.entries(await down(opts.root, { keepAgents }))) {
     const [kind, hex] = id.split(".");
     const space = hex ? byHex.get(hex) : undefined;
     opts.say(`${space ? `${kind}.${space}` : id}: ${what}`);
@@ -430,14 +432,16 @@ export async function down(
   opts: { keepAgents?: boolean } = {},
 ): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  // A foreground up heals its stack: stopped first, or it restarts what this down stops. Asked
-  // to stop (its stop is a down, agents despawned), or with --keep-agents killed (its daemons,
-  // told by their parent-death signal, stop keeping their agents for the next up).
+  // A foreground up heals its stack: stopped first, or it restarts what this down stops. It is
+  // asked to stop, and its stop is this down: with --keep-agents, a request file it reads says
+  // to keep them (newcomer passes 9 and 10: a SIGKILL left its terminal at exit 137, and the
+  // broker died before the daemons of a space added later).
   const owner = (await readMeshRecord(root).catch(() => undefined))?.owner;
   if (
     owner && owner.pid !== Deno.pid && processStartTime(owner.pid) === owner.startTime
   ) {
-    Deno.kill(owner.pid, opts.keepAgents ? "SIGKILL" : "SIGTERM");
+    if (opts.keepAgents) await askToKeepAgents(root, owner.pid);
+    Deno.kill(owner.pid, "SIGTERM");
     const deadline = Date.now() + FOREGROUND_STOP_WAIT_MS;
     while (processStartTime(owner.pid) === owner.startTime && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 100));

@@ -390,7 +390,13 @@ async function terminalStops(signal: "SIGINT" | "SIGHUP") {
   }
 }
 
-Deno.test("mesh - down from another shell stops a foreground up's stack for good: its up stops, nothing restarts", async () => {
+Deno.test("mesh - down from another shell stops a foreground up's stack for good: its up stops, nothing restarts", () =>
+  downStopsForeground(false));
+
+Deno.test("mesh - down --keep-agents stops a foreground up as down does, its agents kept for the next up (not a SIGKILL)", () =>
+  downStopsForeground(true));
+
+async function downStopsForeground(keepAgents: boolean) {
   const root = await tempDir("cotal-root-");
   const port = freePort();
   const fg = new Deno.Command(Deno.execPath(), {
@@ -408,17 +414,31 @@ Deno.test("mesh - down from another shell stops a foreground up's stack for good
       timeoutMs: 60_000,
       what: "the foreground up serving",
     });
+    if (keepAgents) {
+      const spawned = await cotal(["spawn", "--root", root, "--role", "upper", "--", "/bin/cat"]);
+      assert.equal(spawned.code, 0, spawned.stderr);
+    }
     // Newcomer pass 6: down said stopped, and the foreground up's watchdog restarted it all.
-    const d = await cotal(["down", "--root", root]);
+    const d = await cotal(["down", "--root", root, ...(keepAgents ? ["--keep-agents"] : [])]);
     assert.equal(d.code, 0, d.stderr);
     assert.match(d.stdout, new RegExp(`up: the foreground up \\(pid ${fg.pid}\\) stopped`));
     const st = await fg.status;
     done = true;
+    await reading;
+    // Newcomers 9 and 10: with --keep-agents the up was SIGKILLed (exit 137, no down of its own).
     assert.equal(st.code, 0, out);
     await new Promise((r) => setTimeout(r, 1_000));
     const status = await cotal(["status", "--root", root]);
     assert.notEqual(status.code, 0);
     assert.doesNotMatch(out, /restarted nats-server/);
+    if (keepAgents) {
+      assert.match(out, /stopping \(agents kept for the next up\)/);
+      assert.match(out, /agents\.default: kept upper_1 \(the next up brings them back\)/);
+      assert.match(out, /nats-server: stopped/);
+      const again = await cotal(["up", "--detach", "--root", root, "--port", `${port}`]);
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stdout, /brought back upper_1/);
+    }
   } finally {
     if (!done) fg.kill("SIGKILL");
     await fg.status;
@@ -427,4 +447,4 @@ Deno.test("mesh - down from another shell stops a foreground up's stack for good
     await cotal(["down", "--root", root]);
     await removeTempDir(root);
   }
-});
+}
