@@ -313,7 +313,7 @@ export async function spaceRestore(
         unusable.map((r) => `${r.kind} ${r.status}`).join(", ")
       }) must be issued by this root's system account, so its live-member view and evictions ` +
       `are down until then: '${cotalCommand()} down --root ${root} --keep-agents && ` +
-      `${cotalCommand()} up --root ${root} --rotate-sys'`,
+      `${cotalCommand()} up --root ${root}' (add --detach if the stack ran detached)`,
     ]
     : [];
   return { ...m, ...(next.length ? { next } : {}) };

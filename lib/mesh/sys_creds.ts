@@ -6,6 +6,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import { decodeJwt, parseCreds } from "../nats/mod.ts";
 import {
   type BrokerAuth,
   mintConnectionEvictorCreds,
@@ -55,11 +56,15 @@ export async function mintSysCreds(
   return written;
 }
 
-/** The spaces of `accounts` whose `$SYS` creds are not both in the store. */
+/**
+ * The spaces of `accounts` whose `$SYS` creds are not both in the store, or were signed by
+ * another system account than `broker`'s (restored from another root).
+ */
 export async function spacesWithoutSysCreds(
   root: string,
   store: SecretStore,
   accounts: SpaceAccountAuth[],
+  broker: BrokerAuth,
 ): Promise<string[]> {
   const missing: string[] = [];
   for (const a of accounts) {
@@ -68,13 +73,24 @@ export async function spacesWithoutSysCreds(
       connectionEvictorCredsKey(a.space, { root }),
     ];
     for (const k of keys) {
-      if (await store.get(k) === undefined) {
+      const text = await store.get(k);
+      if (text === undefined || await issuerOf(text) !== broker.sys.pub) {
         missing.push(a.space);
         break;
       }
     }
   }
   return missing;
+}
+
+/** The issuer of a creds file's JWT, or undefined when it cannot be read. */
+async function issuerOf(creds: string): Promise<string | undefined> {
+  try {
+    return (await decodeJwt((await parseCreds(creds)).jwt, { type: "user", ignoreTimes: true }))
+      .iss;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

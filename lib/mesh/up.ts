@@ -347,16 +347,17 @@ async function prepareTrust(
   const all = await loadAllSpaceAccounts(opts.root, store);
   if (newTrust) await mintSysCreds(opts.root, store, trust, all);
   // A space added since the broker last started (live, or while the stack was down) has no $SYS
-  // creds: a broker that starts now reads a re-issued system account for free, so it gets them
-  // (newcomer pass 9 found such a space still missing them after the next up).
+  // creds, and one restored from another root has that root's: a broker that starts now reads a
+  // re-issued system account for free, so it gets them (newcomer pass 9 found such a space still
+  // missing them after the next up).
   const missing = newTrust || brokerRunning
     ? []
-    : await spacesWithoutSysCreds(opts.root, store, all);
+    : await spacesWithoutSysCreds(opts.root, store, all, trust);
   if (opts.rotateSys || missing.length > 0) {
     await rotateSys(opts.root, store, trust, all);
     opts.say(
       `re-issued the system account and the $SYS creds of ${all.length} space(s)${
-        opts.rotateSys ? "" : ` (${missing.join(", ")} had none)`
+        opts.rotateSys ? "" : ` (${missing.join(", ")} had none of this root's)`
       }`,
     );
   }

@@ -101,7 +101,7 @@ export async function credHealth(
       return {
         status: "foreign",
         detail:
-          "signed by another system account than this root's broker trust (a restore into another root?): cotal down --keep-agents, then cotal up --rotate-sys",
+          "signed by another system account than this root's broker trust (a restore into another root?): cotal down --keep-agents, then cotal up (add --detach if the stack ran detached): an up whose broker starts re-issues them",
       };
     }
     const iat = claims.iat;
@@ -248,7 +248,7 @@ export async function doctorAuth(
           daemon: DAEMON_KINDS.has(kind),
           status: "missing",
           detail: SYS_KINDS.has(kind)
-            ? "a $SYS cred is minted only with the system seed: cotal down --keep-agents, then cotal up --rotate-sys"
+            ? "a $SYS cred is minted only with the system seed: cotal down --keep-agents, then cotal up (add --detach if the stack ran detached): an up whose broker starts re-issues them"
             : "cotal up mints it",
         });
       }

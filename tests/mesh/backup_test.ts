@@ -5,7 +5,7 @@ import { loadBrokerAuth, loadSpaceAccount } from "../../lib/mesh/trust_state.ts"
 import { down, up } from "../../lib/mesh/up.ts";
 import { mintCreds, newIdentity } from "../../lib/trust/mod.ts";
 import { chatSubject, connectBroker, streamNames } from "../../lib/wire/mod.ts";
-import { workspaceSecretStore } from "../../lib/workspace/mod.ts";
+import { doctorAuth, workspaceSecretStore } from "../../lib/workspace/mod.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
 
@@ -79,7 +79,10 @@ Deno.test("mesh - back up a space, remove it, restore it into a fresh broker wit
     // pass 8 learned it from status alone).
     assert.equal(restored.next?.length, 1, JSON.stringify(restored.next));
     assert.match(restored.next![0], /must be issued by this root's system account/);
-    assert.match(restored.next![0], /up --root .* --rotate-sys/);
+    assert.match(
+      restored.next![0],
+      /down --root .* --keep-agents && .*up --root \S+' \(add --detach/,
+    );
 
     // Every message is back, at its original sequence, and the cred minted before the backup
     // (signed by the space's own signing key) connects to the new broker.
@@ -105,6 +108,29 @@ Deno.test("mesh - back up a space, remove it, restore it into a fresh broker wit
       "after",
     );
     await again.close();
+
+    // What that says is enough: an up whose broker starts re-issues $SYS creds another root's
+    // system account signed (newcomer pass 10 met three different instructions for it).
+    await down(rootB, { keepAgents: true });
+    const said: string[] = [];
+    await up({
+      root: rootB,
+      space: "main",
+      host: "127.0.0.1",
+      port: Number(new URL(b.url.replace("nats:", "http:")).port),
+      detach: true,
+      say: (l) => said.push(l),
+      untilStopped: Promise.resolve(),
+    });
+    assert.ok(
+      said.some((l) => /re-issued the system account .*team had none of this root's/.test(l)),
+      said.join("\n"),
+    );
+    const sysRows = (await doctorAuth(rootB)).filter((r) =>
+      r.space === "team" && /observer|evictor/.test(r.kind)
+    );
+    assert.equal(sysRows.length, 2, JSON.stringify(sysRows));
+    assert.ok(sysRows.every((r) => r.status === "healthy"), JSON.stringify(sysRows));
 
     await assert.rejects(spaceRestore(rootB, backupDir), (e) => isCotalError(e, "space_exists"));
     await Deno.writeTextFile(`${backupDir}/manifest.json`, "{}");

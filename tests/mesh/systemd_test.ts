@@ -301,7 +301,7 @@ Deno.test("systemd - install writes units into <dest>/systemd/system, prints eve
     // No $SYS creds in the (default, absent) state dir: said, with what stays down and the fix.
     assert.match(
       new TextDecoder().decode(placed.stderr),
-      /warning: space alpha has no \$SYS creds in \/var\/lib\/cotal\/secrets .* membership view and connection evictions stay down; run 'cotal up --root \/var\/lib\/cotal --space alpha' once if that root was never started .* 'cotal up --root \/var\/lib\/cotal --rotate-sys'/,
+      /warning: space alpha has no \$SYS creds in \/var\/lib\/cotal\/secrets .* membership view and connection evictions stay down; run 'cotal up --root \/var\/lib\/cotal --space alpha' once if that root was never started .* 'cotal up --root \/var\/lib\/cotal' \(an up whose broker starts re-issues them\)/,
     );
     // A state dir whose broker last ran on another port: the units point there, not at 4222.
     await Deno.mkdir(`${dest}/state/run`, { recursive: true });

@@ -150,7 +150,7 @@ Deno.test("workspace - a $SYS cred another system account signed is foreign, wit
   const rows = await doctorAuth("/nonexistent", store, { spaces: ["alpha"] });
   const evictor = rows.find((r) => r.kind === "connection-evictor.creds")!;
   assert.equal(evictor.status, "foreign");
-  assert.match(evictor.detail!, /cotal up --rotate-sys/);
+  assert.match(evictor.detail!, /cotal down --keep-agents, then cotal up \(add --detach/);
   // Signed by this root's system account: healthy.
   await store.put(
     connectionEvictorCredsKey("alpha", C),

@@ -160,7 +160,7 @@ export function sysCredsWarnings(l: SystemdLayout): string[] {
   // (newcomer pass 8 was told to run 'up --rotate-sys' before /var/lib/cotal existed).
   const root = l.stateDir;
   return l.spaces.filter((s) => !l.sysCreds?.includes(s)).map((s) =>
-    `warning: space ${s} has no $SYS creds in ${root}/secrets (or they cannot be read): its delivery unit starts without them, so its membership view and connection evictions stay down; run 'cotal up --root ${root} --space ${s}' once if that root was never started (its first up mints them), else 'cotal down --root ${root}' and 'cotal up --root ${root} --rotate-sys'; then install again.`
+    `warning: space ${s} has no $SYS creds in ${root}/secrets (or they cannot be read): its delivery unit starts without them, so its membership view and connection evictions stay down; run 'cotal up --root ${root} --space ${s}' once if that root was never started (its first up mints them), else 'cotal down --root ${root} --keep-agents' and 'cotal up --root ${root}' (an up whose broker starts re-issues them); then install again.`
   );
 }
 
