@@ -220,7 +220,7 @@ export async function reloadBroker(root: string): Promise<void> {
   if (/Failed to reload/.test(line)) {
     // Some settings are read only at start (server_name, listeners): say how to apply them.
     const restart = /not supported/i.test(line)
-      ? `; a setting nats-server reads only at start changed (up's --monitor, or a listener or name in ${root}/broker/operator.conf): it takes effect after 'cotal down --root ${root} && cotal up --root ${root}'`
+      ? `; a setting nats-server reads only at start changed (a listener or name in ${root}/broker/operator.conf): it takes effect after '${cotalCommand()} down --root ${root} --keep-agents && ${cotalCommand()} up --root ${root}' (add --detach if the stack ran detached)`
       : "";
     throw new CotalError(
       "broker_reload_failed",

@@ -108,8 +108,23 @@ export async function up(
   await ensureMeshDirs(meshPaths(opts.root));
   const store = workspaceSecretStore(opts.root);
   const { pinnedIdp } = await prepareTrust(opts, store, brokerRunning);
-  // Kept from the last up unless given; "" (`--monitor off`) turns it off.
-  const monitor = (opts.monitor ?? previous?.monitor) || undefined;
+  // Kept from the last up unless given; "" (`--monitor off`) turns it off. nats-server reads it
+  // only at start: a running broker keeps what it serves, and the change waits for a restart
+  // (newcomer pass 10: refused but kept, it failed every later up, and status showed a port
+  // nothing served).
+  let monitor = (opts.monitor ?? previous?.monitor) || undefined;
+  if (brokerRunning && monitor !== (previous?.monitor || undefined)) {
+    const asked = opts.monitor || "off";
+    opts.say(
+      `the running broker keeps ${
+        previous?.monitor ? `its monitoring on ${previous.monitor}` : "no monitoring port"
+      }; --monitor ${asked} takes effect after '${cotalCommand()} down --root ${opts.root} ` +
+        `--keep-agents' and '${cotalCommand()} up --root ${opts.root} --monitor ${asked}${
+          detach ? " --detach" : ""
+        }'`,
+    );
+    monitor = previous?.monitor || undefined;
+  }
   const { accounts } = await renderBrokerConfig(opts.root, { ...opts, monitor });
   const rec = meshRecordFor(opts, previous, { brokerRunning, detach, monitor });
   const started: string[] = [];
@@ -135,15 +150,7 @@ export async function up(
     const broker = await ensure(brokerComponent(opts.root, server, rec));
     // A running broker may predate a space this up just added: it re-reads the config.
     if (!broker.started) {
-      await reloadBroker(opts.root).catch(async (err) => {
-        // A monitor port it reads only at start: kept for the restart the refusal advises,
-        // which otherwise came back without it (newcomer pass 8).
-        if (previous && (previous.monitor ?? "") !== (rec.monitor ?? "")) {
-          const { monitor: _old, ...rest } = previous;
-          await writeMeshRecord({ ...rest, ...(rec.monitor ? { monitor: rec.monitor } : {}) });
-        }
-        throw err;
-      });
+      await reloadBroker(opts.root);
     }
     for (const a of accounts) {
       const setup = await provisionSpace(a, rec.url, opts.root);
