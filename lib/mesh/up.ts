@@ -258,7 +258,11 @@ function meshRecordFor(
   let isolation = opts.isolation ?? previous?.isolation ?? "bwrap";
   if (now.brokerRunning && previous?.isolation && isolation !== previous.isolation) {
     opts.say(
-      `the running stack keeps isolation ${previous.isolation}; --isolation ${isolation} takes effect after 'cotal down' and 'cotal up --isolation ${isolation}'`,
+      `the running stack keeps isolation ${previous.isolation}; --isolation ${isolation} takes ` +
+        `effect after '${cotalCommand()} down --root ${opts.root} --keep-agents' and ` +
+        `'${cotalCommand()} up --root ${opts.root} --isolation ${isolation}${
+          now.detach ? " --detach" : ""
+        }'`,
     );
     isolation = previous.isolation;
   }

@@ -158,7 +158,7 @@ Deno.test("mesh - join: at the end of its input a session waits for the replies 
     });
     assert.ok(
       said.some((l) =>
-        /the running stack keeps isolation bwrap; --isolation deno-only takes effect after 'cotal down'/
+        /the running stack keeps isolation bwrap; --isolation deno-only takes effect after '.*down --root \S+ --keep-agents' and '.*up --root \S+ --isolation deno-only --detach'/
           .test(l)
       ),
       said.join("\n"),
