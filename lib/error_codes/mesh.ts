@@ -41,6 +41,7 @@ export type MeshErrorCode =
   | "session_live"
   | "several_meshes"
   | "snapshot_failed"
+  | "space_add_interrupted"
   | "space_case_conflict"
   | "space_exists"
   | "space_index_corrupt"

@@ -89,7 +89,7 @@ export function spaceStreamList(space: string): string[] {
 export async function spaceAdd(
   root: string,
   space: string,
-  opts: { onServing?: () => void } = {},
+  opts: { onServing?: () => void; signal?: AbortSignal } = {},
 ): Promise<{ created: boolean; completed?: boolean; served: boolean }> {
   const before = await readSpaceIndex(root);
   if (before.spaces.includes(space)) {
@@ -112,11 +112,23 @@ export async function spaceAdd(
   const live = await runningBroker(root) ?? await brokerBackSoon(root);
   await addSpaceRecord(root, space);
   let served = false;
+  // An interrupt (Ctrl-C) is taken between steps and rolls the add back like a failure
+  // (newcomer pass 10 left a space listed with no daemon that way).
+  const step = () => {
+    if (opts.signal?.aborted) {
+      throw new CotalError(
+        "space_add_interrupted",
+        `The add of space '${space}' was interrupted; it was rolled back, nothing of it is left.`,
+      );
+    }
+  };
   try {
+    step();
     if (live) {
       await renderBrokerConfig(root, live);
       await reloadBroker(root);
-      await serveSpace(root, space, live.url, opts.onServing);
+      step();
+      await serveSpace(root, space, live.url, opts.onServing, step);
       served = true;
     }
   } catch (err) {
@@ -137,12 +149,15 @@ async function serveSpace(
   space: string,
   url: string,
   onServing?: () => void,
+  step: () => void = () => {},
 ): Promise<void> {
   const store = workspaceSecretStore(root);
   const account = (await loadSpaceAccount(store, space))!;
   await provisionSpace(account, url, root);
+  step();
   onServing?.();
-  await startSpaceDaemons(root, store, account);
+  await startSpaceDaemons(root, store, account, step);
+  step();
   await registerMesh({ space, root, url });
 }
 
@@ -155,11 +170,13 @@ export async function startSpaceDaemons(
   root: string,
   store: SecretStore,
   account: SpaceAccountAuth,
+  step: () => void = () => {},
 ): Promise<void> {
   const rec = (await readMeshRecord(root))!;
   await ensureDaemonCreds(root, store, account);
   const specs: ComponentSpec[] = [];
   for (const spec of await spaceDaemons(root, account.space, rec)) {
+    step();
     await ensureComponent(root, spec, true);
     specs.push(spec);
   }

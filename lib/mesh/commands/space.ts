@@ -19,6 +19,8 @@ import { spaceBackup, spaceRestore } from "../backup.ts";
 
 import { resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common.ts";
 
+const INTERRUPTS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
 const SPACE_ARG = [{ name: "space", description: "the space's name", required: true }] as const;
 
 /** `cotal space add <space>`. */
@@ -33,7 +35,14 @@ export const spaceAddCommand = defineCommand({
     const live = liveLine(denoIo(), { json: values.json === true });
     live(`adding space '${space}': its account, the broker's reload, its streams and daemons`);
     const root = resolveRoot(values.root);
-    const result = await spaceAdd(root, space).finally(() => live.done());
+    // Ctrl-C, a closed terminal or a TERM rolls the add back between its steps.
+    const interrupted = new AbortController();
+    const stop = () => interrupted.abort();
+    for (const sig of INTERRUPTS) Deno.addSignalListener(sig, stop);
+    const result = await spaceAdd(root, space, { signal: interrupted.signal }).finally(() => {
+      for (const sig of INTERRUPTS) Deno.removeSignalListener(sig, stop);
+      live.done();
+    });
     printResult(
       denoIo(),
       { json: values.json === true },
