@@ -295,7 +295,7 @@ export class Fleet {
     const agent = await planned;
     const plan = agent.plan;
     // Taken before any await, so two spawns in flight never share a socket slot.
-    agent.slot = this.#freeSlot(agent);
+    agent.slot = requests.freeSlot(this.#agents.values(), agent);
     const ttl = this.#host.opts.agentCredsTtlSeconds ?? DEFAULT_AGENT_CREDS_TTL_SECONDS;
     try {
       await prepareAgent(this.#host.ctx, agent, {
@@ -378,16 +378,6 @@ export class Fleet {
     const children = this.#childrenOf(parentUid);
     await Promise.allSettled(children.map((c) => this.despawn(c)));
     return children;
-  }
-
-  /** The lowest socket slot no other live agent holds (MAX_AGENTS bounds the agents). */
-  #freeSlot(agent: ManagedAgent): number {
-    const used = new Set(
-      [...this.#agents.values()].filter((a) => a !== agent).map((a) => a.slot),
-    );
-    let slot = 0;
-    while (used.has(slot)) slot++;
-    return slot;
   }
 
   async #startRunner(agent: ManagedAgent): Promise<void> {

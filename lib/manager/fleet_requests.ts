@@ -125,3 +125,11 @@ export interface DespawnResult {
 export function childrenEnded(names: string[]): { childrenEnded?: string[] } {
   return names.length ? { childrenEnded: names } : {};
 }
+
+/** The lowest socket slot no other live agent holds (MAX_AGENTS bounds the agents). */
+export function freeSlot(agents: Iterable<ManagedAgent>, agent: ManagedAgent): number {
+  const used = new Set([...agents].filter((a) => a !== agent).map((a) => a.slot));
+  let slot = 0;
+  while (used.has(slot)) slot++;
+  return slot;
+}
