@@ -81,6 +81,8 @@ export class Fleet {
   readonly #failedBack: { name: string; reason: string }[] = [];
   /** Tags of lifecycles this manager ended: a stale presence row of theirs holds no name. */
   readonly #ended = new Set<string>();
+  /** Names whose principal has a live lifecycle this supervisor does not run. */
+  readonly #foreign = new Set<string>();
   /** Each spawning parent's rate, by lifecycle (kept across its restarts). */
   readonly #spawnRates = new Map<string, SpawnRate>();
   /** Spawns plan one at a time: a name is taken before the next is chosen. */
@@ -254,6 +256,7 @@ export class Fleet {
     const names = () => [...this.#agents.keys(), ...(resume ? [] : this.#kept.keys())];
     const taken = (n: string) =>
       names().some((k) => k.toLowerCase() === n.toLowerCase()) ||
+      (req.name === undefined && this.#foreign.has(n)) ||
       presenceHolds(this.#roster(), n, this.#ended, resume?.lifecycleUid);
     if (req.role !== undefined && !resume) requests.assertRoleCase(req.role, this.#agents.values());
     // One plan at a time, its name held before the next is chosen (two spawns of one role at
@@ -335,7 +338,12 @@ export class Fleet {
       // What it asked for before it failed ends with it (a kept lifecycle keeps its own).
       if (!(resume && this.#host.keepAgents)) await this.#endChildren(plan.lifecycleUid);
       await this.saveIndex().catch(() => {});
-      throw err;
+      const foreign = resume ? undefined : requests.heldElsewhere(err, plan.name);
+      if (!foreign) throw err;
+      // A chosen name held elsewhere: the next one (a few at most, each a refused provision).
+      this.#foreign.add(plan.name);
+      if (req.name !== undefined || this.#foreign.size > 16) throw foreign;
+      return await this.spawn(rawArgs, resume, requestId);
     }
   }
 

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { CotalError } from "../errors.ts";
+import { CotalError, isCotalError } from "../errors.ts";
 import { declaredProgram } from "./launch.ts";
 import type { IndexedAgent } from "./lifecycle.ts";
 import type { AgentRow, ManagedAgent } from "./managed_agent.ts";
@@ -132,4 +132,20 @@ export function freeSlot(agents: Iterable<ManagedAgent>, agent: ManagedAgent): n
   let slot = 0;
   while (used.has(slot)) slot++;
   return slot;
+}
+
+/**
+ * A spawn refused because its name's principal has a live lifecycle this supervisor does not
+ * run (a space restored from another root, or an agent provisioned by hand): said with the
+ * `cotal deprovision` that ends it (newcomer pass 10 met the library's `deprovisionAgent`).
+ */
+export function heldElsewhere(err: unknown, name: string): CotalError | undefined {
+  if (!isCotalError(err, "lifecycle_still_live")) return undefined;
+  const uid = /live lifecycle (\S+?);/.exec(err.message)?.[1] ?? "<uid>";
+  return new CotalError(
+    "name_taken",
+    `${name} has a lifecycle this supervisor does not run (a space restored from another root, ` +
+      `or an agent provisioned by hand): 'cotal deprovision ${name} --lifecycle ${uid}' ends ` +
+      `it, or pick another name.`,
+  );
 }
