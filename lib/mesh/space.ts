@@ -6,7 +6,7 @@
  */
 import { CotalError } from "../errors.ts";
 import { spaceDaemons } from "./space_daemons.ts";
-import { readWatchList, updateWatchList } from "./watchdog.ts";
+import { readWatchList, updateWatchList, WATCHDOGS } from "./watchdog.ts";
 import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
 import { bucketNames, connectBroker, streamNames } from "../wire/mod.ts";
 import {
@@ -201,8 +201,10 @@ export async function spaceIncomplete(root: string, space: string): Promise<bool
 }
 
 /**
- * The daemons a running mesh's listed spaces should have and that have no record at all (never
- * started: an interrupted `space add` or `restore`), as stopped components for `status` to show.
+ * The components a running mesh should have and that have no record at all, as stopped ones for
+ * `status` to show: a listed space's daemons never started (an interrupted `space add` or
+ * `restore`), and a detached stack's watchdogs (an interrupted `down` stops them first, and
+ * then nothing heals the stack: newcomer pass 10 read "healthy" there).
  */
 export async function neverStartedDaemons(
   root: string,
@@ -211,7 +213,13 @@ export async function neverStartedDaemons(
 ): Promise<ComponentStatus[]> {
   const rec = await readMeshRecord(root);
   if (!rec || !have.some((c) => c.id === "nats-server" && c.state === "running")) return [];
-  const out: ComponentStatus[] = [];
+  const out: ComponentStatus[] = rec.detached
+    ? WATCHDOGS.filter((id) => !have.some((c) => c.id === id)).map((id) => ({
+      id,
+      name: id,
+      state: "stopped",
+    }))
+    : [];
   for (const space of spaces) {
     for (const spec of await spaceDaemons(root, space, rec)) {
       if (!have.some((c) => c.id === spec.id)) {
