@@ -1,18 +1,13 @@
 /**
  * The consumer janitor: CHAT's consumer cap (1,024, frozen) belongs to the space's members.
  *
- * Observer and admin creds (what `cotal tail`, dashboards and the `nats` CLI use) may create
- * consumers on CHAT. They must be able to: the ordered consumers of third-party clients name
- * themselves at random, so these creds cannot be pinned to consumer names. Created with no
- * idle limit, such a consumer never goes away, and enough of them fill CHAT's cap until every
- * member's history read is refused (red team 20b). Every consumer Cotal itself creates on CHAT
- * expires after at most 30 idle seconds, except the fan-out's durable. So while it holds the
- * lease, the delivery daemon deletes every other consumer on CHAT that would outlive
- * {@linkcode STRAY_MAX_IDLE_NS} of idleness, once a minute. A client that still needs one sees
- * it deleted and creates it again (ordered consumers do).
- *
- * What this does not stop: a cred that keeps creating short-idle consumers, and keeps each one
- * busy, holds the cap for as long as it keeps at it (docs/SECURITY.md).
+ * Observer and admin creds once made any consumer on CHAT, and enough durables that never
+ * expire filled the cap until every member's history read was refused (red team 20b). They now
+ * reach one consumer each, named for themselves (red team 30), so this sweep is the second line:
+ * while it holds the lease, the delivery daemon deletes every consumer on CHAT but the fan-out's
+ * that would outlive {@linkcode STRAY_MAX_IDLE_NS} of idleness, once a minute. Every consumer
+ * Cotal itself creates on CHAT expires after at most 30 idle seconds. A client that still needs
+ * one sees it deleted and creates it again.
  *
  * @module
  */

@@ -62,18 +62,30 @@ export function watchBuckets(g: GrantSet, ...buckets: string[]): void {
   }
 }
 
-/** Channel-history read verbs over the whole CHAT stream (observer and admin). */
-function chatHistoryRead(ctx: GrantContext, g: GrantSet): void {
-  const chat = ctx.names.streams.chat;
-  g.pub(js.streamInfo(chat), ...js.consumerCreate(chat), js.consumerInfo(chat));
-  g.pub(js.msgNext(chat), js.consumerDelete(chat), js.ack(chat));
+/**
+ * The one consumer an observer or admin cred may make, read, ack and delete on `stream`:
+ * `hist_<connId>` (its inbox token, its own). A stream's consumers are named in the API
+ * subjects, so these verbs reach no other: red team 30 pulled, acked and deleted the delivery
+ * daemon's `fanout` durable with an observer cred, which took channel posts from offline
+ * members and stopped durable delivery for the space. The name sits in the create subject (the
+ * filtered form or the named one), never only in a body the ACL cannot see.
+ */
+export function historyConsumerName(connId: string): string {
+  return `hist_${connId}`;
+}
+
+function ownHistoryConsumer(ctx: GrantContext, g: GrantSet, stream: string): void {
+  const name = historyConsumerName(ctx.connId);
+  g.pub(js.streamInfo(stream), `$JS.API.CONSUMER.CREATE.${stream}.${name}`);
+  g.pub(`$JS.API.CONSUMER.CREATE.${stream}.${name}.>`, js.consumerInfo(stream, name));
+  g.pub(js.msgNext(stream, name), js.consumerDelete(stream, name), js.ack(stream, name));
 }
 
 /** An observer: every channel live and in history, presence, channels and the membership feed; writes nothing. */
 export function observerGrants(ctx: GrantContext, g: GrantSet): void {
   const n = ctx.names;
   g.pub(JS_INFO);
-  chatHistoryRead(ctx, g);
+  ownHistoryConsumer(ctx, g, n.streams.chat);
   watchBuckets(g, n.buckets.presence, n.buckets.channels);
   g.pub(...kvRead(n.buckets.membership));
   g.sub(`${n.root}.chat.>`);
@@ -83,9 +95,8 @@ export function observerGrants(ctx: GrantContext, g: GrantSet): void {
 export function adminGrants(ctx: GrantContext, g: GrantSet): void {
   observerGrants(ctx, g);
   const n = ctx.names;
-  const dm = n.streams.dm;
-  g.pub(js.streamInfo(dm), ...js.consumerCreate(dm), js.consumerInfo(dm), js.msgNext(dm));
-  g.pub(js.consumerDelete(dm), js.ack(dm));
+  // DM history through its own consumer only: every member's dm_ durable is on DM too.
+  ownHistoryConsumer(ctx, g, n.streams.dm);
   // The messaging planes only: a space-wide `>` would also collect request nonces.
   g.sub(`${n.root}.inst.>`, `${n.root}.svc.>`);
 }

@@ -111,6 +111,8 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     const { jwt } = await parseCreds(await Deno.readTextFile(credsFile));
     const claims = await decodeJwt(jwt);
     assert.ok(claims.exp! - claims.iat! <= 60);
+    // The one history consumer an observer may make is named with the rest (red team 30).
+    assert.match(minted.stderr, new RegExp(`reads history through .* hist_${claims.sub}$`, "m"));
     // What the CLI handed out is in the space's signing trail, marked as the CLI's.
     const audit = await run(["signer", "audit", "--space", "ops", "--json"], env, elsewhere);
     assert.equal(audit.code, 0, audit.stderr + audit.stdout);

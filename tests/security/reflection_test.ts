@@ -8,7 +8,7 @@
  * either is refused by the broker, or lands as something no receiver takes for a post or a row.
  */
 import assert from "node:assert/strict";
-import { connect, credsAuthenticator, type NatsConnection } from "nats";
+import { AckPolicy, connect, credsAuthenticator, type NatsConnection } from "nats";
 import { waitFor } from "../_harness/broker.ts";
 import type { CotalMessageEvent, RosterEvent } from "../../lib/endpoint/mod.ts";
 import { connectBroker } from "../../lib/wire/connect.ts";
@@ -43,13 +43,20 @@ async function rawAs(mesh: TestMesh, creds: string, id: string): Promise<{
 
 /** The first message the space's CHAT stream stored under `subject` (read as an observer). */
 async function storedUnder(mesh: TestMesh, subject: string) {
-  const creds = await mintCreds(mesh.auth, newIdentity(), "observer");
+  const id = newIdentity();
+  const creds = await mintCreds(mesh.auth, id, "observer");
   const nc = await connectBroker({ servers: mesh.url, creds });
   try {
-    const oc = await nc.jetstream().consumers.get(streamNames(mesh.space).chat, {
-      filterSubjects: [subject],
+    // The one consumer an observer may make is named for it.
+    const chat = streamNames(mesh.space).chat;
+    const name = `hist_${id.id}`;
+    await (await nc.jetstreamManager()).consumers.add(chat, {
+      name,
+      filter_subject: subject,
+      ack_policy: AckPolicy.None,
     });
-    return await oc.next({ expires: 1000 }) ?? undefined;
+    return await (await nc.jetstream().consumers.get(chat, name)).next({ expires: 1000 }) ??
+      undefined;
   } finally {
     await nc.close();
   }

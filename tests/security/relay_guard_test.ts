@@ -190,9 +190,10 @@ Deno.test("security - aimed answers and aimed deliveries from a sandboxed agent 
     // The repeated key reached the broker as the guard read it: a pull consumer, no deliveries.
     assert.equal(r.M_dup, "still open");
     assert.match(r.M_dup_answer, /"type":"io.nats.jetstream.api.v1.consumer_create_response"/);
+    // Read with the delivery daemon's cred (an admin's reaches its own consumer only).
     const admin = await connectBroker({
       servers: mesh.url,
-      creds: await mintCreds(mesh.auth, newIdentity(), "admin"),
+      creds: await mintCreds(mesh.auth, newIdentity(), "delivery"),
     });
     try {
       const made = await (await admin.jetstreamManager()).consumers.info(

@@ -41,10 +41,14 @@ Deno.test("trust - a 3-node cluster from serverConfig keeps acknowledged R3 mess
   }));
   const url = (i: number) => `nats://127.0.0.1:${nodes[i].port}`;
   const open: NatsConnection[] = [];
-  const as = async (i: number, profile: "provisioner" | "admin" | "operator") => {
+  const as = async (
+    i: number,
+    profile: "provisioner" | "admin" | "operator",
+    id = newIdentity(),
+  ) => {
     const nc = await connectCreds(
       url(i),
-      await mintCreds(auth, newIdentity(), profile, {
+      await mintCreds(auth, id, profile, {
         ...(profile === "operator" ? { principal: { owner: "local", actor: "writer" } } : {}),
       }),
     );
@@ -99,7 +103,10 @@ Deno.test("trust - a 3-node cluster from serverConfig keeps acknowledged R3 mess
       await js2.publish(`${n.P}.chat.local.writer.general`, `m${i}`);
     }
 
-    const admin = await as(survivor, "admin");
+    // The admin reads history through its own consumer, the one it may make (hist_<key>).
+    const adminId = newIdentity();
+    const check = `hist_${adminId.id}`;
+    const admin = await as(survivor, "admin", adminId);
     const ajsm = await admin.jetstreamManager();
     const after = await ajsm.streams.info(n.CHAT);
     assert.equal(after.state.messages, 60);
@@ -109,7 +116,7 @@ Deno.test("trust - a 3-node cluster from serverConfig keeps acknowledged R3 mess
       try {
         // R1: a new R3 asset cannot be placed while one of three peers is down (2.10).
         await ajsm.consumers.add(n.CHAT, {
-          name: "check",
+          name: check,
           ack_policy: AckPolicy.None,
           num_replicas: 1,
         });
@@ -118,7 +125,7 @@ Deno.test("trust - a 3-node cluster from serverConfig keeps acknowledged R3 mess
         return false;
       }
     }, { timeoutMs: 20_000, intervalMs: 250, what: "the consumer to be placed" });
-    const c = await admin.jetstream().consumers.get(n.CHAT, "check");
+    const c = await admin.jetstream().consumers.get(n.CHAT, check);
     const got: string[] = [];
     const msgs = await c.fetch({ max_messages: 60, expires: 5000 });
     for await (const m of msgs) got.push(m.string());

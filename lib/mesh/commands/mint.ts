@@ -63,6 +63,8 @@ export interface MintReport {
   expiresAt: string;
   /** The inbox prefix a NATS client must use (its grants cover only that). */
   inboxPrefix: string;
+  /** Observer and admin: the one consumer it may make to read history (`hist_<subject>`). */
+  historyConsumer?: string;
   lifecycleUid?: string;
   /** Where the creds were written (else they are on stdout, or in `creds` with --json). */
   out?: string;
@@ -181,6 +183,9 @@ export const mintCommand = defineCommand({
       subject: claims.sub,
       expiresAt: new Date((claims.exp ?? 0) * 1000).toISOString(),
       inboxPrefix: `_INBOX_${claims.sub}`,
+      ...(values.profile === "observer" || values.profile === "admin"
+        ? { historyConsumer: `hist_${claims.sub}` }
+        : {}),
       ...(lifecycleUid ? { lifecycleUid } : {}),
     };
     if (out) {
@@ -210,7 +215,11 @@ export const mintCommand = defineCommand({
       console.error(
         `${values.profile} cred for ${claims.sub} expires ${report.expiresAt} (in ${
           claims.exp - Math.floor(Date.now() / 1000)
-        } s); a NATS client connects with inboxPrefix "${report.inboxPrefix}"`,
+        } s); a NATS client connects with inboxPrefix "${report.inboxPrefix}"${
+          report.historyConsumer
+            ? ` and reads history through the one consumer it may make, ${report.historyConsumer}`
+            : ""
+        }`,
       );
     }
     if (values.profile === "agent" && !values.lifecycle) {
