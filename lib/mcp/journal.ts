@@ -218,6 +218,21 @@ export class InboxJournal {
   }
 
   /**
+   * The senders of message `id` this inbox held: its entries, and those read and dropped from
+   * the file since (within the last 10,000 messages). A compaction must not make an id look
+   * like one sender's again (red team 30 padded the inbox past its compaction, then reused a
+   * read post's id).
+   */
+  sendersOf(id: string): string[] {
+    const out: string[] = [];
+    for (const key of this.#seen) {
+      const at = key.indexOf(" ");
+      if (key.slice(at + 1) === id) out.push(key.slice(0, at));
+    }
+    return out;
+  }
+
+  /**
    * The entries holding message `id`, read or not. A sender picks its message ids, so two
    * senders can share one (a member can copy a channel post's id onto its own DM).
    */

@@ -292,22 +292,26 @@ function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
  */
 function messageToAnswer(inbox: InboxJournal, id: string, from?: string): InboxEntry {
   const all = inbox.findAll(id);
-  const matching = from === undefined ? all : all.filter((e) => e.message.from.id === from);
-  if (matching.length === 0) {
-    throw new CotalError(
-      "mcp_unknown_message",
-      `No message ${JSON.stringify(id)}${
-        from === undefined ? "" : ` from ${JSON.stringify(from)}`
-      } is in your inbox; reply to an id that inbox or wait returned.`,
-    );
-  }
-  const senders = [...new Set(matching.map((e) => e.message.from.id))];
-  if (senders.length > 1) {
+  const senders = [...new Set([...inbox.sendersOf(id), ...all.map((e) => e.message.from.id)])];
+  if (from === undefined && senders.length > 1) {
     throw new CotalError(
       "mcp_ambiguous_message",
       `Messages from ${senders.map((x) => JSON.stringify(x)).join(" and ")} share the id ${
         JSON.stringify(id)
       }; pass from with the sender of the one to answer.`,
+    );
+  }
+  const matching = from === undefined ? all : all.filter((e) => e.message.from.id === from);
+  if (matching.length === 0) {
+    const gone = from === undefined ? senders.length > 0 : senders.includes(from);
+    throw new CotalError(
+      "mcp_unknown_message",
+      gone
+        ? `The message ${JSON.stringify(id)} was read and has left your inbox; answer with post ` +
+          `(in its channel) or dm (to its sender) instead.`
+        : `No message ${JSON.stringify(id)}${
+          from === undefined ? "" : ` from ${JSON.stringify(from)}`
+        } is in your inbox; reply to an id that inbox or wait returned.`,
     );
   }
   return matching[matching.length - 1];

@@ -127,6 +127,7 @@ async function collide(online: boolean) {
     assert.notEqual(poster, "local.mallory");
     const answered = await call("reply", { message_id: postId, from: poster, text: "my answer" });
     assert.ok(answered.id, JSON.stringify(answered));
+    if (online) await afterCompaction(url, root, mallory.inboxPrefix, call);
   } finally {
     await client?.close().catch(() => {});
     await cotal(["down", "--root", root], 120_000);
@@ -139,3 +140,71 @@ Deno.test("redteam28 - a DM reusing a channel post's id cannot hide the post fro
 
 Deno.test("redteam28 - a DM reusing a channel post's id cannot hide the post from a running model", () =>
   collide(true));
+
+/**
+ * Red team 30, C1: the inbox drops read entries once its file passes 1 MiB and all of it is
+ * read, and `reply` looked an id up in what was left. Mallory padded alice's inbox with 18 DMs
+ * of 60 KiB; once her model had read them, the read operator post was gone from the file, and a
+ * DM reusing its id was the only message with it: her model's answer to the post went to
+ * mallory. The senders an id had are remembered past the compaction.
+ */
+async function afterCompaction(
+  url: string,
+  root: string,
+  inboxPrefix: string,
+  call: (name: string, args?: Record<string, unknown>) => Promise<Record<string, unknown>>,
+) {
+  const nc = await connect({
+    servers: url,
+    authenticator: credsAuthenticator(
+      new TextEncoder().encode(await Deno.readTextFile(`${root}/mallory.creds`)),
+    ),
+    inboxPrefix,
+  });
+  const dm = (id: string, text: string) =>
+    nc.jetstream().publish(
+      "cotal.default.inst.local.alice.local.mallory",
+      new TextEncoder().encode(JSON.stringify({
+        id,
+        ts: Date.now(),
+        space: "default",
+        from: { id: "local.mallory", name: "mallory" },
+        to: "local.alice",
+        parts: [{ kind: "text", text }],
+      })),
+    );
+  const readAll = async (want: number) => {
+    let got = 0;
+    for (let i = 0; i < 20 && got < want; i++) {
+      const r = await call("wait", { timeout_seconds: 3, max: 50 });
+      got += ((r.messages as unknown[] | undefined) ?? []).length;
+    }
+    assert.equal(got, want);
+  };
+  try {
+    const sub = nc.subscribe("cotal.default.chat.*.*.general", { max: 1 });
+    await nc.flush();
+    const sent = await cotal(["send", "--root", root, "--channel", "general", "second post"]);
+    assert.equal(sent.code, 0, sent.stderr);
+    let post = "";
+    for await (const m of sub) post = JSON.parse(new TextDecoder().decode(m.data)).id;
+    await readAll(1);
+    for (let i = 0; i < 18; i++) await dm(crypto.randomUUID(), "x".repeat(60 * 1024));
+    await readAll(18);
+    await call("inbox"); // the client's next request: all read, the file compacted
+    const size = (await Deno.stat(`${root}/inbox/inbox.jsonl`)).size;
+    assert.ok(size < 64 * 1024, `the inbox was compacted (${size} bytes left)`);
+    await dm(post, "decoy after the compaction");
+    await readAll(1);
+    const steered = await call("reply", { message_id: post, text: "the rollout key" });
+    assert.match(String(steered.error ?? ""), /share the id .*pass from with the sender/);
+    const gone = await call("reply", {
+      message_id: post,
+      from: "local.operator",
+      text: "the rollout key",
+    });
+    assert.match(String(gone.error ?? ""), /was read and has left your inbox; answer with post/);
+  } finally {
+    await nc.close();
+  }
+}
