@@ -22,6 +22,7 @@ export type TrustErrorCode =
   | "invalid_label"
   | "invalid_lifecycle_uid"
   | "invalid_lifetime"
+  | "invalid_max_connections"
   | "invalid_mint_option"
   | "invalid_monitor"
   | "invalid_operator"

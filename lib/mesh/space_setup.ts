@@ -15,6 +15,7 @@ import {
   type SpaceSetupResult,
 } from "../wire/mod.ts";
 import {
+  BROKER_MAX_CONNECTIONS,
   mintCreds,
   newIdentity,
   serverConfig,
@@ -35,6 +36,19 @@ import {
 } from "./trust_state.ts";
 
 /** Renders the broker config for every space of a root into its broker dir (0600). */
+/**
+ * The broker's connection cap on this machine: {@linkcode BROKER_MAX_CONNECTIONS}, or half the
+ * open-file limit the broker inherits from this process when that is lower (nats-server raises
+ * its soft limit to the hard one), so connections never take the descriptors JetStream needs.
+ */
+export async function brokerConnectionCap(): Promise<number> {
+  const limits = await Deno.readTextFile("/proc/self/limits").catch(() => "");
+  const hard = Number(/^Max open files\s+\S+\s+(\d+)/m.exec(limits)?.[1]);
+  return Number.isFinite(hard) && hard > 0
+    ? Math.max(64, Math.min(BROKER_MAX_CONNECTIONS, Math.floor(hard / 2)))
+    : BROKER_MAX_CONNECTIONS;
+}
+
 export async function renderBrokerConfig(
   root: string,
   opts: { host: string; port: number; monitor?: string },
@@ -66,6 +80,7 @@ export async function renderBrokerConfig(
       logFile: componentFiles(root, "nats-server").logFile,
       ...(opts.monitor ? { monitor: opts.monitor } : {}),
       ...(include !== undefined ? { include: OPERATOR_INCLUDE } : {}),
+      maxConnections: await brokerConnectionCap(),
     },
   );
   // The new config replaces the last good one only once nats-server accepts it.

@@ -14,10 +14,14 @@ import { serverLine, wholeLinesFrom } from "../broker/mod.ts";
 
 /**
  * Broker log lines that mean JetStream cannot write: the server's own lines only, never one
- * about a connection, whose text a member chooses (lib/broker/log_lines.ts).
+ * about a connection, whose text a member chooses (lib/broker/log_lines.ts). A write that failed
+ * for want of descriptors ("too many open files") is no storage fault: those go to connections,
+ * which a restart does not end, and red team 30's `--net host` agent, holding them, took the
+ * broker's port while the watchdog restarted it. The connection cap (`max_connections`) keeps
+ * descriptors for JetStream.
  */
 export const STORAGE_FAULT_RE = serverLine(
-  /no space left on device|Critical write error|insufficient storage resources available|JetStream (file|memory) resource limits exceeded for server/,
+  /no space left on device|Critical write error(?!.*too many open files)|insufficient storage resources available|JetStream (file|memory) resource limits exceeded for server/,
 );
 
 const START_RE = serverLine(/Starting nats-server/);

@@ -248,6 +248,8 @@ function brokerUnit(l: SystemdLayout, units: Record<string, string>): void {
       "ExecReload=/bin/kill -HUP $MAINPID",
       `ReadWritePaths=${S}/broker`,
       `InaccessiblePaths=${S}/secrets`,
+      // Twice the config's connection cap (BROKER_MAX_CONNECTIONS): the rest is JetStream's.
+      "LimitNOFILE=16384",
       ...hardening(),
     ],
     Install: ["WantedBy=multi-user.target"],

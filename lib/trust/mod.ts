@@ -47,6 +47,7 @@ export {
 export {
   BROKER_LOG_FILES,
   BROKER_LOG_ROTATE_BYTES,
+  BROKER_MAX_CONNECTIONS,
   type ClusterConfig,
   type PreloadAccount,
   serverConfig,

@@ -74,7 +74,21 @@ export interface ServerConfigOpts {
    * therefore win over anything the include sets): the operator's own listener settings.
    */
   include?: string;
+  /**
+   * The most client connections the broker holds at once; default (and most)
+   * {@linkcode BROKER_MAX_CONNECTIONS}. Rendered before the include, which may lower it.
+   */
+  maxConnections?: number;
 }
+
+/**
+ * The most client connections a broker holds at once (frozen): half of the open-file limit
+ * Cotal's units give the broker (`LimitNOFILE=16384`), so JetStream always has descriptors for
+ * its stores. Without a cap, red team 30's `--net host` agent held 20,000 unauthenticated
+ * connections, the broker's whole limit: JetStream could not open its files ("too many open
+ * files"), and the restart that followed handed the agent the broker's port.
+ */
+export const BROKER_MAX_CONNECTIONS = 8192;
 
 /** The size at which the broker rotates its log (frozen). */
 export const BROKER_LOG_ROTATE_BYTES = 10 * 1024 * 1024;
@@ -195,6 +209,19 @@ export function serverConfig(
     }
     lines.push(`http: ${q(opts.monitor)}`);
   }
+  const maxConnections = opts.maxConnections ?? BROKER_MAX_CONNECTIONS;
+  if (
+    !Number.isInteger(maxConnections) || maxConnections < 1 ||
+    maxConnections > BROKER_MAX_CONNECTIONS
+  ) {
+    refuse(
+      "invalid_max_connections",
+      `maxConnections must be a whole number from 1 to ${BROKER_MAX_CONNECTIONS}, not ${
+        q(String(maxConnections))
+      }.`,
+    );
+  }
+  lines.push(`max_connections: ${maxConnections}`);
   if (opts.include !== undefined) {
     if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]*\.conf$/.test(opts.include)) {
       refuse(

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { AckPolicy, DeliverPolicy } from "nats";
 import { spaceBackup, spaceRestore } from "../../lib/mesh/backup.ts";
 import { spaceAdd, spaceRm } from "../../lib/mesh/space.ts";
 import { loadBrokerAuth, loadSpaceAccount } from "../../lib/mesh/trust_state.ts";
@@ -21,9 +22,14 @@ function upDetached(root: string) {
   });
 }
 
-async function creds(root: string, space: string, profile: "operator" | "observer" | "backup") {
+async function creds(
+  root: string,
+  space: string,
+  profile: "operator" | "observer" | "backup",
+  id = newIdentity(),
+) {
   const account = (await loadSpaceAccount(workspaceSecretStore(root), space))!;
-  return await mintCreds({ space, account: account.account }, newIdentity(), profile, {
+  return await mintCreds({ space, account: account.account }, id, profile, {
     ...(profile === "operator" ? { principal: { owner: "local", actor: "w" } } : {}),
   });
 }
@@ -86,18 +92,27 @@ Deno.test("mesh - back up a space, remove it, restore it into a fresh broker wit
 
     // Every message is back, at its original sequence, and the cred minted before the backup
     // (signed by the space's own signing key) connects to the new broker.
+    const obsId = newIdentity();
     const obs = await connectBroker({
       servers: b.url,
-      creds: await creds(rootB, "team", "observer"),
+      creds: await creds(rootB, "team", "observer", obsId),
     });
     const jsm = await obs.jetstreamManager();
     const info = await jsm.streams.info(streamNames("team").chat);
     assert.equal(info.state.messages, 25);
     assert.equal(info.state.first_seq, 1);
     assert.equal(info.state.last_seq, 25);
-    const reader = await obs.jetstream().consumers.get(streamNames("team").chat, {
+    // Through the one consumer an observer may make, named for it.
+    await jsm.consumers.add(streamNames("team").chat, {
+      name: `hist_${obsId.id}`,
+      ack_policy: AckPolicy.None,
+      deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: 7,
     });
+    const reader = await obs.jetstream().consumers.get(
+      streamNames("team").chat,
+      `hist_${obsId.id}`,
+    );
     const m7 = await reader.next({ expires: 5_000 });
     assert.equal(m7?.seq, 7);
     assert.equal(m7 && new TextDecoder().decode(m7.data), "m6");

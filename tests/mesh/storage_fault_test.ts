@@ -7,7 +7,7 @@
  * running broker (mount needs root).
  */
 import assert from "node:assert/strict";
-import { credsAuthenticator } from "nats";
+import { AckPolicy, credsAuthenticator } from "nats";
 import { connectWhenUp } from "../../lib/nats/connect.ts";
 import { lastStorageFault, StorageFaultReader } from "../../lib/mesh/storage_fault.ts";
 import { readPidFile } from "../../lib/mesh/pidfile.ts";
@@ -146,21 +146,25 @@ Deno.test({
         const obs = await cotal(["mint", "--root", root, "--profile", "observer"]);
         // The broker may be in a watchdog restart for the fault just healed: dial until it
         // answers, for 30 s at most.
+        const sub = JSON.parse(
+          atob(
+            /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(obs.stdout)![1].split(".")[1]
+              .replace(/-/g, "+").replace(/_/g, "/"),
+          ),
+        ).sub;
         const oc = await connectWhenUp({
           servers: `nats://127.0.0.1:${port}`,
           authenticator: credsAuthenticator(new TextEncoder().encode(obs.stdout)),
-          inboxPrefix: `_INBOX_${
-            JSON.parse(
-              atob(
-                /BEGIN NATS USER JWT-+\n(\S+)\n/.exec(obs.stdout)![1].split(".")[1]
-                  .replace(/-/g, "+").replace(/_/g, "/"),
-              ),
-            ).sub
-          }`,
+          inboxPrefix: `_INBOX_${sub}`,
         }, { signal: AbortSignal.timeout(30_000) });
         try {
           const stored = new Set<number>();
-          const c = await oc.jetstream().consumers.get("CHAT_default");
+          // Through the one consumer an observer may make, named for it.
+          await (await oc.jetstreamManager()).consumers.add("CHAT_default", {
+            name: `hist_${sub}`,
+            ack_policy: AckPolicy.None,
+          });
+          const c = await oc.jetstream().consumers.get("CHAT_default", `hist_${sub}`);
           for (let n = 0; n < 50; n++) {
             const m = await c.next({ expires: 1000 });
             if (!m) break;
