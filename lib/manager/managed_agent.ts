@@ -267,6 +267,11 @@ export function screenText(s: string): string {
   return s
     // deno-lint-ignore no-control-regex
     .replace(/\x1b\[(\d{0,3})C/g, (_m, n: string) => " ".repeat(Math.min(Number(n || 1), 8)))
+    // A move to another column or line separates what was written before and after it
+    // (newcomer pass 10 read "Pleasecheckyourinternetconnection" from a harness that places
+    // each word with an absolute move).
+    // deno-lint-ignore no-control-regex
+    .replace(/\x1b\[[\d;]*[ABEFGHdf]/g, " ")
     // deno-lint-ignore no-control-regex
     .replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, "")
     // deno-lint-ignore no-control-regex
