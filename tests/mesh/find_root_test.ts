@@ -41,6 +41,10 @@ Deno.test("mesh - from any directory, status, space list, doctor and down find t
     assert.equal(list.code, 0, list.stderr);
     assert.deepEqual(JSON.parse(list.stdout).map((r: { space: string }) => r.space), ["default"]);
     assert.equal((await cotal(["doctor", "auth", "--json"])).code, 0);
+    // From elsewhere, a space no mesh serves is said as such, with the ones that run.
+    const nope = await cotal(["ps", "--space", "nope"]);
+    assert.equal(nope.code, 1, nope.stderr);
+    assert.match(nope.stderr, /No mesh on this machine serves space 'nope' .*serve 'default'/);
     // A misspelt space is no new space: `space add` is how one is added (newcomer pass 9).
     const typo = await cotal(["up", "--detach", "--root", root, "--space", "defualt"]);
     assert.equal(typo.code, 2, typo.stderr);

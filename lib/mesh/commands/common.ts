@@ -48,10 +48,17 @@ export async function resolveMeshRoot(flag: string | undefined, space: string): 
   }
   const entry = await lookupMesh(space);
   if (entry) return entry.root;
+  // Another space may run (newcomer pass 10 read "no entry" for a typo in --space).
+  const others = [...new Set((await listMeshes()).map((e) => e.space))].sort();
   throw new CotalError(
     "no_mesh",
-    `No mesh found for space '${space}': there is no ./.cotal here and the machine registry ` +
-      "has no entry; pass --root <dir> or start one with 'cotal up'.",
+    others.length
+      ? `No mesh on this machine serves space '${space}' (there is no ./.cotal here); the ` +
+        `running ones serve ${
+          others.map((s) => `'${s}'`).join(", ")
+        }: pass --space, or --root <dir>.`
+      : `No mesh found for space '${space}': there is no ./.cotal here and the machine registry ` +
+        "has no entry; pass --root <dir> or start one with 'cotal up'.",
   );
 }
 
