@@ -312,15 +312,15 @@ export class Watchdog {
         continue;
       }
       const wait = Math.min(RESTART_BASE_MS * 2 ** t.failures, RESTART_CAP_MS);
-      if (!t.deadSince) {
-        t.deadSince = now;
-        this.#log(
-          `watchdog: ${said} is not running; restarting it in ${wait} ms (restart ${
-            t.restarts + 1
-          })`,
-        );
-      }
+      if (!t.deadSince) t.deadSince = now;
       if (now - t.deadSince < wait) continue;
+      // Said when it is done, not when first seen: a component that comes up meanwhile (the
+      // peer `up` starts just after this watchdog) was never restarted (newcomer pass 10).
+      this.#log(
+        `watchdog: ${said} is not running; restarting it after ${wait} ms (restart ${
+          t.restarts + 1
+        })`,
+      );
       t.failures++;
       t.restarts++;
       t.deadSince = 0;

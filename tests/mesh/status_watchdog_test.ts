@@ -5,7 +5,7 @@
  * the `up` that starts them again.
  */
 import assert from "node:assert/strict";
-import { stopComponent } from "../../lib/mesh/stack.ts";
+import { componentFiles, stopComponent } from "../../lib/mesh/stack.ts";
 import { writeWatchList } from "../../lib/mesh/watchdog.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
 import { cotalIn, cotalQuietly } from "../_harness/cotal_cli.ts";
@@ -26,6 +26,11 @@ Deno.test("mesh - status shows a detached stack's stopped watchdogs and is not h
   try {
     await run("up", "--detach", "--port", `${freePort()}`);
     assert.equal((await status()).code, 0);
+    // A fresh up starts the peer itself: its watchdog says no restart of it (newcomer pass 10
+    // read "watchdog-peer is not running; restarting it" after every up).
+    await new Promise((r) => setTimeout(r, 3_000));
+    const wlog = await Deno.readTextFile(componentFiles(root, "watchdog").logFile);
+    assert.doesNotMatch(wlog, /watchdog-peer is not running/);
     // What an interrupted down leaves: the list emptied, both watchdogs stopped, the rest running.
     await writeWatchList(root, []);
     // Both at once, as down stops them (each would restart the other).

@@ -77,7 +77,7 @@ Deno.test("mesh - the detached stack's watchdog restarts the broker and each dae
     const log = await Deno.readTextFile(watchdogLog);
     assert.match(
       log,
-      /watchdog: nats-server is not running; restarting it in 250 ms \(restart 1\)/,
+      /watchdog: nats-server is not running; restarting it after 250 ms \(restart 1\)/,
     );
     assert.match(log, restartedSupervise);
     // The status command reports the whole stack healthy again.
@@ -177,7 +177,10 @@ Deno.test("mesh - the watchdog backs off a component that keeps dying, and says 
     const gaps = restartsAt.slice(1).map((t, i) => t - restartsAt[i]);
     // 250, 500, 1000, 2000 ms of backoff (in the watchdog's clock), each from the death seen.
     assert.ok(gaps[1] > gaps[0] && gaps[2] > gaps[1], `gaps ${gaps}`);
-    assert.match(lines.join("\n"), /flaky is not running; restarting it in 500 ms \(restart 2\)/);
+    assert.match(
+      lines.join("\n"),
+      /flaky is not running; restarting it after 500 ms \(restart 2\)/,
+    );
     assert.match(lines.join("\n"), /restarted flaky \(pid \d+\)/);
   } finally {
     await removeTempDir(root);
