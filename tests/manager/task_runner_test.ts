@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { isCotalError } from "../../lib/errors.ts";
 import {
   parseTaskRunnerConfig,
+  resultText,
   runTaskCommand,
   TASK_RUNNER_LIMITS,
 } from "../../lib/manager/agents/task_runner.ts";
@@ -97,4 +98,16 @@ Deno.test("manager - task runner: limits and configuration are refused outside t
     timeoutMs: 5000,
     maxOutputBytes: TASK_RUNNER_LIMITS.defaultOutputBytes,
   });
+});
+
+Deno.test("task runner - an answer with no output says how the command ended and what it said on stderr (newcomer pass 10)", async () => {
+  const r = await runTaskCommand({
+    command: "/bin/sh",
+    args: ["-c", "cat >/dev/null; echo oops >&2; exit 3"],
+    cwd: "/tmp",
+    input: "x",
+  });
+  assert.equal(resultText(r), "(exit 3, no output; stderr: oops)");
+  assert.equal(resultText({ ...r, stderr: "" }), "(exit 3, no output)");
+  assert.equal(resultText({ ...r, stdout: "done\n" }), "done\n");
 });

@@ -289,9 +289,7 @@ async function answer(
     failure = `${(err as CotalError).code ?? "error"}: ${(err as Error).message}`;
   }
   const to = resultRecipient(task);
-  const text = result
-    ? (result.stdout || `(exit ${result.code ?? result.signal}, no output)`)
-    : `task failed: ${failure}`;
+  const text = result ? resultText(result) : `task failed: ${failure}`;
   const data: { [key: string]: JsonValue } = result
     ? {
       task: task.id,
@@ -340,4 +338,14 @@ export async function run(ctx: AgentContext): Promise<number> {
   }
   await queue;
   return 0;
+}
+
+/**
+ * The text of a task's answer: its stdout; with none, how it ended and what it said on stderr
+ * (newcomer pass 10 read "(exit 3, no output)" for a command that had printed "oops" there).
+ */
+export function resultText(r: Pick<TaskResult, "stdout" | "stderr" | "code" | "signal">): string {
+  if (r.stdout) return r.stdout;
+  const err = r.stderr.trim();
+  return `(exit ${r.code ?? r.signal}, no output${err ? `; stderr: ${err}` : ""})`;
 }
