@@ -8,6 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { denoCompileFlags, ENTRY_POINTS, EXECUTABLES, releaseLayout } from "../lib/permissions.ts";
+import { denoTaskCommand } from "../lib/cli/mod.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -42,7 +43,7 @@ for (const exe of targets) {
       console.error(
         "deno compile could not download its runtime (denort) from Deno's servers, which this " +
           "machine cannot reach; set DENORT_BIN to the path of a denort binary for Deno " +
-          `${Deno.version.deno} and run 'deno task compile' again.`,
+          `${Deno.version.deno} and run '${denoTaskCommand("compile")}' again.`,
       );
       Deno.exit(1);
     }

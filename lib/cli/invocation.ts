@@ -5,11 +5,11 @@
  * @module
  */
 
-/** True when an executable `cotal` is on `path` (PATH's dirs). */
-function onPath(path: string): boolean {
+/** True when an executable `name` is on `path` (PATH's dirs). */
+function onPath(path: string, name = "cotal"): boolean {
   for (const dir of path.split(":").filter(Boolean)) {
     try {
-      const st = Deno.statSync(`${dir}/cotal`);
+      const st = Deno.statSync(`${dir}/${name}`);
       if (st.isFile && ((st.mode ?? 0o111) & 0o111)) return true;
     } catch {
       // Not in this dir (or unreadable).
@@ -24,4 +24,12 @@ function onPath(path: string): boolean {
  */
 export function cotalCommand(path = Deno.env.get("PATH") ?? ""): string {
   return onPath(path) ? "cotal" : `npx -y deno@${Deno.version.deno} task cotal`;
+}
+
+/**
+ * `deno task <task>`, or its npx form when no `deno` is on PATH (newcomer pass 10, with only
+ * npx, was told to run `deno task compile`).
+ */
+export function denoTaskCommand(task: string, path = Deno.env.get("PATH") ?? ""): string {
+  return `${onPath(path, "deno") ? "deno" : `npx -y deno@${Deno.version.deno}`} task ${task}`;
 }

@@ -17,6 +17,6 @@ export { defineCommand } from "./define.ts";
 // For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
 export { ATTACH_RESET, AttachFilter } from "./attach_filter.ts";
 export { daemonMain } from "./daemon_main.ts";
-export { cotalCommand } from "./invocation.ts";
+export { cotalCommand, denoTaskCommand } from "./invocation.ts";
 export { TextLineStream } from "./lines.ts";
 export { consoleSize, parseSize } from "./term_size.ts";

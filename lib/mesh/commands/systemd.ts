@@ -5,7 +5,7 @@
  * @module
  */
 import { writeFileAtomic } from "../../atomic_file.ts";
-import { defineCommand } from "../../cli/mod.ts";
+import { defineCommand, denoTaskCommand } from "../../cli/mod.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
 import { assertValidSpaceName } from "../names.ts";
@@ -272,7 +272,7 @@ export async function missingPrograms(
     ...programs.map((p): [string, string, string] => [
       `${values["bin-dir"]}/${p}`,
       "--bin-dir",
-      "build the binaries with 'deno task compile' and copy them there",
+      `build the binaries with '${denoTaskCommand("compile")}' and copy them there`,
     ]),
   ];
   const out: string[] = [];
