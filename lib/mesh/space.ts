@@ -283,7 +283,7 @@ async function deleteStreams(account: SpaceAccountAuth, url: string): Promise<st
 export async function spaceRm(
   root: string,
   space: string,
-): Promise<{ stopped: string[]; deletedStreams: string[] }> {
+): Promise<{ stopped: string[]; deletedStreams: string[]; removedOnDisk?: boolean }> {
   const index = await readSpaceIndex(root);
   if (!index.spaces.includes(space)) {
     throw new CotalError(
@@ -305,7 +305,7 @@ export async function spaceRm(
 async function removeSpace(
   root: string,
   space: string,
-): Promise<{ stopped: string[]; deletedStreams: string[] }> {
+): Promise<{ stopped: string[]; deletedStreams: string[]; removedOnDisk?: boolean }> {
   const index = await readSpaceIndex(root);
   const store = workspaceSecretStore(root);
   const account = await loadSpaceAccount(store, space).catch(() => undefined);
@@ -321,6 +321,7 @@ async function removeSpace(
   }
   const live = await runningBroker(root);
   let deletedStreams: string[] = [];
+  let removedOnDisk = false;
   if (live && account) deletedStreams = await deleteStreams(account, live.url).catch(() => []);
   index.spaces = index.spaces.filter((s) => s !== space);
   await writeSpaceIndex(root, index);
@@ -333,13 +334,14 @@ async function removeSpace(
     await reloadBroker(root);
   } else if (account) {
     // A stopped broker: its JetStream files for the account go with it.
-    await Deno.remove(`${p.jetstream}/jetstream/${account.account.pub}`, { recursive: true })
-      .catch(() => {});
+    removedOnDisk = await Deno.remove(`${p.jetstream}/jetstream/${account.account.pub}`, {
+      recursive: true,
+    }).then(() => true, () => false);
     await renderBrokerConfig(root, {
       host: "127.0.0.1",
       port: 4222,
       ...await readMeshRecord(root),
     });
   }
-  return { stopped, deletedStreams };
+  return { stopped, deletedStreams, ...(removedOnDisk ? { removedOnDisk } : {}) };
 }

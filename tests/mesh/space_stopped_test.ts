@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { down, up } from "../../lib/mesh/up.ts";
-import { spaceAdd } from "../../lib/mesh/space.ts";
+import { spaceAdd, spaceRm } from "../../lib/mesh/space.ts";
 import { connectionEvictorCredsKey, membershipObserverCredsKey } from "../../lib/workspace/mod.ts";
 import { workspaceSecretStore } from "../../lib/workspace/mod.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
@@ -42,6 +42,12 @@ Deno.test("mesh - a space added while the stack is down is served by the next up
     );
     for (const k of sysKeys) assert.ok(await store.get(k), `${k} is missing after up`);
     assert.ok(result.url);
+    // Removed while nothing runs: its streams' files go from disk, and the result says so
+    // rather than "0 streams deleted" (newcomer pass 10).
+    await down(root);
+    const rm = await spaceRm(root, "second");
+    assert.deepEqual(rm.deletedStreams, []);
+    assert.equal(rm.removedOnDisk, true);
   } finally {
     await down(root).catch(() => {});
     if (before === undefined) Deno.env.delete("COTAL_HOME");

@@ -101,7 +101,11 @@ export const spaceRmCommand = defineCommand({
       { json: values.json === true },
       { space, ...result },
       (r) =>
-        `removed space '${space}' (${r.deletedStreams.length} streams deleted: its messages, its buckets and their runtime state); ` +
+        `removed space '${space}' (${
+          r.removedOnDisk
+            ? "the broker was not running: its streams' files were removed from disk"
+            : `${r.deletedStreams.length} streams deleted`
+        }: its messages, its buckets and their runtime state); ` +
         `stopped ${r.stopped.length} daemon(s), its agents ended with its supervisor`,
     );
   },
