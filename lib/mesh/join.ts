@@ -6,7 +6,7 @@
 import { brokerNotRunning } from "./stack.ts";
 import { CotalEndpoint, type CotalMessageEvent } from "../endpoint/mod.ts";
 import { safeText } from "../safe_text.ts";
-import { CotalError } from "../errors.ts";
+import { CotalError, isCotalError } from "../errors.ts";
 import { type MintAuth, mintCreds, newIdentity, newLifecycleUid } from "../trust/mod.ts";
 import {
   bindKv,
@@ -169,7 +169,12 @@ export async function join(opts: JoinOptions): Promise<number> {
           current = await leave(ep, arg, current, opts);
         } else if (cmd === "/dm" && arg && rest.length) {
           // As cotal send: a DM nobody will read is refused, not queued into nothing.
-          await assertRecipient(opts.root, opts.space, { to: arg });
+          // Said in this session's words: /dm, not the CLI's --to (newcomer pass 10).
+          await assertRecipient(opts.root, opts.space, { to: arg }).catch((err) => {
+            throw isCotalError(err, "usage")
+              ? new CotalError("usage", err.message.replace(/\(--to (\S+)\)/, "(/dm $1 <text>)"))
+              : err;
+          });
           await ep.unicast(arg, rest.join(" "));
           posted++;
           opts.print(`-> DM to ${safeText(arg)} sent`);

@@ -82,7 +82,7 @@ Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves n
     assert.match(out.join(""), /reading #random; your lines still go to #general/);
     assert.doesNotMatch(out.join(""), /Permissions Violation|^! /m);
     // As cotal send does: a DM or a task nobody would read is refused with a sentence.
-    await writer.write(enc.encode("/dm local.ghost hi\n/task nobody x\n"));
+    await writer.write(enc.encode("/dm local.ghost hi\n/dm scripted hi\n/task nobody x\n"));
     await waitFor(
       () => /No agent in space 'j' was ever given the role 'nobody'/.test(out.join("")),
       {
@@ -90,6 +90,8 @@ Deno.test("mesh - join: an interactive member posts, receives a DM, and leaves n
       },
     );
     assert.match(out.join(""), /! local\.ghost has no live agent in space 'j'/);
+    // A bare name is answered in the session's own words (newcomer pass 10 was told --to).
+    assert.match(out.join(""), /is local\.scripted \(\/dm local\.scripted <text>\)/);
     // Leaving the channel lines go to says where they go now: nowhere (newcomer pass 8: they
     // still went to #general, unsaid), and a line typed then is refused, not posted.
     await writer.write(enc.encode("/leave random\n/leave general\nafter leave\n/leave general\n"));
