@@ -71,12 +71,14 @@ function sandboxCell(a: AgentRow): string {
 }
 
 function rowLine(a: AgentRow): string {
-  const state = a.status === "retired" ? `retired (${a.reason ?? ""})` : a.status;
-  return `${a.name.padEnd(20)} ${a.agent.padEnd(12)} ${(a.role ?? "-").padEnd(12)} ${
-    state.padEnd(10)
+  const row = `${a.name.padEnd(20)} ${a.agent.padEnd(12)} ${(a.role ?? "-").padEnd(12)} ${
+    a.status.padEnd(10)
   } ${(a.present ? "online" : "offline").padEnd(8)} ${String(a.pid ?? "-").padEnd(7)} ${
     sandboxCell(a)
   }`;
+  // A retired agent's reason is a sentence: on its own line, so the columns stay columns
+  // (newcomer pass 10).
+  return a.status === "retired" && a.reason ? `${row}\n  why: ${safeText(a.reason)}` : row;
 }
 
 /** `cotal spawn`: start an agent under the space's supervisor. */

@@ -29,8 +29,11 @@ function remaining(s: number | undefined): string {
 
 /** One line per cred, for people. */
 export function credRows(rows: DoctorAuthRow[]): string {
+  // As wide as the longest name (an agent's cred names its lifecycle: newcomer pass 10's ran
+  // past a fixed width and the columns broke).
+  const kindWidth = Math.max(26, ...rows.map((r) => r.kind.length));
   return rows.map((r) =>
-    `${r.status.padEnd(11)} ${(r.space ?? "").padEnd(16)} ${r.kind.padEnd(26)} ${
+    `${r.status.padEnd(11)} ${(r.space ?? "").padEnd(16)} ${r.kind.padEnd(kindWidth)} ${
       remaining(r.remainingSeconds)
     }${r.detail ? ` (${r.detail})` : ""}${
       r.fix
