@@ -140,9 +140,10 @@ Deno.test("manager - cotal spawn, ps, attach (both ways, resized) and despawn", 
   const missing = await cotal(mesh, "despawn", "shell", "--json");
   assert.notEqual(missing.code, 0);
   assert.equal(JSON.parse(missing.stdout).error.code, "not_found");
+  // Without a program, a usage error at the terminal (exit 2), before the supervisor is asked.
   const bad = await cotal(mesh, "spawn", "--json");
-  assert.notEqual(bad.code, 0);
-  assert.equal(JSON.parse(bad.stdout).error.code, "spawn_bad_args");
+  assert.equal(bad.code, 2);
+  assert.equal(JSON.parse(bad.stdout).error.code, "usage");
 });
 
 Deno.test("manager - cotal spawn --workdir, --limit, --net, --expose: what ps reports, what is refused", async () => {
