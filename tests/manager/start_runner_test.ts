@@ -313,7 +313,14 @@ Deno.test("manager - a runner whose Deno, module cache and checkout all live und
   await Deno.link(Deno.execPath(), deno).catch(() => Deno.copyFile(Deno.execPath(), deno));
   const checkout = `${base}/checkout`;
   const src = new URL("../../", import.meta.url).pathname;
-  await copyTree(denoDir(), `${base}/home/.cache/deno`);
+  // Its module caches, not the SQLite caches other Deno processes of this machine are writing
+  // (a copy met their journal files vanishing mid-copy, with `deno fmt` running beside it).
+  await Deno.mkdir(`${base}/home/.cache/deno`);
+  for await (const e of Deno.readDir(denoDir())) {
+    if (e.isDirectory) {
+      await copyTree(`${denoDir()}/${e.name}`, `${base}/home/.cache/deno/${e.name}`);
+    }
+  }
   for (const part of ["cmd", "lib"]) await copyTree(`${src}${part}`, `${checkout}/${part}`);
   for (const f of ["deno.json", "deno.lock"]) await Deno.copyFile(`${src}${f}`, `${checkout}/${f}`);
   await Deno.chmod(base, 0o755);
