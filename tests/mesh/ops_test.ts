@@ -231,7 +231,10 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
           ["send", "--space", "ops", "--role", "nobody", "hi"],
           /No agent in space 'ops' was ever given the role 'nobody'/,
         ],
-        [["tail", "--space", "no-such-space"], /No mesh found for space 'no-such-space'/],
+        [
+          ["tail", "--space", "no-such-space"],
+          /No mesh on this machine serves space 'no-such-space' .*serve 'ops'/,
+        ],
         [["space", "add", "bad.name"], /'bad.name' is not a usable space name/],
       ] as const
     ) {
