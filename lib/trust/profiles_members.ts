@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { js, JS_INFO, kvGet, kvKey, kvRead, kvWatch, lifecycleKey } from "./grant_names.ts";
+import { js, JS_INFO, kvGet, kvKey, kvWatch, lifecycleKey } from "./grant_names.ts";
 import type { GrantContext, GrantSet } from "./profile_context.ts";
 
 /**
@@ -68,7 +68,7 @@ export function watchBuckets(g: GrantSet, ...buckets: string[]): void {
  * subjects, so these verbs reach no other: red team 30 pulled, acked and deleted the delivery
  * daemon's `fanout` durable with an observer cred, which took channel posts from offline
  * members and stopped durable delivery for the space. The name sits in the create subject (the
- * filtered form or the named one), never only in a body the ACL cannot see.
+ * filtered form, one filter subject), never only in a body the ACL cannot see.
  */
 export function historyConsumerName(connId: string): string {
   return `hist_${connId}`;
@@ -76,8 +76,11 @@ export function historyConsumerName(connId: string): string {
 
 function ownHistoryConsumer(ctx: GrantContext, g: GrantSet, stream: string): void {
   const name = historyConsumerName(ctx.connId);
-  g.pub(js.streamInfo(stream), `$JS.API.CONSUMER.CREATE.${stream}.${name}`);
-  g.pub(`$JS.API.CONSUMER.CREATE.${stream}.${name}.>`, js.consumerInfo(stream, name));
+  // The filtered create only: the broker then takes one filter subject, the one in the
+  // subject (red team 31 re-created it with 6,000 filters, and each create held the stream's
+  // other creates, members' history reads among them, for seconds).
+  g.pub(js.streamInfo(stream), `$JS.API.CONSUMER.CREATE.${stream}.${name}.>`);
+  g.pub(js.consumerInfo(stream, name));
   g.pub(js.msgNext(stream, name), js.consumerDelete(stream, name), js.ack(stream, name));
 }
 
@@ -87,7 +90,10 @@ export function observerGrants(ctx: GrantContext, g: GrantSet): void {
   g.pub(JS_INFO);
   ownHistoryConsumer(ctx, g, n.streams.chat);
   watchBuckets(g, n.buckets.presence, n.buckets.channels);
-  g.pub(...kvRead(n.buckets.membership));
+  // The membership feed read like presence: rows and writes, never a consumer of its own (red
+  // team 31 made 1,024 durables there with an observer cred, fat ones filling the broker's
+  // memory).
+  watchBuckets(g, n.buckets.membership);
   g.sub(`${n.root}.chat.>`);
 }
 

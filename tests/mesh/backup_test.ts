@@ -105,6 +105,7 @@ Deno.test("mesh - back up a space, remove it, restore it into a fresh broker wit
     // Through the one consumer an observer may make, named for it.
     await jsm.consumers.add(streamNames("team").chat, {
       name: `hist_${obsId.id}`,
+      filter_subject: "cotal.team.chat.>",
       ack_policy: AckPolicy.None,
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: 7,

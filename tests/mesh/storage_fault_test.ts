@@ -162,6 +162,7 @@ Deno.test({
           // Through the one consumer an observer may make, named for it.
           await (await oc.jetstreamManager()).consumers.add("CHAT_default", {
             name: `hist_${sub}`,
+            filter_subject: "cotal.default.chat.>",
             ack_policy: AckPolicy.None,
           });
           const c = await oc.jetstream().consumers.get("CHAT_default", `hist_${sub}`);

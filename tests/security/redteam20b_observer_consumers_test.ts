@@ -91,7 +91,11 @@ Deno.test("redteam20b - an observer cannot make consumers to fill CHAT's cap: th
     assert.equal(await bobsHistory(s, bob, bn), "");
     // Its own one, named for it, it may make.
     const own = `hist_${credSubject(obsCreds)}`;
-    await ojsm.consumers.add(chat, { name: own, ack_policy: AckPolicy.None });
+    await ojsm.consumers.add(chat, {
+      name: own,
+      filter_subject: `${subjectRoot(s.space)}.chat.>`,
+      ack_policy: AckPolicy.None,
+    });
     await ojsm.consumers.delete(chat, own);
   } finally {
     await on.close().catch(() => {});

@@ -64,7 +64,11 @@ Deno.test("red team 30 - observer and admin reach only their own history consume
 
     // What the profiles are for still works: history through their own consumer.
     const mine = `hist_${obsId.id}`;
-    await ojsm.consumers.add(n.CHAT, { name: mine, ack_policy: AckPolicy.None });
+    await ojsm.consumers.add(n.CHAT, {
+      name: mine,
+      filter_subject: `${n.P}.chat.>`,
+      ack_policy: AckPolicy.None,
+    });
     const m = await (await observer.jetstream().consumers.get(n.CHAT, mine)).next({
       expires: 5_000,
     });
@@ -72,7 +76,35 @@ Deno.test("red team 30 - observer and admin reach only their own history consume
     await ojsm.consumers.delete(n.CHAT, mine);
     const ajsm = await admin.jetstreamManager();
     const adminDm = `hist_${admId.id}`;
-    await ajsm.consumers.add(n.DM, { name: adminDm, ack_policy: AckPolicy.None });
+    await ajsm.consumers.add(n.DM, {
+      name: adminDm,
+      filter_subject: `${n.P}.inst.>`,
+      ack_policy: AckPolicy.None,
+    });
+    // Red team 31: the one it may make takes one filter subject (6,000 held the stream's other
+    // creates for seconds), and no other bucket gets a consumer of its making.
+    assert.ok(
+      await deniedBy(
+        ajsm.consumers.add(n.DM, {
+          name: adminDm,
+          filter_subjects: Array.from({ length: 50 }, (_, i) => `${n.P}.inst.local.x${i}.>`),
+          ack_policy: AckPolicy.None,
+        }).then(() => ajsm.consumers.delete(n.DM, adminDm)),
+      ),
+    );
+    assert.ok(
+      await deniedBy(ojsm.consumers.add(`KV_${n.membership}`, {
+        durable_name: "m0",
+        ack_policy: AckPolicy.None,
+      })),
+    );
+    assert.ok(
+      await deniedBy(ojsm.consumers.add(`KV_${n.membership}`, {
+        name: mine,
+        filter_subject: `$KV.${n.membership}.>`,
+        ack_policy: AckPolicy.None,
+      })),
+    );
     await ajsm.consumers.delete(n.DM, adminDm);
   } finally {
     for (const nc of [delivery, observer, admin]) await nc.close();

@@ -117,6 +117,7 @@ Deno.test("trust - a 3-node cluster from serverConfig keeps acknowledged R3 mess
         // R1: a new R3 asset cannot be placed while one of three peers is down (2.10).
         await ajsm.consumers.add(n.CHAT, {
           name: check,
+          filter_subject: `${n.P}.chat.>`,
           ack_policy: AckPolicy.None,
           num_replicas: 1,
         });
