@@ -88,3 +88,40 @@ export class StorageFaultReader {
     this.#fault = undefined;
   }
 }
+
+const OUT_OF_DESCRIPTORS_RE = serverLine(/too many open files/);
+const LOG_TIME_RE = /(\d{4})\/(\d\d)\/(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{3})/;
+
+/**
+ * Whether the current broker logged, within `withinMs` of `now`, that it ran out of descriptors
+ * (an accept or a JetStream open failing with "too many open files"). Such a broker answers no
+ * new connection, which the watchdog's probe reads as a hang; but the descriptors are held by
+ * connections, a restart does not free them for long, and it lets go of the port: red team 31
+ * flooded the monitoring port until the probe went silent, and took the client port in the
+ * gap the kill opened.
+ */
+export async function outOfDescriptors(
+  logFile: string,
+  now = Date.now(),
+  withinMs = 60_000,
+): Promise<boolean> {
+  let data: Uint8Array;
+  try {
+    data = await Deno.readFile(logFile);
+  } catch {
+    return false;
+  }
+  const { lines } = wholeLinesFrom(data, data.length - TAIL_BYTES);
+  let last: number | undefined;
+  for (const line of lines) {
+    if (START_RE.test(line)) last = undefined;
+    else if (OUT_OF_DESCRIPTORS_RE.test(line)) {
+      const m = LOG_TIME_RE.exec(line);
+      if (m) {
+        const [y, mo, d, h, mi, s, ms] = m.slice(1).map(Number);
+        last = new Date(y, mo - 1, d, h, mi, s, ms).getTime();
+      }
+    }
+  }
+  return last !== undefined && now - last <= withinMs;
+}

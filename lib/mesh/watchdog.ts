@@ -17,7 +17,7 @@
 import { abortableSleep } from "../abortable_sleep.ts";
 import { HEARTBEAT_ENV, HUNG_AFTER_MS } from "../heartbeat.ts";
 import { brokerGreets } from "./ready.ts";
-import { StorageFaultReader } from "./storage_fault.ts";
+import { outOfDescriptors, StorageFaultReader } from "./storage_fault.ts";
 import { writeFileAtomic } from "../atomic_file.ts";
 import { capLogFile } from "./log_cap.ts";
 import { CotalError } from "../errors.ts";
@@ -212,7 +212,7 @@ export class Watchdog {
   async #hung(
     c: WatchedComponent,
     t: Track,
-    files: { lockFile: string; beatFile: string },
+    files: { lockFile: string; beatFile: string; logFile: string },
     said: string,
     now: number,
   ): Promise<boolean> {
@@ -220,6 +220,15 @@ export class Watchdog {
     if (c.id === "nats-server") {
       this.#probeBroker(t, now);
       if (t.silent >= BROKER_SILENT_PROBES) {
+        if (await outOfDescriptors(files.logFile, now)) {
+          // Out of descriptors, not hung: a restart would give up the port (red team 31).
+          t.silent = 0;
+          this.#log(
+            `watchdog: ${said} answers no new connection and is out of descriptors (too many ` +
+              `open files): connections hold them; not restarting it, which would give up its port`,
+          );
+          return false;
+        }
         why = `accepted ${t.silent} connections in a row and sent no INFO within ${
           BROKER_PROBE_TIMEOUT_MS / 1000
         } s (frozen or wedged)`;

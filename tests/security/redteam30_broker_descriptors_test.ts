@@ -11,7 +11,11 @@
  * watchdog never restarts the broker for it (the port is never let go).
  */
 import assert from "node:assert/strict";
-import { lastStorageFault, STORAGE_FAULT_RE } from "../../lib/mesh/storage_fault.ts";
+import {
+  lastStorageFault,
+  outOfDescriptors,
+  STORAGE_FAULT_RE,
+} from "../../lib/mesh/storage_fault.ts";
 import { brokerConnectionCap } from "../../lib/mesh/space_setup.ts";
 import {
   BROKER_MAX_CONNECTIONS,
@@ -136,5 +140,41 @@ Deno.test("red team 30 - past its connection cap the broker turns connections aw
       }
     }
     await op.close();
+  }
+});
+
+Deno.test("red team 31 - a broker out of descriptors is not taken for a hung one: the watchdog leaves it (and its port) alone", async () => {
+  const dir = await tempDir("cotal-nodesc-");
+  try {
+    const log = `${dir}/nats-server.log`;
+    const at = (t: number) => {
+      const d = new Date(t);
+      const p = (n: number, w = 2) => String(n).padStart(w, "0");
+      return `${d.getFullYear()}/${p(d.getMonth() + 1)}/${p(d.getDate())} ${p(d.getHours())}:${
+        p(d.getMinutes())
+      }:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}000`;
+    };
+    const now = Date.now();
+    const accept = (t: number) =>
+      `[1] ${
+        at(t)
+      } [ERR] Temporary Client Accept Error(accept tcp 127.0.0.1:4222: accept4: too many open files), sleeping 10ms`;
+    await Deno.writeTextFile(log, `[1] ${at(now - 90_000)} [INF] Starting nats-server\n`);
+    assert.equal(await outOfDescriptors(log, now), false);
+    await Deno.writeTextFile(log, accept(now - 5_000) + "\n", { append: true });
+    assert.equal(await outOfDescriptors(log, now), true);
+    // Long past, or before the broker's last start: no longer.
+    assert.equal(await outOfDescriptors(log, now + 120_000), false);
+    await Deno.writeTextFile(log, `[2] ${at(now)} [INF] Starting nats-server\n`, { append: true });
+    assert.equal(await outOfDescriptors(log, now), false);
+    // A connection's own words are not the server's.
+    await Deno.writeTextFile(
+      log,
+      `[2] ${at(now)} [ERR] 127.0.0.1:5555 - cid:9 - "too many open files"\n`,
+      { append: true },
+    );
+    assert.equal(await outOfDescriptors(log, now), false);
+  } finally {
+    await removeTempDir(dir);
   }
 });
