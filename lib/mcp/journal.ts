@@ -51,6 +51,8 @@ const COMPACT_BYTES = 1024 * 1024;
 const MARKS_COMPACT_BYTES = 64 * 1024;
 /** Message ids remembered to drop a second copy (a live post and its durable copy). */
 const SEEN_IDS = 10_000;
+/** Ids of read messages whose senders `reply` remembers (a few MiB at most). */
+const READ_IDS = 100_000;
 
 /** The inbox of one agent, in `dir` (created 0700). */
 export class InboxJournal {
@@ -59,6 +61,12 @@ export class InboxJournal {
   #marks: ReadMarks = { cursor: 0, extra: [] };
   #next = 1;
   #seen = new Set<string>();
+  /**
+   * The senders of each id the harness has read, kept past the compaction and past the
+   * arrivals that push ids out of `#seen` (red team 31 sent 10,050 one-character posts for
+   * that); only more reads push an id out, past {@linkcode READ_IDS}.
+   */
+  #readSenders = new Map<string, Set<string>>();
   #bytes = 0;
   #waiters = new Set<() => void>();
   #writing: Promise<void> = Promise.resolve();
@@ -137,6 +145,16 @@ export class InboxJournal {
       if (Number.isInteger(marks.next)) this.#next = Math.max(this.#next, marks.next);
     }
     this.#next = Math.max(this.#next, this.#marks.cursor + 1);
+    for (const e of this.#entries) if (this.#isRead(e.n)) this.#rememberRead(e.message);
+  }
+
+  #rememberRead(m: CotalMessage): void {
+    const senders = this.#readSenders.get(m.id) ?? new Set<string>();
+    this.#readSenders.delete(m.id);
+    this.#readSenders.set(m.id, senders.add(m.from.id));
+    if (this.#readSenders.size > READ_IDS) {
+      this.#readSenders.delete(this.#readSenders.keys().next().value!);
+    }
   }
 
   #remember(key: string): void {
@@ -224,7 +242,7 @@ export class InboxJournal {
    * read post's id).
    */
   sendersOf(id: string): string[] {
-    const out: string[] = [];
+    const out: string[] = [...this.#readSenders.get(id) ?? []];
     for (const key of this.#seen) {
       const at = key.indexOf(" ");
       if (key.slice(at + 1) === id) out.push(key.slice(0, at));
@@ -250,6 +268,7 @@ export class InboxJournal {
     const run = this.#writing.then(() => this.#saveMarks());
     this.#writing = run.then(() => {}, () => {});
     await run;
+    for (const e of entries) this.#rememberRead(e.message);
     this.onRead?.(entries);
     await this.#compact();
   }

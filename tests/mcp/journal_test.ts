@@ -87,3 +87,29 @@ Deno.test("mcp journal - the marks log is rewritten as its last line once it gro
     await removeTempDir(dir);
   }
 });
+
+Deno.test("mcp journal - the senders of a read id outlive the compaction and 10,000 later arrivals (red team 31)", async () => {
+  const dir = await tempDir("cotal-journal-");
+  try {
+    const j = await InboxJournal.open(dir);
+    const from = (id: string, text: string, extra: Record<string, unknown> = {}) => ({
+      ...buildMessage({ space: "j", from: { id, name: id }, channel: "general", text }),
+      ...extra,
+    });
+    const post = from("local.alice", "the post");
+    await j.append("channel", post);
+    await j.markRead(j.unread());
+    // Padding read past the 1 MiB compaction, then enough arrivals to push it out of memory.
+    for (let i = 0; i < 20; i++) await j.append("dm", from("local.evil", "x".repeat(60 * 1024)));
+    await j.markRead(j.unread());
+    assert.deepEqual(j.findAll(post.id), [], "the post left the inbox file");
+    for (let i = 0; i < 10_050; i++) await j.append("dm", from("local.evil", "."));
+    await j.append("dm", from("local.evil", "decoy", { id: post.id }));
+    assert.deepEqual(j.sendersOf(post.id).sort(), ["local.alice", "local.evil"]);
+    // And after a restart, from what the file still holds.
+    const again = await InboxJournal.open(dir);
+    assert.ok(again.sendersOf(post.id).includes("local.evil"));
+  } finally {
+    await removeTempDir(dir);
+  }
+});
