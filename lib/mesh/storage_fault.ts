@@ -28,8 +28,8 @@ const START_RE = serverLine(/Starting nats-server/);
 /** How much of a log's end `status` reads for the current broker's lines. */
 const TAIL_BYTES = 256 * 1024;
 
-/** The last storage-fault line the broker logged since it last started, or undefined. */
-export async function lastStorageFault(logFile: string): Promise<string | undefined> {
+/** The last line matching `re` that the broker logged since it last started (in the log's tail). */
+async function lastSinceStart(logFile: string, re: RegExp): Promise<string | undefined> {
   let data: Uint8Array;
   try {
     data = await Deno.readFile(logFile);
@@ -37,12 +37,17 @@ export async function lastStorageFault(logFile: string): Promise<string | undefi
     return undefined;
   }
   const { lines } = wholeLinesFrom(data, data.length - TAIL_BYTES);
-  let fault: string | undefined;
+  let found: string | undefined;
   for (const line of lines) {
-    if (START_RE.test(line)) fault = undefined;
-    else if (STORAGE_FAULT_RE.test(line)) fault = line.trim();
+    if (START_RE.test(line)) found = undefined;
+    else if (re.test(line)) found = line;
   }
-  return fault;
+  return found;
+}
+
+/** The last storage-fault line the broker logged since it last started, or undefined. */
+export async function lastStorageFault(logFile: string): Promise<string | undefined> {
+  return (await lastSinceStart(logFile, STORAGE_FAULT_RE))?.trim();
 }
 
 /**
@@ -105,23 +110,9 @@ export async function outOfDescriptors(
   now = Date.now(),
   withinMs = 60_000,
 ): Promise<boolean> {
-  let data: Uint8Array;
-  try {
-    data = await Deno.readFile(logFile);
-  } catch {
-    return false;
-  }
-  const { lines } = wholeLinesFrom(data, data.length - TAIL_BYTES);
-  let last: number | undefined;
-  for (const line of lines) {
-    if (START_RE.test(line)) last = undefined;
-    else if (OUT_OF_DESCRIPTORS_RE.test(line)) {
-      const m = LOG_TIME_RE.exec(line);
-      if (m) {
-        const [y, mo, d, h, mi, s, ms] = m.slice(1).map(Number);
-        last = new Date(y, mo - 1, d, h, mi, s, ms).getTime();
-      }
-    }
-  }
-  return last !== undefined && now - last <= withinMs;
+  const line = await lastSinceStart(logFile, OUT_OF_DESCRIPTORS_RE);
+  const m = line === undefined ? null : LOG_TIME_RE.exec(line);
+  if (!m) return false;
+  const [y, mo, d, h, mi, s, ms] = m.slice(1).map(Number);
+  return now - new Date(y, mo - 1, d, h, mi, s, ms).getTime() <= withinMs;
 }
