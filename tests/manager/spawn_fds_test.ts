@@ -46,3 +46,44 @@ Deno.test("spawn fds - a child gets 0-2 and the pipes bwrap reads, never a leake
     closeFd(leaked.write);
   }
 });
+
+Deno.test("spawn fds - two isolates of one process spawning at once each hand their child its own descriptor", async () => {
+  // `deno test --parallel` runs test files as isolates on threads of one process, and an
+  // embedder may run a Manager in a Worker: each isolate's spawns were serialized only among
+  // themselves, so one isolate marked everything close-on-exec between the other's clearing
+  // the flag on bwrap's pipe and its fork ("bwrap: Can't read seccomp data: Bad file
+  // descriptor", "Write to info_fd: Bad file descriptor"), and the other's pipes leaked in.
+  const rounds = 150;
+  const workers = [0, 1].map(() =>
+    new Worker(new URL("./_spawn_fds_worker.ts", import.meta.url), { type: "module" })
+  );
+  try {
+    const results = await Promise.all(
+      workers.map((w, tag) =>
+        new Promise<string[]>((resolve, reject) => {
+          const timer = setTimeout(
+            () => reject(new Error("a worker did not finish in 120 s")),
+            120_000,
+          );
+          w.onmessage = (e) => {
+            clearTimeout(timer);
+            resolve(e.data);
+          };
+          w.onerror = (e) => {
+            clearTimeout(timer);
+            reject(e.error ?? new Error(e.message));
+          };
+          w.postMessage({ rounds, tag });
+        })
+      ),
+    );
+    const failures = results.flat();
+    assert.deepEqual(
+      failures.slice(0, 5),
+      [],
+      `${failures.length} of ${2 * rounds} children could not read their descriptor`,
+    );
+  } finally {
+    for (const w of workers) w.terminate();
+  }
+});

@@ -46,6 +46,10 @@ const SYMBOLS = {
   rmdir: { parameters: ["buffer"], result: "i32" },
   close_range: { parameters: ["u32", "u32", "i32"], result: "i32", optional: true },
   __errno_location: { parameters: [], result: "pointer" },
+  // stdio's own stream for fd 0, whose lock is the process-wide one below.
+  stdin: { type: "pointer" },
+  ftrylockfile: { parameters: ["pointer"], result: "i32" },
+  funlockfile: { parameters: ["pointer"], result: "void" },
 } as const;
 
 type Libc = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
@@ -93,6 +97,26 @@ export function closeOnExecAll(): void {
     const flags = c.fcntl(fd, F_GETFD, 0);
     if (flags >= 0 && (flags & FD_CLOEXEC) === 0) c.fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
   }
+}
+
+/**
+ * A lock every isolate of this process shares (the isolates `deno test --parallel` runs, an
+ * embedder's Workers): stdio's lock on libc's `stdin` stream. Nothing in a Deno process uses
+ * C stdio (Deno reads its stdin through Rust), no other process can take it, and it dies with
+ * the process. It is recursive for the thread that holds it, and each isolate runs on its own
+ * thread. True when taken; false while another isolate holds it.
+ */
+export function tryLockProcess(): boolean {
+  const c = libc();
+  const stream = new Deno.UnsafePointerView(c.stdin as NonNullable<Deno.PointerValue>).getPointer();
+  return c.ftrylockfile(stream) === 0;
+}
+
+/** Releases one hold of `tryLockProcess` (from the isolate that took it). */
+export function unlockProcess(): void {
+  const c = libc();
+  const stream = new Deno.UnsafePointerView(c.stdin as NonNullable<Deno.PointerValue>).getPointer();
+  c.funlockfile(stream);
 }
 
 /** Sets or clears close-on-exec on one descriptor. */

@@ -3,8 +3,9 @@
  * descriptor the supervisor holds is marked close-on-exec (earlier agents' pty masters, a pipe
  * from the shell that started it); then only the pipes bwrap reads are made inheritable: the
  * seccomp program, and the info and block pipes that let the supervisor put the sandbox's first
- * process into the agent's cgroup before it forks anything. Spawns are serialized, so no other
- * agent's child can inherit these pipes in between.
+ * process into the agent's cgroup before it forks anything. Spawns are serialized across the
+ * whole process, not only within one isolate: another isolate's spawn in between would mark
+ * these pipes close-on-exec before the fork, or have its own inherited by this child.
  *
  * @module
  */
@@ -16,6 +17,8 @@ import {
   readNow,
   setCloseOnExec,
   setNonBlocking,
+  tryLockProcess,
+  unlockProcess,
   writeAll,
 } from "./libc.ts";
 
@@ -40,7 +43,23 @@ export interface SyncFds {
  */
 export const CHILD_PID_DEADLINE_MS = 30_000;
 
+/**
+ * How long a spawn waits for another isolate of this process to finish its own. A spawn holds
+ * the lock for a fork and a few descriptor calls; only an isolate that ended while holding it
+ * keeps it longer, and then the spawn goes on rather than never starting an agent again.
+ */
+export const PROCESS_SPAWN_LOCK_DEADLINE_MS = 10_000;
+
 let queue: Promise<unknown> = Promise.resolve();
+
+async function lockProcessSpawns(): Promise<boolean> {
+  const until = Date.now() + PROCESS_SPAWN_LOCK_DEADLINE_MS;
+  while (!tryLockProcess()) {
+    if (Date.now() >= until) return false;
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  return true;
+}
 
 /**
  * Runs `spawn` with the descriptors asked for made inheritable, and every other descriptor
@@ -51,6 +70,7 @@ export function spawnWithFds<T>(
   spawn: (fds: ChildFds) => Promise<T>,
 ): Promise<{ result: T; sync?: SyncFds }> {
   const run = async () => {
+    const locked = await lockProcessSpawns();
     closeOnExecAll();
     const childEnds: number[] = [];
     const ours: number[] = [];
@@ -86,6 +106,7 @@ export function spawnWithFds<T>(
       throw err;
     } finally {
       for (const fd of childEnds) closeFd(fd);
+      if (locked) unlockProcess();
     }
   };
   const next = queue.then(run, run);
