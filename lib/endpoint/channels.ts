@@ -41,6 +41,8 @@ import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 /** How many retained messages a join backfills at most (the newest ones). */
 export const BACKFILL_LIMIT = 200;
+/** Reads a reconnect gap fill tries per channel before it warns. */
+const GAP_FILL_ATTEMPTS = 3;
 /** A reconnect gap fill starts this long before the drop (clock and in-flight slack). */
 export const GAP_SLACK_MS = 2_000;
 /** The first wait before a durable join the daemon did not answer is asked again. */
@@ -292,16 +294,25 @@ export class ChannelSet {
   /** Messages missed while the transport was down: read from just before the drop. */
   async gapFill(since: number): Promise<void> {
     for (const channel of this.#joined.keys()) {
-      try {
-        const items = await this.#read(channel, { startTime: new Date(since - GAP_SLACK_MS) });
-        for (const it of items) this.#surfaceRead(it, "gap");
-      } catch (err) {
-        this.#host.warn(
-          new CotalError(
-            "gap_fill_failed",
-            `Could not recover ${channel} messages sent while disconnected (${errorText(err)}).`,
-          ),
-        );
+      // A loaded broker can fail one read; a failed fill would lose the gap for good.
+      for (let attempt = 1;; attempt++) {
+        try {
+          const items = await this.#read(channel, { startTime: new Date(since - GAP_SLACK_MS) });
+          for (const it of items) this.#surfaceRead(it, "gap");
+          break;
+        } catch (err) {
+          if (attempt < GAP_FILL_ATTEMPTS && this.#joined.has(channel)) {
+            await new Promise((r) => setTimeout(r, 1_000 * attempt));
+            continue;
+          }
+          this.#host.warn(
+            new CotalError(
+              "gap_fill_failed",
+              `Could not recover ${channel} messages sent while disconnected (${errorText(err)}).`,
+            ),
+          );
+          break;
+        }
       }
     }
   }

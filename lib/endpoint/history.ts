@@ -49,6 +49,8 @@ export interface HistoryRead {
 
 /** Messages fetched per pull; small enough to keep a read's memory flat. */
 const BATCH = 256;
+/** Empty pulls a read tries while its consumer still counts messages pending (2 s each). */
+const MAX_EMPTY_PULLS = 5;
 /** How long an abandoned history consumer lives on the broker. */
 const INACTIVE_MS = 30_000;
 /** The most messages one unbounded read (a gap fill) surfaces. */
@@ -121,6 +123,7 @@ async function readFrom(
     let remaining = ci.num_pending;
     if (atLeast !== undefined && remaining < atLeast) return out;
     const consumer = await js.consumers.get(read.stream, read.name);
+    let emptyPulls = 0;
     while (remaining > 0 && out.length < MAX_UNBOUNDED_READ) {
       read.signal?.throwIfAborted();
       const batch = await consumer.fetch({
@@ -141,8 +144,15 @@ async function readFrom(
         if (headers === UNDECODABLE) continue;
         out.push({ seq: m.seq, subject: m.subject, data: m.data, headers });
       }
-      // Nothing arrived (messages aged out meanwhile), or we are past the upper bound.
-      if (got === 0 || past) break;
+      if (past) break;
+      if (got === 0) {
+        // Nothing within the pull's expiry: the messages aged out meanwhile, or a loaded broker
+        // was slow to answer. Only the consumer's own count tells the two apart, and a slow
+        // answer must not end a gap fill short of what the stream still holds.
+        const pending = await consumer.info().then((i) => i.num_pending).catch(() => 0);
+        if (pending === 0 || ++emptyPulls >= MAX_EMPTY_PULLS) break;
+        remaining = pending;
+      }
     }
     return out;
   } finally {

@@ -69,6 +69,13 @@ Deno.test({
     await waitFor(() => has(atA, toA).length === 0 && has(atB, toB).length === 0, {
       what: "every message sent during the renewals",
       timeoutMs: 60_000,
+    }).catch((err) => {
+      // Which ones, and what the endpoint said, so a failure on a loaded run can be read.
+      const missing = [...has(atA, toA).map((id) => `to alice ${id}`), ...has(atB, toB)];
+      throw new Error(
+        `${err.message}: ${missing.length} missing (${missing.slice(0, 5).join(", ")}); ` +
+          `warnings: ${warnings.map((w) => w.error.message).join("; ") || "none"}`,
+      );
     });
     assert.ok(toA.size > 100, `traffic flowed (${toA.size} messages to alice)`);
     // Each id surfaced once.
