@@ -27,6 +27,7 @@ async function ensure(
   filter: string,
   first: Partial<ConsumerConfig>,
   maxAckPending: number,
+  resumeAt?: number,
 ): Promise<{ reset: boolean }> {
   const base: Partial<ConsumerConfig> = {
     durable_name: name,
@@ -37,8 +38,13 @@ async function ensure(
   };
   const have = await consumerInfo(ctx.jsm, stream, name);
   if (!have) {
+    // Re-created under a running loop (deleted by hand): from where that loop had got to.
+    const start: Partial<ConsumerConfig> = resumeAt === undefined ? first : {
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: resumeAt,
+    };
     try {
-      await ctx.jsm.consumers.add(stream, { ...base, ...first });
+      await ctx.jsm.consumers.add(stream, { ...base, ...start });
     } catch (err) {
       throw wrapJs(`create the durable ${name} on ${stream}`, err);
     }
@@ -65,8 +71,14 @@ async function ensure(
   return { reset: true };
 }
 
-/** Creates or resets the fan-out durable (`New` at creation: history is a join's catch-up). */
-export function ensureFanoutDurable(ctx: DeliveryContext): Promise<{ reset: boolean }> {
+/**
+ * Creates or resets the fan-out durable (`New` at creation: history is a join's catch-up);
+ * one deleted under a running loop is created again at `resumeAt`.
+ */
+export function ensureFanoutDurable(
+  ctx: DeliveryContext,
+  resumeAt?: number,
+): Promise<{ reset: boolean }> {
   return ensure(
     ctx,
     ctx.streams.chat,
@@ -74,11 +86,18 @@ export function ensureFanoutDurable(ctx: DeliveryContext): Promise<{ reset: bool
     `${ctx.root}.chat.>`,
     { deliver_policy: DeliverPolicy.New },
     FANOUT_MAX_ACK_PENDING,
+    resumeAt,
   );
 }
 
-/** Creates or resets the trusted reader durable (`All`: every entry is judged). */
-export function ensureReaderDurable(ctx: DeliveryContext): Promise<{ reset: boolean }> {
+/**
+ * Creates or resets the trusted reader durable (`All`: every entry is judged); one deleted
+ * under a running loop is created again at `resumeAt`.
+ */
+export function ensureReaderDurable(
+  ctx: DeliveryContext,
+  resumeAt?: number,
+): Promise<{ reset: boolean }> {
   return ensure(
     ctx,
     ctx.streams.inbox,
@@ -86,5 +105,6 @@ export function ensureReaderDurable(ctx: DeliveryContext): Promise<{ reset: bool
     `${ctx.root}.dinbox.>`,
     { deliver_policy: DeliverPolicy.All },
     READER_MAX_ACK_PENDING,
+    resumeAt,
   );
 }

@@ -26,6 +26,7 @@ import { copyId, entryHeaders, frameHeaders, type InboxEntry, renderFrame } from
 import { isBacklogFull, isTooLarge } from "./setaside.ts";
 import { durableEligible } from "./members.ts";
 import { type PullLoop, startDurableLoop } from "./pull_loop.ts";
+import { ensureFanoutDurable } from "./durables.ts";
 
 /** Handle one CHAT message under fence token `token`. */
 export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): Promise<void> {
@@ -119,4 +120,11 @@ export async function fanoutOne(ctx: DeliveryContext, m: JsMsg, token: number): 
 
 /** Starts the fan-out loop on the `fanout` durable. */
 export const startFanout = (ctx: DeliveryContext): Promise<PullLoop> =>
-  startDurableLoop(ctx, "fan-out", ctx.streams.chat, FANOUT_DURABLE, fanoutOne);
+  startDurableLoop(
+    ctx,
+    "fan-out",
+    ctx.streams.chat,
+    FANOUT_DURABLE,
+    fanoutOne,
+    (at) => ensureFanoutDurable(ctx, at),
+  );

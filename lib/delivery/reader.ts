@@ -15,6 +15,7 @@ import { copyId, decodeEntry, frameHeaders } from "./frames.ts";
 import { durableEligible } from "./members.ts";
 import { isBacklogFull, isTooLarge } from "./setaside.ts";
 import { type PullLoop, startDurableLoop } from "./pull_loop.ts";
+import { ensureReaderDurable } from "./durables.ts";
 import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 
 function deferOrTerm(ctx: DeliveryContext, m: JsMsg, token: number, why: string): void {
@@ -115,4 +116,11 @@ export async function readOne(ctx: DeliveryContext, m: JsMsg, token: number): Pr
 
 /** Starts the reader loop on the `reader` durable. */
 export const startReader = (ctx: DeliveryContext): Promise<PullLoop> =>
-  startDurableLoop(ctx, "reader", ctx.streams.inbox, READER_DURABLE, readOne);
+  startDurableLoop(
+    ctx,
+    "reader",
+    ctx.streams.inbox,
+    READER_DURABLE,
+    readOne,
+    (at) => ensureReaderDurable(ctx, at),
+  );
