@@ -62,6 +62,14 @@ export const HISTORY_READS_IN_FLIGHT: Readonly<{ perCaller: number; total: numbe
   .freeze({ perCaller: 1, total: 8 });
 
 /**
+ * History reads one member may ask for one after another: a burst of 32 (a harness paging back
+ * through a few channels), then 2 a second. One read at a time per caller bounds the daemon's
+ * memory, not its time: each read makes a consumer on CHAT and pulls a page, so 8 members
+ * reading in a loop kept every other member's reads answered `delivery_busy` (red team 31).
+ */
+export const HISTORY_READ_RATE: Readonly<Rate> = Object.freeze({ perSecond: 2, burst: 32 });
+
+/**
  * Durable joins and leaves one member may ask for: a burst of twice its share of channels (a
  * start that joins them all, then a reconnect that asks again), then 2 a second. Each change
  * writes a members row, recreates a consumer filter and wakes the membership feed: red team 29

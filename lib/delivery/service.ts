@@ -21,7 +21,12 @@ import {
 import type { Msg, Subscription } from "nats";
 import { CotalError, isCotalError } from "../errors.ts";
 import type { DeliveryContext } from "./context.ts";
-import { HISTORY_READS_IN_FLIGHT, MEMBERSHIP_CHANGE_RATE, RAIL_IN_FLIGHT } from "./constants.ts";
+import {
+  HISTORY_READ_RATE,
+  HISTORY_READS_IN_FLIGHT,
+  MEMBERSHIP_CHANGE_RATE,
+  RAIL_IN_FLIGHT,
+} from "./constants.ts";
 import { TokenBuckets } from "../rate.ts";
 import { readHistory } from "./history.ts";
 import { recipientKnown } from "./recipients.ts";
@@ -196,6 +201,15 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
   const P = ctx.root;
   const reads = new InFlight(HISTORY_READS_IN_FLIGHT);
   const changes = new TokenBuckets(MEMBERSHIP_CHANGE_RATE);
+  const readRate = new TokenBuckets(HISTORY_READ_RATE);
+  const rated = (caller: Principal): void => {
+    if (readRate.take(`${caller.owner}.${caller.actor}`)) return;
+    throw new CotalError(
+      "delivery_busy",
+      `You read history faster than ${HISTORY_READ_RATE.perSecond} pages a second (after ` +
+        `${HISTORY_READ_RATE.burst} at once); ask again in a second.`,
+    );
+  };
   const change = (caller: Principal): void => {
     if (changes.take(`${caller.owner}.${caller.actor}`)) return;
     throw new CotalError(
@@ -227,7 +241,11 @@ export function bindRails(ctx: DeliveryContext, hooks: AdminHooks): Subscription
             `${caller.owner}.${caller.actor}`,
             "history reads",
             HISTORY_READS_IN_FLIGHT.perCaller,
-            () => readHistory(ctx, caller, body) as Promise<unknown>,
+            () => {
+              // Only a read that would start spends the caller's rate.
+              rated(caller);
+              return readHistory(ctx, caller, body) as Promise<unknown>;
+            },
           );
         default:
           throw new CotalError(

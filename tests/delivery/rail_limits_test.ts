@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { deliveryRequest } from "../../lib/delivery/mod.ts";
-import { HISTORY_READS_IN_FLIGHT } from "../../lib/delivery/constants.ts";
+import { HISTORY_READ_RATE, HISTORY_READS_IN_FLIGHT } from "../../lib/delivery/constants.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { connectAs, post, startDaemonProcess, startDeliverySpace } from "./_helpers.ts";
 
@@ -59,6 +59,43 @@ Deno.test("delivery - a flood of readHistory requests from one member is answere
       limit: 1,
     });
     assert.equal((again.messages as unknown[]).length, 1);
+  } finally {
+    await an.close();
+    await mn.close();
+    daemon.kill();
+    await daemon.exited;
+  }
+});
+
+Deno.test("delivery - history reads one after another are rated per member past a burst; another member is still served", async () => {
+  // One read at a time per caller bounded the daemon's memory, not its time: members reading
+  // in a loop kept the daemon's eight read slots full (red team 31's attempt 8).
+  await using s = await startDeliverySpace({ prefix: "railrate" });
+  const daemon = startDaemonProcess(s);
+  const alice = await s.agent("alice");
+  const mallory = await s.agent("mallory");
+  const an = await connectAs(s.url, alice.creds);
+  const mn = await connectAs(s.url, mallory.creds);
+  try {
+    await daemon.waitForLine(/delivery daemon up/);
+    await post(an, s.space, alice, "general", "hello");
+    const read = (nc: typeof an, who: typeof alice) =>
+      deliveryRequest(nc, s.space, who.principal, "readHistory", { channel: "general", limit: 1 });
+    let served = 0;
+    let refusal: unknown;
+    // Sequential: never more than one in progress, so only the rate can refuse.
+    for (let i = 0; i < HISTORY_READ_RATE.burst * 2 && refusal === undefined; i++) {
+      await read(mn, mallory).then(() => served++, (err) => (refusal = err));
+    }
+    assert.ok(isCotalError(refusal, "delivery_busy"), String(refusal));
+    assert.match((refusal as Error).message, /You read history faster than 2 pages a second/);
+    // The burst, and at most a few refilled while it was spent.
+    assert.ok(
+      served >= HISTORY_READ_RATE.burst && served < HISTORY_READ_RATE.burst * 2,
+      `${served}`,
+    );
+    const page = await read(an, alice);
+    assert.equal((page.messages as unknown[]).length, 1);
   } finally {
     await an.close();
     await mn.close();
