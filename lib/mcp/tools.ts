@@ -80,7 +80,8 @@ export function checkArguments(tool: MeshTool, args: unknown): Record<string, un
   const a = args as Record<string, unknown>;
   const props = tool.inputSchema.properties;
   for (const k of Object.keys(a)) {
-    if (!(k in props)) {
+    // Own keys only: `in` is also true of what every object inherits (`constructor`, ...).
+    if (!Object.hasOwn(props, k)) {
       bad(`${JSON.stringify(k)} is not an argument; it takes ${Object.keys(props).join(", ")}.`);
     }
   }
