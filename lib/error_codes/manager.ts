@@ -42,6 +42,7 @@ export type ManagerErrorCode =
   | "manager_unavailable"
   | "name_reserved"
   | "name_taken"
+  | "net_host_unguarded"
   | "not_found"
   | "not_running"
   | "program_not_executable"

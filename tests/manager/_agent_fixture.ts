@@ -115,6 +115,8 @@ export interface SandboxedAgentOptions {
   readonly mode?: "bwrap" | "deno-only";
   readonly name?: string;
   readonly net?: NetMode;
+  /** Leave the agent without a cgroup (a supervisor that cannot make them). */
+  readonly noCgroup?: boolean;
   readonly workdir?: string;
   readonly expose?: readonly string[];
   readonly limits?: Partial<AgentLimits>;
@@ -169,7 +171,9 @@ export async function sandboxedAgent(
     servers: fx.layout.broker.map((b) => `nats://${b}`),
     inboxPrefix: `_INBOX_${credsId(await testCreds())}`,
     ...(opts.workdir ? { workdir: opts.workdir } : {}),
-    ...(mode === "bwrap" && isolation.cgroup ? { cgroupHost: isolation.cgroup } : {}),
+    ...(mode === "bwrap" && isolation.cgroup && !opts.noCgroup
+      ? { cgroupHost: isolation.cgroup }
+      : {}),
     seccomp: mode === "bwrap",
   });
   const owner = switchUser ? { uid: ids.uid, gid: ids.gid } : undefined;

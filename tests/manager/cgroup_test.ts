@@ -74,7 +74,7 @@ Deno.test("cgroup - v2: the supervisor moves to a leaf, hands memory/pids/cpu to
     mountinfo: `30 23 0:26 / ${fs} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n`,
     pid: 4242,
   });
-  assert.deepEqual(found, { version: 2, parents: { unified: own } });
+  assert.deepEqual(found, { version: 2, parents: { unified: own }, guardParent: own });
   assert.equal(await Deno.readTextFile(`${own}/supervisor/cgroup.procs`), "4242");
   assert.equal(await Deno.readTextFile(`${own}/cgroup.subtree_control`), "+memory +pids +cpu");
   const name = cgroupName("a1", "u1");

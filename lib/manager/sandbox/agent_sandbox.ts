@@ -183,11 +183,22 @@ export class AgentSandbox {
       } else if (opts.proveKey && opts.callerKey) {
         relay = BrokerRelay.listenLoopback(opts.servers, { ...policy, callerKey: opts.callerKey });
       }
+      const hostNet = opts.mode === "bwrap" && opts.net === "host";
+      if (hostNet && !opts.cgroupHost?.guardParent) {
+        throw new CotalError(
+          "net_host_unguarded",
+          "An agent on the host's network needs a cgroup v2 group the supervisor can make as " +
+            "root, to refuse it every IP bind (it could take the broker's port while the " +
+            "broker restarts); run it on its own network (leave out --net host), or run the " +
+            "supervisor as root on a host with cgroup v2.",
+        );
+      }
       if (opts.mode === "bwrap" && opts.cgroupHost) {
         cgroup = createAgentCgroup(
           opts.cgroupHost,
           cgroupName(opts.name, opts.unique),
           opts.limits,
+          { denyIpBinds: hostNet },
         );
       }
       if (opts.mode === "bwrap" && opts.switchUser) {

@@ -11,6 +11,7 @@
  * @module
  */
 import { CotalError } from "../../errors.ts";
+import { denyIpBinds } from "./bind_guard.ts";
 import { makeDir, readSmallFile, removeDir, writeControlFile } from "./libc.ts";
 import type { AgentLimits } from "./limits.ts";
 
@@ -19,6 +20,11 @@ export interface CgroupHost {
   readonly version: 1 | 2;
   /** v2: the one parent dir; v1: the parent dir per controller. */
   readonly parents: Readonly<Record<string, string>>;
+  /**
+   * Where a group that carries the bind guard is made: the v2 parent, or on a hybrid host the
+   * supervisor's group in the v2 hierarchy beside the v1 ones (no controllers needed there).
+   */
+  readonly guardParent?: string;
 }
 
 /** One agent's group(s), ready to receive its sandbox's first process. */
@@ -110,7 +116,7 @@ function v2Host(
   } catch {
     return undefined;
   }
-  return { version: 2, parents: { unified: own } };
+  return { version: 2, parents: { unified: own }, guardParent: own };
 }
 
 function v1Host(lines: { ctl: string; path: string }[], ms: Mount[]): CgroupHost | undefined {
@@ -126,10 +132,19 @@ function v1Host(lines: { ctl: string; path: string }[], ms: Mount[]): CgroupHost
     parents[ctl] = dir;
   }
   // Writable here means the kernel lets this process make a group (root, or a delegated tree).
-  const probe = `${parents.memory}/cotal-probe-${crypto.randomUUID().slice(0, 8)}`;
-  if (!makeDir(probe)) return undefined;
+  if (!mayMake(parents.memory)) return undefined;
+  // A hybrid host's v2 hierarchy carries no controllers, but cgroup programs attach there.
+  const line = lines.find((l) => l.ctl === "");
+  const m = ms.find((x) => x.type === "cgroup2");
+  const unified = line && m ? under(m, line.path) : undefined;
+  return { version: 1, parents, ...(unified && mayMake(unified) ? { guardParent: unified } : {}) };
+}
+
+function mayMake(parent: string): boolean {
+  const probe = `${parent}/cotal-probe-${crypto.randomUUID().slice(0, 8)}`;
+  if (!makeDir(probe)) return false;
   removeDir(probe);
-  return { version: 1, parents };
+  return true;
 }
 
 /** The most TCP buffer memory one agent's sockets may hold under cgroup v1. */
@@ -141,13 +156,15 @@ export function cgroupName(agent: string, unique: string): string {
 }
 
 /**
- * Makes the agent's group(s) and writes its limits. Throws `cgroup_failed` (and removes what
- * it made) when the kernel refuses a step.
+ * Makes the agent's group(s) and writes its limits; with `denyIpBinds`, the group its
+ * processes join also refuses every IP bind (`bind_guard.ts`). Throws `cgroup_failed` (and
+ * removes what it made) when the kernel refuses a step.
  */
 export function createAgentCgroup(
   host: CgroupHost,
   name: string,
   limits: AgentLimits,
+  opts: { denyIpBinds?: boolean } = {},
 ): AgentCgroup {
   const made: string[] = [];
   try {
@@ -160,7 +177,15 @@ export function createAgentCgroup(
       tryWrite(`${dir}/memory.swap.max`, "0");
       writeControlFile(`${dir}/pids.max`, String(limits.processes));
       tryWrite(`${dir}/cpu.weight`, String(Math.max(1, limits.cpuShare)));
+      if (opts.denyIpBinds) denyIpBinds(dir);
       return { version: 2, dirs: made };
+    }
+    if (opts.denyIpBinds) {
+      if (!host.guardParent) throw new Error("no cgroup v2 hierarchy to attach the bind guard to");
+      const dir = `${host.guardParent}/${name}`;
+      if (!makeDir(dir)) throw new Error(`mkdir ${dir}`);
+      made.push(dir);
+      denyIpBinds(dir);
     }
     for (const [ctl, parent] of Object.entries(host.parents)) {
       const dir = `${parent}/${name}`;

@@ -45,6 +45,8 @@ const SYMBOLS = {
   umount2: { parameters: ["buffer", "i32"], result: "i32" },
   rmdir: { parameters: ["buffer"], result: "i32" },
   close_range: { parameters: ["u32", "u32", "i32"], result: "i32", optional: true },
+  // syscall(2) is variadic; its arguments are passed like fixed ones on x86_64/aarch64.
+  syscall: { parameters: ["i64", "i64", "buffer", "i64"], result: "i64" },
   __errno_location: { parameters: [], result: "pointer" },
   // stdio's own stream for fd 0, whose lock is the process-wide one below.
   stdin: { type: "pointer" },
@@ -250,6 +252,26 @@ export function writeControlFile(path: string, text: string): void {
   } finally {
     c.close(fd);
   }
+}
+
+const O_DIRECTORY = Deno.build.arch === "aarch64" ? 0o40000 : 0o200000;
+const SYS_BPF = Deno.build.arch === "aarch64" ? 217 : 321;
+
+/**
+ * One `bpf(2)` call with `attr` (a `union bpf_attr`, zero-padded); returns its result (a new
+ * descriptor for a load), or throws `libc_failed` with the errno.
+ */
+export function bpf(cmd: number, attr: Uint8Array<ArrayBuffer>, what: string): number {
+  const r = Number(libc().syscall(BigInt(SYS_BPF), BigInt(cmd), attr, BigInt(attr.length)));
+  if (r < 0) fail(what);
+  return r;
+}
+
+/** Opens a directory for its descriptor (a cgroup, to attach a program to); throws. */
+export function openDir(path: string): number {
+  const fd = libc().open(cstr(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  if (fd < 0) fail(`open(${path})`);
+  return fd;
 }
 
 /** Creates one directory through libc (cgroup trees); true if it exists afterwards (EEXIST). */

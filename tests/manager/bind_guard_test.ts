@@ -1,0 +1,105 @@
+/**
+ * The bind guard of an agent on the host's network (`lib/manager/sandbox/bind_guard.ts`): in
+ * its group every IPv4 and IPv6 `bind(2)` is refused, while connecting out, unix sockets and a
+ * socket that listens unbound (an ephemeral port) still work; and without a group to carry the
+ * guard, `--net host` is refused rather than run unguarded. The attack it answers is red team
+ * 33's (`tests/security/redteam33_port_mitm_test.ts`).
+ */
+import assert from "node:assert/strict";
+import {
+  createAgentCgroup,
+  probeCgroups,
+  removeAgentCgroup,
+} from "../../lib/manager/sandbox/cgroup.ts";
+import { resolveLimits } from "../../lib/manager/sandbox/limits.ts";
+import { isCotalError } from "../../lib/errors.ts";
+import { removeTempDir, tempDir } from "../_harness/broker.ts";
+import { sandboxedAgent } from "./_agent_fixture.ts";
+
+const asRoot = Deno.uid() === 0;
+
+// What a process in the group tries; one line of JSON with each outcome.
+const PROBE = `
+const out = {};
+const attempt = async (name, fn) => {
+  try { out[name] = await fn(); } catch (e) { out[name] = e.name; }
+};
+await attempt("bind4", () => { Deno.listen({ hostname: "127.0.0.1", port: Number(Deno.args[0]) }).close(); return "bound"; });
+await attempt("bind6", () => { Deno.listen({ hostname: "::1", port: Number(Deno.args[0]) }).close(); return "bound"; });
+await attempt("connect", async () => { (await Deno.connect({ hostname: "127.0.0.1", port: Number(Deno.args[1]) })).close(); return "connected"; });
+await attempt("unix", () => { Deno.listen({ transport: "unix", path: Deno.args[2] }).close(); return "bound"; });
+console.log(JSON.stringify(out));
+`;
+
+Deno.test({
+  name:
+    "bind guard - a process in a guarded group binds no IP port, yet connects out and binds unix sockets",
+  ignore: !asRoot || !probeCgroups()?.guardParent,
+  async fn() {
+    const host = probeCgroups()!;
+    const name = `cotal-bindguard-${crypto.randomUUID().slice(0, 8)}`;
+    const cg = createAgentCgroup(host, name, resolveLimits({}), { denyIpBinds: true });
+    const dir = await tempDir("cotal-bindguard-");
+    const outside = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const accepting = (async () => {
+      for await (const c of outside) c.close();
+    })();
+    const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (free.addr as Deno.NetAddr).port;
+    free.close();
+    try {
+      const run = (guarded: boolean) =>
+        new Deno.Command("/bin/sh", {
+          args: [
+            "-c",
+            // Joins every group dir first, then becomes the probe (same pid).
+            `${
+              guarded ? cg.dirs.map((d) => `echo $$ > ${d}/cgroup.procs`).join(" && ") : "true"
+            } && exec "$0" eval "$1" ${port} ${(outside.addr as Deno.NetAddr).port} ${dir}/${
+              guarded ? "in" : "out"
+            }.sock`,
+            Deno.execPath(),
+            PROBE,
+          ],
+          stdout: "piped",
+          stderr: "piped",
+        }).output();
+      const inside = await run(true);
+      const got = JSON.parse(new TextDecoder().decode(inside.stdout));
+      assert.deepEqual(got, {
+        bind4: "PermissionDenied",
+        bind6: "PermissionDenied",
+        connect: "connected",
+        unix: "bound",
+      }, new TextDecoder().decode(inside.stderr));
+      // The same probe outside the group binds: the refusal is the guard's.
+      const control = JSON.parse(new TextDecoder().decode((await run(false)).stdout));
+      assert.equal(control.bind4, "bound");
+    } finally {
+      outside.close();
+      await accepting.catch(() => {});
+      await removeAgentCgroup(cg);
+      await removeTempDir(dir);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "bind guard - an agent on the host's network without a group to guard it is refused, naming why",
+  ignore: !asRoot,
+  async fn() {
+    const err = await sandboxedAgent({ kind: "module", module: "agent.ts" } as never, {
+      net: "host",
+      noCgroup: true,
+    }).then(
+      async (a) => {
+        await a[Symbol.asyncDispose]();
+        return undefined;
+      },
+      (e) => e,
+    );
+    assert.ok(isCotalError(err, "net_host_unguarded"), String(err));
+    assert.match(err.message, /refuse it every IP bind [^]*leave out --net host/);
+  },
+});
