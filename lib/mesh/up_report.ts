@@ -34,9 +34,34 @@ export function sayWhatIsUp(
         `remote clients dial this machine's address)`
       : `broker:  ${rec.url}`,
   );
+  const port = Number(/:(\d+)$/.exec(rec.url)?.[1]);
+  const ephemeral = ephemeralPortWarning(port);
+  if (ephemeral) opts.say(ephemeral);
   if (rec.monitor) opts.say(`monitor: http://${rec.monitor}/ (varz, connz, jsz)`);
   opts.say(`spaces:  ${spaces.join(", ")}`);
   opts.say(`state:   ${opts.root}`);
+}
+
+/**
+ * A warning when the broker's port lies in the kernel's ephemeral range (read from
+ * `/proc/sys/net/ipv4/ip_local_port_range` unless given). An agent on the host's network may
+ * bind no IP port (its bind guard), but a socket that listens unbound is given a free port from
+ * that range: while the broker restarts, one in a loop could be given the broker's.
+ */
+export function ephemeralPortWarning(port: number, rangeText?: string): string | undefined {
+  let text = rangeText;
+  if (text === undefined) {
+    try {
+      text = Deno.readTextFileSync("/proc/sys/net/ipv4/ip_local_port_range");
+    } catch {
+      return undefined;
+    }
+  }
+  const [low, high] = text.trim().split(/\s+/).map(Number);
+  if (!Number.isInteger(port) || !(port >= low && port <= high)) return undefined;
+  return `warning: the broker's port ${port} is in the kernel's ephemeral range (${low}-${high}), ` +
+    `which a process listening without a port of its own may be given while the broker ` +
+    `restarts; choose one below ${low} (cotal down, then cotal up --port <n>).`;
 }
 
 /**
