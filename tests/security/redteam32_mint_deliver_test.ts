@@ -30,7 +30,12 @@ async function msgs(nc: Awaited<ReturnType<typeof connectCreds>>, stream: string
 
 Deno.test("red team 32 - a minted observer or admin cannot aim its history consumer into DM, TASK or CHAT", async () => {
   await using broker = await startAuthBroker(auth, [auth]);
-  await provisionSpace(broker.url, auth, [{ owner: "local", actor: "bob", uid: bobUid, role: "upper" }]);
+  await provisionSpace(broker.url, auth, [{
+    owner: "local",
+    actor: "bob",
+    uid: bobUid,
+    role: "upper",
+  }]);
   const prov = await connectCreds(broker.url, await mintCreds(auth, newIdentity(), "provisioner"));
   const obsId = newIdentity();
   const admId = newIdentity();
@@ -38,7 +43,9 @@ Deno.test("red team 32 - a minted observer or admin cannot aim its history consu
   const admin = await connectCreds(broker.url, await mintCreds(auth, admId, "admin"));
   const op = await connectCreds(
     broker.url,
-    await mintCreds(auth, newIdentity(), "operator", { principal: { owner: "local", actor: "carol" } }),
+    await mintCreds(auth, newIdentity(), "operator", {
+      principal: { owner: "local", actor: "carol" },
+    }),
   );
   const results: Record<string, string> = {};
   try {
@@ -62,15 +69,18 @@ Deno.test("red team 32 - a minted observer or admin cannot aim its history consu
           ack_policy: AckPolicy.Explicit,
           ack_wait: 1_000_000_000,
         })],
-      ["observer CHAT->TASK", () =>
-        ojsm.consumers.delete(n.CHAT, obsName).catch(() => {}).then(() =>
-          ojsm.consumers.add(n.CHAT, {
-            name: obsName,
-            filter_subject: `${n.P}.chat.>`,
-            deliver_subject: `${n.P}.svc.upper.local.carol`,
-            ack_policy: AckPolicy.None,
-          })
-        )],
+      [
+        "observer CHAT->TASK",
+        () =>
+          ojsm.consumers.delete(n.CHAT, obsName).catch(() => {}).then(() =>
+            ojsm.consumers.add(n.CHAT, {
+              name: obsName,
+              filter_subject: `${n.P}.chat.>`,
+              deliver_subject: `${n.P}.svc.upper.local.carol`,
+              ack_policy: AckPolicy.None,
+            })
+          ),
+      ],
       ["admin DM->CHAT", () =>
         ajsm.consumers.add(n.DM, {
           name: admName,
@@ -123,13 +133,17 @@ Deno.test("red team 32 - a minted observer's history consumer cannot turn the ch
   // Fair share: 40 posts of 16 KiB, 640 KiB of channel history (any member's ordinary posts).
   const op = await connectCreds(
     broker.url,
-    await mintCreds(auth2, newIdentity(), "operator", { principal: { owner: "local", actor: "carol" } }),
+    await mintCreds(auth2, newIdentity(), "operator", {
+      principal: { owner: "local", actor: "carol" },
+    }),
   );
   let received = 0;
   let receivedMsgs = 0;
   try {
     const body = "x".repeat(16 * 1024);
-    for (let i = 0; i < 40; i++) await op.jetstream().publish(`${n2.P}.chat.local.carol.general`, body);
+    for (let i = 0; i < 40; i++) {
+      await op.jetstream().publish(`${n2.P}.chat.local.carol.general`, body);
+    }
     // The victim: a presence watch, as every member's endpoint holds one.
     const sub = alice.subscribe(`$KV.${n2.presence}.>`, {
       callback: (_e, m) => {
@@ -179,7 +193,9 @@ Deno.test("red team 32 - a minted observer's history consumer aimed at the deliv
   const dlv = await connectCreds(broker.url, await mintCreds(auth3, newIdentity(), "delivery"));
   const op = await connectCreds(
     broker.url,
-    await mintCreds(auth3, newIdentity(), "operator", { principal: { owner: "local", actor: "carol" } }),
+    await mintCreds(auth3, newIdentity(), "operator", {
+      principal: { owner: "local", actor: "carol" },
+    }),
   );
   let got = 0;
   let bytes = 0;
@@ -206,7 +222,9 @@ Deno.test("red team 32 - a minted observer's history consumer aimed at the deliv
     }).then(() => "created", (e) => `refused: ${(e as Error).message}`);
     await new Promise((r) => setTimeout(r, 3_000));
     sub.unsubscribe();
-    console.log(`aimed consumer ${made}; the daemon's liveness subscription got ${got} messages, ${bytes} bytes`);
+    console.log(
+      `aimed consumer ${made}; the daemon's liveness subscription got ${got} messages, ${bytes} bytes`,
+    );
     assert.equal(got, 0);
   } finally {
     for (const nc of [observer, dlv, op]) await nc.close();

@@ -55,7 +55,12 @@ Deno.test("red team 32 - a task runner's escape sequences never reach the operat
     assert.match(join.all, /\\x1b\]52/, "the sequence is shown as text");
     const ps = await cotal(root, ["ps"]);
     const logs = await cotal(root, ["logs", "supervise.default", "--lines", "200"]);
-    for (const [what, text] of [["join", join.all], ["spawn", sp.all], ["ps", ps.all], ["logs", logs.all]]) {
+    for (
+      const [what, text] of [["join", join.all], ["spawn", sp.all], ["ps", ps.all], [
+        "logs",
+        logs.all,
+      ]]
+    ) {
       assert.ok(!CONTROL.test(text), `${what} passed a control byte: ${JSON.stringify(text)}`);
     }
   } finally {
