@@ -253,7 +253,9 @@ function sendingTools(agent: MeshAgent, inbox: InboxJournal): MeshTool[] {
         if (!wait) return { id: m.id };
         const deadline = Date.now() + wait * 1000;
         for (;;) {
-          const reply = inbox.unread().find((e) => e.message.replyTo === m.id);
+          // The answer comes to the asker: a DM. A channel post naming the id is no answer
+          // (red team 30: a member that learned the id answered in front of the channel).
+          const reply = inbox.unread().find((e) => e.kind === "dm" && e.message.replyTo === m.id);
           if (reply) {
             const shown = shownEntry(reply);
             inbox.handOut([reply]);
