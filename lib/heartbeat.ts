@@ -57,7 +57,14 @@ export function startHeartbeat(
       failed = true;
     }).finally(() => writing = false);
   };
-  beat();
+  // The first beat is written before anything else runs: a daemon stopped at once (a fast
+  // 'cotal down') still leaves the proof that it started.
+  try {
+    Deno.writeTextFileSync(path, `${Date.now()}\n`);
+  } catch (err) {
+    log(`heartbeat: cannot write ${path} (${(err as Error).message})`);
+    failed = true;
+  }
   const timer = setInterval(beat, HEARTBEAT_INTERVAL_MS);
   Deno.unrefTimer(timer);
   return { stop: () => clearInterval(timer) };
