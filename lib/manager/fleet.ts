@@ -301,6 +301,10 @@ export class Fleet {
     agent.slot = requests.freeSlot(this.#agents.values(), agent);
     const ttl = this.#host.opts.agentCredsTtlSeconds ?? DEFAULT_AGENT_CREDS_TTL_SECONDS;
     try {
+      // On the roster before anything is provisioned: a supervisor killed while it provisions
+      // leaves a lifecycle on the broker that its successor must know of, or the name stays
+      // held by no one (fault pass 12).
+      await this.saveIndex();
       await prepareAgent(this.#host.ctx, agent, {
         servers: this.#host.servers,
         slot: agent.slot!,
