@@ -10,6 +10,7 @@ import { cotalCommand } from "../cli/mod.ts";
 import { headersOf } from "../nats/mod.ts";
 import type { NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
+import { safeText } from "../safe_text.ts";
 import { isProfile, mintCreds, newIdentity, type Profile } from "../trust/mod.ts";
 import {
   bindKv,
@@ -19,6 +20,7 @@ import {
   decodeMessage,
   deprovisionAgent,
   type DeprovisionResult,
+  errorText,
   isNotFound,
   liveAclUids,
   parsePrincipalId,
@@ -104,6 +106,7 @@ export async function provisionForRoot(
     channels: string[];
     expiresInSeconds?: number;
   },
+  warn: (line: string) => void = (l) => console.error(l),
 ): Promise<string> {
   if (isReservedAgentName(opts.actor)) {
     throw new CotalError(
@@ -140,7 +143,47 @@ export async function provisionForRoot(
     ...(opts.role ? { role: opts.role } : {}),
     ...(opts.expiresInSeconds ? { expiresInSeconds: opts.expiresInSeconds } : {}),
   });
+  await joinDurably(live.url, space, operatorPrincipal(opts.actor), p.creds, opts.channels, warn);
   return p.creds;
+}
+
+/**
+ * A provisioned member's durable memberships, made as the member right away: posts sent before
+ * it first starts are then copied to it (fault pass 12: a member whose first start made them
+ * missed every post sent before). A channel the daemon does not take durably (a wildcard, a
+ * channel whose class is not durable) is left to the member's own join; one the daemon does not
+ * answer for is said through `warn`, and the member's first start asks again.
+ */
+async function joinDurably(
+  servers: string,
+  space: string,
+  member: { owner: string; actor: string },
+  creds: string,
+  channels: readonly string[],
+  warn: (line: string) => void,
+): Promise<void> {
+  const concrete = channels.filter((c) => !/[*>]/.test(c));
+  if (!concrete.length) return;
+  const nc = await connectBroker({ servers, creds }, { name: "cotal provision" });
+  try {
+    for (const channel of concrete) {
+      try {
+        await deliveryRequest(nc, space, member, "durableJoin", { channel }, {
+          timeoutMs: 10_000,
+        });
+      } catch (err) {
+        warn(
+          `warning: #${channel} is not kept for ${member.owner}.${member.actor} until it first ` +
+            `starts (the delivery daemon said: ${
+              safeText(errorText(err))
+            }); posts sent before then are ` +
+            `not copied to it.`,
+        );
+      }
+    }
+  } finally {
+    await nc.close().catch(() => {});
+  }
 }
 
 /**
