@@ -317,7 +317,12 @@ async function startRunnerOnce(
   const { result, sync } = await spawnWithFds(
     {
       ...(bwrap
-        ? { seccomp: seccompFilter(Deno.build.arch, { streamOnly: opts.sandbox.net === "relay" }) }
+        ? {
+          seccomp: seccompFilter(Deno.build.arch, {
+            streamOnly: opts.sandbox.net === "relay",
+            noListen: opts.sandbox.net === "host",
+          }),
+        }
         : {}),
       sync: !!cgroup,
     },

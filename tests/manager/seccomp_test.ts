@@ -21,7 +21,7 @@ function verdict(
   nr: number,
   args: number[] = [],
   auditArch?: number,
-  opts: { streamOnly?: boolean } = {},
+  opts: { streamOnly?: boolean; noListen?: boolean } = {},
 ) {
   const prog = new DataView(seccompFilter(arch, opts).buffer);
   const data = new DataView(new ArrayBuffer(64));
@@ -102,6 +102,15 @@ Deno.test("seccomp - x86_64: namespaces, mounts, kernel surface refused; ordinar
     );
   }
   assert.equal(verdict("x86_64", 41, [1, SOCK_DGRAM]), ALLOW); // unix datagrams stay
+  // listen(2): an agent in its own namespace may; one on the host's network may not (an
+  // unbound socket that listens takes a host ephemeral port: red team 34).
+  assert.equal(verdict("x86_64", 50), ALLOW);
+  assert.equal(
+    verdict("x86_64", 50, [], undefined, { streamOnly: false, noListen: true }),
+    errno(1),
+  );
+  assert.equal(verdict("aarch64", 201, [], undefined, { noListen: true }), errno(1));
+  assert.equal(verdict("aarch64", 201), ALLOW);
   // x32 numbers and foreign architectures (32-bit entry points).
   assert.equal(verdict("x86_64", 0x40000000 + 272), errno(1));
   assert.equal(verdict("x86_64", 0x40000000), errno(1));
