@@ -32,6 +32,7 @@ import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
 import { parsePort, resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common.ts";
+import { listMeshes } from "../../workspace/mod.ts";
 import {
   doctorAuth,
   doctorStore,
@@ -147,6 +148,21 @@ export const upCommand = defineCommand({
           `'${cotalCommand()} space add ${space}'.`,
       );
     }
+    // A new root while this machine runs another mesh: said, since every command run from a
+    // directory without ./.cotal now has two to choose from (newcomer pass 11 forgot a cd).
+    if (!spaces.length && !json) {
+      const here = resolveRoot(values.root);
+      const others = [...new Set((await listMeshes()).map((e) => e.root))].filter((r) =>
+        r !== here
+      );
+      if (others.length) {
+        console.error(
+          `note: this machine already runs a mesh under ${
+            others.map((r) => safeText(r)).join(", ")
+          }; this up starts another under ${safeText(here)} (pass --root to act on one).`,
+        );
+      }
+    }
     const stop = Promise.withResolvers<void>();
     const onSignal = () => stop.resolve();
     // Closing the terminal (SIGHUP) stops the stack as Ctrl-C does, not by killing this
@@ -228,6 +244,14 @@ export const downCommand = defineCommand({
     const existed = (await Deno.stat(root).catch(() => undefined))?.isDirectory === true;
     // Read first: down may leave the root without its running state, never without its index.
     const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+    // A root found through the machine registry is named before it is stopped (newcomer pass
+    // 11: a down from an unrelated directory despawned another dir's agents without a word).
+    const elsewhere = values.root === undefined && root !== resolveRoot(undefined);
+    if (elsewhere && values.json !== true && existed) {
+      console.error(
+        `stopping the mesh under ${safeText(root)} (no ./.cotal here: the machine's registry)`,
+      );
+    }
     const result = await down(root, { keepAgents: values["keep-agents"] === true });
     // Said by space name, as status says them (`delivery.default`); --json keeps the ids.
     const label = (id: string) => componentLabel(id, spaces);
