@@ -18,7 +18,7 @@ import {
   provisionAgent,
 } from "../wire/mod.ts";
 import { workspaceSecretStore } from "../workspace/mod.ts";
-import { assertRecipient } from "./ops.ts";
+import { assertRecipient, spaceUnknown } from "./ops.ts";
 import { runningBroker } from "./space.ts";
 import { loadSpaceAccount } from "./trust_state.ts";
 
@@ -248,12 +248,7 @@ async function provisionSession(opts: JoinOptions) {
     throw await brokerNotRunning(opts.root);
   }
   const account = await loadSpaceAccount(workspaceSecretStore(opts.root), opts.space);
-  if (!account) {
-    throw new CotalError(
-      "space_unknown",
-      `Space '${opts.space}' has no account under ${opts.root}; add it with 'cotal space add'.`,
-    );
-  }
+  if (!account) throw await spaceUnknown(opts.root, opts.space);
   const auth = { space: opts.space, account: account.account };
   const principal = { owner: "local", actor: opts.actor };
   const provisioner = await mintCreds(auth, newIdentity(), "provisioner");

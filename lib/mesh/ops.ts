@@ -9,13 +9,14 @@ import { abortableSleep } from "../abortable_sleep.ts";
 import { cotalCommand } from "../cli/mod.ts";
 import { headersOf } from "../nats/mod.ts";
 import type { NatsConnection } from "nats";
-import { CotalError } from "../errors.ts";
+import { CotalError, isCotalError } from "../errors.ts";
 import { safeText } from "../safe_text.ts";
 import { isProfile, mintCreds, newIdentity, type Profile } from "../trust/mod.ts";
 import {
   bindKv,
   bucketNames,
   buildMessage,
+  chatReadFilter,
   connectBroker,
   decodeMessage,
   deprovisionAgent,
@@ -34,7 +35,7 @@ import { workspaceSecretStore } from "../workspace/mod.ts";
 import { deliveryRequest } from "../delivery/mod.ts";
 import { isReservedAgentName } from "../manager/mod.ts";
 import { runningBroker } from "./space.ts";
-import { loadSpaceAccount } from "./trust_state.ts";
+import { loadSpaceAccount, readSpaceIndex } from "./trust_state.ts";
 
 /** The local operator's principal: `local.<actor>`. */
 export function operatorPrincipal(actor: string) {
@@ -55,13 +56,25 @@ export interface RootMintOptions {
 /** The signer of one of a root's spaces, or `space_unknown` naming how to add it. */
 async function rootSigner(root: string, space: string) {
   const account = await loadSpaceAccount(workspaceSecretStore(root), space);
-  if (!account) {
-    throw new CotalError(
-      "space_unknown",
-      `Space '${space}' has no account under ${root}; add it with 'cotal space add ${space}'.`,
-    );
-  }
+  if (!account) throw await spaceUnknown(root, space);
   return { space, account: account.account };
+}
+
+/**
+ * `space_unknown` for a space a root does not serve, naming the ones it does first: a typo in
+ * `--space` is likelier than a space still to add (newcomer pass 11 was told to add its typo).
+ */
+export async function spaceUnknown(root: string, space: string): Promise<CotalError> {
+  const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+  const add = `add it with '${cotalCommand()} space add ${space}'`;
+  return new CotalError(
+    "space_unknown",
+    spaces.length
+      ? `Space '${space}' has no account under ${root}, which serves ${
+        spaces.map((s) => `'${s}'`).join(", ")
+      }: pass --space with one of them, or ${add}.`
+      : `Space '${space}' has no account under ${root}; ${add}.`,
+  );
 }
 
 /** Mints a cred for one of a root's spaces from the root's own signer. */
@@ -142,6 +155,16 @@ export async function provisionForRoot(
       : {}),
     ...(opts.role ? { role: opts.role } : {}),
     ...(opts.expiresInSeconds ? { expiresInSeconds: opts.expiresInSeconds } : {}),
+  }).catch((err) => {
+    // The library names its own function; the operator's way out is the command.
+    if (!isCotalError(err, "lifecycle_still_live")) throw err;
+    const uids = /live lifecycle ([^;]+);/.exec(err.message)?.[1]?.split(",")[0].trim() ?? "<uid>";
+    throw new CotalError(
+      "lifecycle_still_live",
+      `local.${opts.actor} still has a live lifecycle (${uids}): end it with ` +
+        `'${cotalCommand()} deprovision ${opts.actor} --lifecycle ${uids}', or provision ` +
+        `another --actor.`,
+    );
   });
   await joinDurably(live.url, space, operatorPrincipal(opts.actor), p.creds, opts.channels, warn);
   return p.creds;
@@ -335,7 +358,7 @@ export async function sendText(
   target: SendTarget,
   text: string,
   actor = "operator",
-): Promise<{ id: string; seq: number; stream: string }> {
+): Promise<{ id: string; seq: number; stream: string; note?: string }> {
   const given = [target.channel, target.to, target.role].filter((v) => v !== undefined);
   if (given.length !== 1) {
     throw new CotalError(
@@ -343,7 +366,13 @@ export async function sendText(
       "Say where the message goes with exactly one of --channel, --to or --role.",
     );
   }
+  if (text.trim() === "") {
+    throw new CotalError("usage", "The message is empty; give its text after the flags.");
+  }
   if (target.channel === undefined) await assertRecipient(root, space, target);
+  const note = target.channel === undefined
+    ? undefined
+    : await newChannelNote(root, space, target.channel).catch(() => undefined);
   const nc = await connectAs(root, space, "operator", actor);
   try {
     const msg = buildMessage({
@@ -355,10 +384,66 @@ export async function sendText(
       text,
     });
     const ack = await publishMessage(nc, msg);
-    return { id: msg.id, seq: ack.seq, stream: ack.stream };
+    return { id: msg.id, seq: ack.seq, stream: ack.stream, ...(note ? { note } : {}) };
   } finally {
     await nc.close();
   }
+}
+
+/** The most channel subjects a typo check reads. */
+const CHANNEL_SCAN_MAX = 10_000;
+
+/**
+ * A note when `channel` has never had a post in the space's retained history, naming the
+ * channels closest to it: a post there is kept, but nobody reads a typo (newcomer pass 11 sent
+ * to #genral without a word). Undefined when the channel is known.
+ */
+async function newChannelNote(
+  root: string,
+  space: string,
+  channel: string,
+): Promise<string | undefined> {
+  const nc = await connectAs(root, space, "provisioner");
+  try {
+    return await channelNote(nc, space, channel);
+  } finally {
+    await nc.close();
+  }
+}
+
+async function channelNote(
+  nc: NatsConnection,
+  space: string,
+  channel: string,
+): Promise<string | undefined> {
+  const jsm = await nc.jetstreamManager();
+  const chat = streamNames(space).chat;
+  const own = await jsm.streams.info(chat, { subjects_filter: chatReadFilter(space, channel) });
+  // `num_subjects` counts the whole stream's; the filtered map is what this channel has.
+  if (Object.keys(own.state.subjects ?? {}).length > 0) return undefined;
+  const all = await jsm.streams.info(chat, { subjects_filter: `${subjectRoot(space)}.chat.>` });
+  const known = new Set<string>();
+  for (const subject of Object.keys(all.state.subjects ?? {}).slice(0, CHANNEL_SCAN_MAX)) {
+    known.add(subject.split(".").slice(5).join("."));
+  }
+  const near = [...known].filter((c) => editDistance(c, channel) <= 2).sort().slice(0, 3);
+  return `note: #${channel} has no earlier post in this space's history${
+    near.length ? `; did you mean ${near.map((c) => `#${c}`).join(", ")}?` : ""
+  } (the post is kept: whoever joins #${channel} reads it)`;
+}
+
+/** Levenshtein distance, for short names only. */
+function editDistance(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 2) return 3;
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = row;
+  }
+  return prev[b.length];
 }
 
 /** One line of `cotal tail`. */

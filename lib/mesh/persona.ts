@@ -24,6 +24,7 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import { cotalCommand } from "../cli/mod.ts";
 import { PERSONA_NAME } from "../manager/mod.ts";
 
 /** An agent described by a persona file. */
@@ -204,10 +205,20 @@ export async function readPersona(root: string, name: string): Promise<Persona> 
   try {
     text = await Deno.readTextFile(file);
   } catch {
-    const known = (await listPersonas(root).catch(() => [])).map((p) => p.name);
+    // A file that does not parse hides none of the good ones (newcomer pass 11 read "none").
+    const broken: string[] = [];
+    const known = (await listPersonas(root, (n) => broken.push(n)).catch(() => [])).map((p) =>
+      p.name
+    );
     throw new CotalError(
       "persona_unknown",
-      `There is no persona '${name}' (${file}); the personas are: ${known.join(", ") || "none"}.`,
+      `There is no persona '${name}' (${file}); the personas are: ${known.join(", ") || "none"}${
+        broken.length
+          ? ` (and ${
+            broken.join(", ")
+          }, which do not parse: '${cotalCommand()} persona list' says why)`
+          : ""
+      }.`,
     );
   }
   return parsePersona(name, file, text);

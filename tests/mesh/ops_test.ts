@@ -99,6 +99,28 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
     );
     assert.equal(asCarol.code, 0, asCarol.stderr);
     assert.doesNotMatch(asCarol.stderr, /note:/);
+    // A channel with no earlier post: sent, and said, with the near names (newcomer pass 11).
+    const typo = await run(
+      ["send", "--space", "ops", "--channel", "genral", "typo"],
+      env,
+      elsewhere,
+    );
+    assert.equal(typo.code, 0, typo.stderr);
+    assert.match(
+      typo.stderr,
+      /note: #genral has no earlier post in this space's history; did you mean #general\? \(the post is kept/,
+    );
+    // Provisioning a live actor again names the command that ends the old lifecycle.
+    const twice = await run(
+      ["mint", "--space", "ops", "--profile", "agent", "--provision", "--actor", "bob"],
+      env,
+      elsewhere,
+    );
+    assert.equal(twice.code, 1);
+    assert.match(
+      twice.stderr,
+      /local\.bob still has a live lifecycle \(\w+\): end it with '.*deprovision bob --lifecycle \w+', or provision another --actor\./,
+    );
 
     const credsFile = `${elsewhere}/obs.creds`;
     const minted = await run(
@@ -216,6 +238,11 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
           /--ttl takes seconds or a number with s, m, h or d \(3600, 90m, 12h, 1d\), not '1e9'/,
         ],
         [["send", "--space", "ops", "hi"], /exactly one of --channel, --to or --role/],
+        [["send", "--space", "ops", "--channel", "general", " "], /The message is empty/],
+        [
+          ["ps", "--space", "opz", "--root", root],
+          /Space 'opz' has no account under .*, which serves 'ops': pass --space with one of them/,
+        ],
         [["send", "--space", "ops", "--channel", "a", "--role", "b", "hi"], /exactly one/],
         // DM and TASK keep only what a durable waits for: refused, not sent into nothing.
         [
@@ -264,6 +291,29 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
       elsewhere,
     );
     assert.equal(month.code, 2);
+
+    // An up of a new root while this one runs says so (newcomer pass 11 forgot a cd) ...
+    const second = `${elsewhere}/second`;
+    const up2 = await run(
+      ["up", "--root", second, "--space", "ops2", "--port", String(freePort()), "--detach"],
+      env,
+      elsewhere,
+    );
+    assert.equal(up2.code, 0, up2.stderr);
+    assert.match(
+      up2.stderr,
+      new RegExp(`note: this machine already runs a mesh under ${root}; this up starts another`),
+    );
+    assert.equal((await run(["down", "--root", second], env, elsewhere)).code, 0);
+    // ... and a down that found its root through the registry names it before it stops it.
+    const stopped = await run(["down"], env, elsewhere);
+    assert.equal(stopped.code, 0, stopped.stderr);
+    assert.match(
+      stopped.stderr,
+      new RegExp(
+        `^stopping the mesh under ${root} \\(no \\./\\.cotal here: the machine's registry\\)`,
+      ),
+    );
   } finally {
     if (before === undefined) Deno.env.delete("COTAL_HOME");
     else Deno.env.set("COTAL_HOME", before);

@@ -164,6 +164,14 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     const bad = await cotal(["spawn", "bad", "--root", root]);
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /personas\/bad\.md:3: front matter: each line must be 'key: value'/);
+    // With a file that does not parse beside it, a lookup still names the good ones (newcomer
+    // pass 11 read "the personas are: none").
+    const beside = await cotal(["persona", "show", "nosuch", "--root", root]);
+    assert.equal(beside.code, 1);
+    assert.match(
+      beside.stderr,
+      /the personas are: reviewer \(and bad, which do not parse: '.*persona list' says why\)/,
+    );
     // A task runner's persona names its program: spawned by name alone.
     await Deno.writeTextFile(
       `${root}/personas/shouter.md`,

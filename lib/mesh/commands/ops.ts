@@ -52,6 +52,7 @@ export const sendCommand = defineCommand({
       positionals.join(" "),
       as,
     );
+    if (r.note && values.json !== true) console.error(safeText(r.note));
     printResult(
       denoIo(),
       { json: values.json === true },
