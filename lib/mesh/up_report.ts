@@ -34,8 +34,9 @@ export function sayWhatIsUp(
         `remote clients dial this machine's address)`
       : `broker:  ${rec.url}`,
   );
+  // Said when this up started the broker, not again by every up over a running one.
   const port = Number(/:(\d+)$/.exec(rec.url)?.[1]);
-  const ephemeral = ephemeralPortWarning(port);
+  const ephemeral = started.includes("nats-server") ? ephemeralPortWarning(port) : undefined;
   if (ephemeral) opts.say(ephemeral);
   if (rec.monitor) opts.say(`monitor: http://${rec.monitor}/ (varz, connz, jsz)`);
   opts.say(`spaces:  ${spaces.join(", ")}`);
