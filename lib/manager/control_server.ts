@@ -194,9 +194,16 @@ export function dispatchControl(
       return ops.status();
     case "ps":
       return { agents: ops.ps() };
-    case "spawn":
-      ops.log(`manager: spawn requested by ${caller.owner}.${caller.actor}`);
-      return ops.spawn(args, nonce);
+    case "spawn": {
+      const who = `${caller.owner}.${caller.actor}`;
+      ops.log(`manager: spawn requested by ${who}`);
+      // Its outcome too: a refused spawn was a request line and nothing after (newcomer pass 11).
+      return Promise.resolve().then(() => ops.spawn(args, nonce)).catch((err) => {
+        const code = err instanceof CotalError ? ` [${err.code}]` : "";
+        ops.log(`manager: spawn requested by ${who} refused: ${errorText(err)}${code}`);
+        throw err;
+      });
+    }
     case "despawn":
       return ops.despawn(nameArg(args));
     case "input": {
