@@ -240,6 +240,10 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
         [["send", "--space", "ops", "hi"], /exactly one of --channel, --to or --role/],
         [["send", "--space", "ops", "--channel", "general", " "], /The message is empty/],
         [
+          ["send", "--space", "ops", "--channel", "general", "--as", "bad.name", "x"],
+          /--as takes an actor name of 1-64 characters of \[A-Za-z0-9_\] \(the owner is local\), not 'bad\.name'/,
+        ],
+        [
           ["ps", "--space", "opz", "--root", root],
           /Space 'opz' has no account under .*, which serves 'ops': pass --space with one of them/,
         ],

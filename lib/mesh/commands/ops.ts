@@ -38,6 +38,15 @@ export const sendCommand = defineCommand({
     const space = assertValidSpaceName(values.space);
     const root = await resolveMeshRoot(values.root, space);
     const as = localActor(values.as);
+    // An actor, not a principal: the owner is local (newcomer pass 11 was told to pass both).
+    if (!/^[A-Za-z0-9_]{1,64}$/.test(as)) {
+      throw new CotalError(
+        "usage",
+        `--as takes an actor name of 1-64 characters of [A-Za-z0-9_] (the owner is local), not '${
+          safeText(values.as.slice(0, 64))
+        }'.`,
+      );
+    }
     // Newcomer pass 8: `--as` a live agent's name posted in its name without a word.
     if (as !== "operator" && await isLiveAgent(root, space, as)) {
       console.error(
