@@ -126,6 +126,28 @@ export async function dispatch(
   } catch (err) {
     if (!isCotalError(err)) throw err;
     printError(io, { json }, err, program);
-    return err.code === "usage" ? 2 : 1;
+    return INPUT_REFUSALS.has(err.code) ? 2 : 1;
   }
 }
+
+/**
+ * Codes that refuse what the command was given (a flag, a name, a value), whichever side
+ * judged it: exit 2, like a usage error; anything the mesh or the host failed exits 1. A
+ * script can then tell "fix the command" from "try again" (newcomer pass 11 found a bad
+ * --role exit 1 and a bad --net exit 2).
+ */
+export const INPUT_REFUSALS: ReadonlySet<string> = new Set([
+  "usage",
+  "spawn_bad_args",
+  "spawn_request_invalid",
+  "limits_invalid",
+  "name_reserved",
+  "unknown_connector",
+  "agent_unknown_builtin",
+  "invalid_channel",
+  "invalid_principal",
+  "invalid_space",
+  "invalid_lifetime",
+  "persona_unknown",
+  "space_unknown",
+]);

@@ -141,7 +141,7 @@ Deno.test("mcp - a member run by hand: mint --provision makes what cotal mcp --c
       const [args, code, re] of [
         [["--profile", "observer", "--provision"], 2, /use it with --profile agent/],
         [["--profile", "agent", "--role", "r"], 2, /add --provision/],
-        [["--profile", "agent", "--provision", "--actor", "operator"], 1, /is reserved/],
+        [["--profile", "agent", "--provision", "--actor", "operator"], 2, /is reserved/],
       ] as const
     ) {
       const r = await cotal(["mint", "--root", root, "--space", "prov", ...args], env);

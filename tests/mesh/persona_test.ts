@@ -141,7 +141,7 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
 
     // Refusals: a persona that is not there names the ones that are; a bad one its line.
     const nosuch = await cotal(["spawn", "nosuch", "--root", root]);
-    assert.equal(nosuch.code, 1);
+    assert.equal(nosuch.code, 2);
     assert.match(nosuch.stderr, /There is no persona 'nosuch' .*; the personas are: reviewer;/);
     // A program given by name, not path (newcomer pass 5): both readings are said.
     const byName = await cotal([
@@ -155,7 +155,7 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
       "-c",
       "x",
     ]);
-    assert.equal(byName.code, 1);
+    assert.equal(byName.code, 2);
     assert.match(
       byName.stderr,
       /There is no persona 'sh' .*; a program is given after -- by its absolute path \(e\.g\. -- \/bin\/sh -c/,
@@ -167,7 +167,7 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     // With a file that does not parse beside it, a lookup still names the good ones (newcomer
     // pass 11 read "the personas are: none").
     const beside = await cotal(["persona", "show", "nosuch", "--root", root]);
-    assert.equal(beside.code, 1);
+    assert.equal(beside.code, 2);
     assert.match(
       beside.stderr,
       /the personas are: reviewer \(and bad, which do not parse: '.*persona list' says why\)/,
