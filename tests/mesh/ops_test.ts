@@ -2,8 +2,6 @@ import assert from "node:assert/strict";
 import { connect, credsAuthenticator } from "nats";
 import { parseCreds } from "../../lib/nats/mod.ts";
 import { decodeJwt } from "../../lib/nats/mod.ts";
-import { down, up } from "../../lib/mesh/up.ts";
-import { lookupMesh } from "../../lib/workspace/machine_registry.ts";
 import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
 
 const COTAL = new URL("../../cmd/cotal.ts", import.meta.url).pathname;
@@ -32,19 +30,15 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
   const home = await tempDir("cotal-home-");
   const elsewhere = await tempDir("cotal-cwd-");
   const env = { COTAL_HOME: home };
-  const before = Deno.env.get("COTAL_HOME");
-  Deno.env.set("COTAL_HOME", home);
   try {
-    await up({
-      root,
-      space: "ops",
-      host: "127.0.0.1",
-      port: freePort(),
-      detach: true,
-      say: () => {},
-      untilStopped: Promise.resolve(),
-    });
-    assert.equal((await lookupMesh("ops"))?.root, root);
+    // Started as its own process with its own COTAL_HOME: test files share this process under
+    // --parallel, and one that set the variable here raced another's registration.
+    const started = await run(
+      ["up", "--root", root, "--space", "ops", "--port", String(freePort()), "--detach"],
+      env,
+      elsewhere,
+    );
+    assert.equal(started.code, 0, started.stderr);
 
     // tail runs from an unrelated directory: the machine registry finds the mesh.
     const tailer = cotal(["tail", "--space", "ops", "--count", "1", "--json"], env, elsewhere)
@@ -209,7 +203,7 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
       { creds: ctx.creds, inbox_prefix: ctx.inbox_prefix },
       { creds: credsFile, inbox_prefix: report.inboxPrefix },
     );
-    assert.equal(ctx.url, (await lookupMesh("ops"))?.url);
+    assert.equal(ctx.url, JSON.parse(await Deno.readTextFile(`${root}/run/mesh.json`)).url);
     const viaContext = await connect({
       servers: ctx.url,
       authenticator: credsAuthenticator(await Deno.readFile(ctx.creds)),
@@ -319,9 +313,7 @@ Deno.test("mesh - send reaches tail; mint writes a bounded 0600 cred; any direct
       ),
     );
   } finally {
-    if (before === undefined) Deno.env.delete("COTAL_HOME");
-    else Deno.env.set("COTAL_HOME", before);
-    await down(root);
+    await run(["down", "--root", root], env, elsewhere);
     for (const d of [root, home, elsewhere]) await removeTempDir(d);
   }
 });
