@@ -11,6 +11,8 @@ import {
   probeCgroups,
   removeAgentCgroup,
 } from "../../lib/manager/sandbox/cgroup.ts";
+import { capIpSockets, HOST_NET_MAX_SOCKETS } from "../../lib/manager/sandbox/bind_guard.ts";
+import { makeDir, removeDir } from "../../lib/manager/sandbox/libc.ts";
 import { resolveLimits } from "../../lib/manager/sandbox/limits.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { removeTempDir, tempDir } from "../_harness/broker.ts";
@@ -101,5 +103,42 @@ Deno.test({
     );
     assert.ok(isCotalError(err, "net_host_unguarded"), String(err));
     assert.match(err.message, /refuse it every IP bind [^]*leave out --net host/);
+  },
+});
+
+Deno.test({
+  name:
+    "bind guard - a guarded group holds at most its cap of IP sockets at once; closed ones are given back",
+  ignore: !asRoot || !probeCgroups()?.guardParent,
+  async fn() {
+    const parent = probeCgroups()!.guardParent!;
+    const dir = `${parent}/cotal-sockcap-${crypto.randomUUID().slice(0, 8)}`;
+    assert.ok(makeDir(dir));
+    try {
+      capIpSockets(dir, 40);
+      // A shell in the group opens sockets with /dev/tcp-free means: perl's socket(2) calls.
+      const script = `
+        use Socket;
+        my @s; my $n = 0;
+        for (1..60) { socket(my $x, PF_INET, $_ % 2 ? SOCK_STREAM : SOCK_DGRAM, 0) or last; push @s, $x; $n++ }
+        print "first $n ", ($! + 0), "\n";
+        close($_) for splice(@s, 0, 10);
+        my $m = 0;
+        for (1..60) { socket(my $x, PF_INET6, SOCK_STREAM, 0) or last; push @s, $x; $m++ }
+        print "again $m\n";
+        socket(my $u, PF_UNIX, SOCK_STREAM, 0) and print "unix ok\n";
+      `;
+      const out = await new Deno.Command("/bin/sh", {
+        args: ["-c", `echo $$ > ${dir}/cgroup.procs && exec /usr/bin/perl -e "$0"`, script],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const text = new TextDecoder().decode(out.stdout);
+      // 40 held, refused with EPERM (1); 10 given back, 10 more; unix sockets not counted.
+      assert.equal(text, "first 40 1\nagain 10\nunix ok\n", new TextDecoder().decode(out.stderr));
+      assert.ok(HOST_NET_MAX_SOCKETS >= 256 && HOST_NET_MAX_SOCKETS <= 4096);
+    } finally {
+      for (let i = 0; i < 40 && !removeDir(dir); i++) await new Promise((r) => setTimeout(r, 50));
+    }
   },
 });

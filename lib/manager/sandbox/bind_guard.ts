@@ -10,17 +10,38 @@
  * every IPv4 and IPv6 bind of every process in the agent's group: `bind` fails with EPERM.
  * Connecting still binds implicitly (no hook runs), unix sockets are untouched, and a socket
  * that listens unbound gets a port from the ephemeral range, where a broker must not listen
- * (`cotal up` says so). Needs root (CAP_BPF) and a cgroup v2 hierarchy, even on a hybrid host.
+ * (`cotal up` says so), and its seccomp filter refuses `listen(2)` besides.
+ *
+ * Connecting and sending still take ports: a socket that connects or sends unbound is handed a
+ * free ephemeral port, again with no hook on the way, and red team 35 held all 28,232 of the
+ * host's from unbound sockets that connected (TCP) or sent (UDP): every port-0 bind on the host
+ * failed, and after a broker crash nothing could reach the broker again. So the same group also
+ * counts its IPv4 and IPv6 sockets (`BPF_CGROUP_INET_SOCK_CREATE` adds one, `..._RELEASE` takes
+ * it back, in a one-slot map) and refuses a new one past {@linkcode HOST_NET_MAX_SOCKETS}: one
+ * agent holds at most that many of the host's ports. Needs root (CAP_BPF), a cgroup v2
+ * hierarchy (even on a hybrid host) and Linux 5.12 (atomic fetch-and-add).
  *
  * @module
  */
 import { bpf, closeFd, openDir } from "./libc.ts";
 
+const BPF_MAP_CREATE = 0;
 const BPF_PROG_LOAD = 5;
 const BPF_PROG_ATTACH = 8;
+const BPF_MAP_TYPE_ARRAY = 2;
+const BPF_PROG_TYPE_CGROUP_SOCK = 9;
 const BPF_PROG_TYPE_CGROUP_SOCK_ADDR = 18;
+const BPF_CGROUP_INET_SOCK_CREATE = 2;
 const BPF_CGROUP_INET4_BIND = 8;
 const BPF_CGROUP_INET6_BIND = 9;
+const BPF_CGROUP_INET_SOCK_RELEASE = 34;
+
+/**
+ * The most IPv4 and IPv6 sockets an agent on the host's network holds at once, all its
+ * processes together: far above what a harness talking to its model provider opens, far below
+ * the ~28,000 ports of the kernel's default ephemeral range.
+ */
+export const HOST_NET_MAX_SOCKETS = 1024;
 /** `union bpf_attr` is larger; the kernel takes any size up to its own and zero past ours. */
 const ATTR_SIZE = 128;
 
@@ -49,15 +70,113 @@ function address(buf: Uint8Array): bigint {
   return BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buf)));
 }
 
-function load(attachType: number): number {
+function load(
+  progType: number,
+  insns: Uint8Array,
+  attachType: number,
+  what: string,
+): number {
   const attr = new Uint8Array(ATTR_SIZE);
   const v = new DataView(attr.buffer);
-  v.setUint32(0, BPF_PROG_TYPE_CGROUP_SOCK_ADDR, true); // prog_type
-  v.setUint32(4, REFUSE_ALL.length / 8, true); // insn_cnt
-  v.setBigUint64(8, address(REFUSE_ALL), true); // insns
+  v.setUint32(0, progType, true); // prog_type
+  v.setUint32(4, insns.length / 8, true); // insn_cnt
+  v.setBigUint64(8, address(insns), true); // insns
   v.setBigUint64(16, address(LICENSE), true); // license
   v.setUint32(68, attachType, true); // expected_attach_type
-  return bpf(BPF_PROG_LOAD, attr, "bpf(BPF_PROG_LOAD) of the bind guard");
+  return bpf(BPF_PROG_LOAD, attr, `bpf(BPF_PROG_LOAD) of ${what}`);
+}
+
+function attach(group: number, prog: number, type: number, what: string): void {
+  const attr = new Uint8Array(ATTR_SIZE);
+  const v = new DataView(attr.buffer);
+  v.setUint32(0, group, true); // target_fd
+  v.setUint32(4, prog, true); // attach_bpf_fd
+  v.setUint32(8, type, true); // attach_type
+  bpf(BPF_PROG_ATTACH, attr, `bpf(BPF_PROG_ATTACH) of ${what}`);
+}
+
+/** One eBPF instruction: opcode, registers, offset, immediate (little-endian, as x86_64/arm64). */
+function insn(code: number, dst: number, src: number, off: number, imm: number): number[] {
+  const b = new Uint8Array(8);
+  const v = new DataView(b.buffer);
+  b[0] = code;
+  b[1] = (src << 4) | dst;
+  v.setInt16(2, off, true);
+  v.setInt32(4, imm, true);
+  return [...b];
+}
+
+/** r0 = the map's one slot (key 0), or 0: the common head of both counting programs. */
+function slot(mapFd: number): number[] {
+  return [
+    ...insn(0xbf, 2, 10, 0, 0), // r2 = r10
+    ...insn(0x07, 2, 0, 0, -4), // r2 += -4
+    ...insn(0x62, 10, 0, -4, 0), // *(u32 *)(r10 - 4) = 0: the key
+    ...insn(0x18, 1, 1, 0, mapFd), // r1 = the map (a 16-byte load, pseudo map fd)
+    ...insn(0x00, 0, 0, 0, 0),
+    ...insn(0x85, 0, 0, 0, 1), // call bpf_map_lookup_elem
+  ];
+}
+
+/** Socket creation: +1, refused (and undone) past `cap`. */
+function countCreate(mapFd: number, cap: number): Uint8Array {
+  return new Uint8Array([
+    ...slot(mapFd),
+    ...insn(0x15, 0, 0, 7, 0), // if r0 == 0 goto allow
+    ...insn(0xb7, 1, 0, 0, 1), // r1 = 1
+    ...insn(0xdb, 0, 1, 0, 0x01), // r1 = atomic_fetch_add((u64 *)r0, r1)
+    ...insn(0xa5, 1, 0, 4, cap), // if r1 < cap goto allow
+    ...insn(0xb7, 1, 0, 0, -1), // r1 = -1
+    ...insn(0xdb, 0, 1, 0, 0x00), // atomic_add((u64 *)r0, r1)
+    ...insn(0xb7, 0, 0, 0, 0), // r0 = 0: refuse
+    ...insn(0x95, 0, 0, 0, 0), // exit
+    ...insn(0xb7, 0, 0, 0, 1), // allow: r0 = 1
+    ...insn(0x95, 0, 0, 0, 0), // exit
+  ]);
+}
+
+/** Socket release: -1. */
+function countRelease(mapFd: number): Uint8Array {
+  return new Uint8Array([
+    ...slot(mapFd),
+    ...insn(0x15, 0, 0, 2, 0), // if r0 == 0 goto out
+    ...insn(0xb7, 1, 0, 0, -1), // r1 = -1
+    ...insn(0xdb, 0, 1, 0, 0x00), // atomic_add((u64 *)r0, r1)
+    ...insn(0xb7, 0, 0, 0, 1), // out: r0 = 1
+    ...insn(0x95, 0, 0, 0, 0), // exit
+  ]);
+}
+
+/**
+ * Attaches to the cgroup v2 group at `dir` the counting pair that refuses an IPv4 or IPv6
+ * socket past `cap` held at once by its processes. Throws `libc_failed` naming the step.
+ */
+export function capIpSockets(dir: string, cap: number = HOST_NET_MAX_SOCKETS): void {
+  const map = new Uint8Array(ATTR_SIZE);
+  const mv = new DataView(map.buffer);
+  mv.setUint32(0, BPF_MAP_TYPE_ARRAY, true); // map_type
+  mv.setUint32(4, 4, true); // key_size
+  mv.setUint32(8, 8, true); // value_size
+  mv.setUint32(12, 1, true); // max_entries
+  const mapFd = bpf(BPF_MAP_CREATE, map, "bpf(BPF_MAP_CREATE) of the socket count");
+  const group = openDir(dir);
+  try {
+    const pairs: [Uint8Array, number][] = [
+      [countCreate(mapFd, cap), BPF_CGROUP_INET_SOCK_CREATE],
+      [countRelease(mapFd), BPF_CGROUP_INET_SOCK_RELEASE],
+    ];
+    for (const [insns, type] of pairs) {
+      const prog = load(BPF_PROG_TYPE_CGROUP_SOCK, insns, type, "the socket count");
+      try {
+        attach(group, prog, type, `the socket count to ${dir}`);
+      } finally {
+        closeFd(prog);
+      }
+    }
+  } finally {
+    closeFd(group);
+    closeFd(mapFd);
+  }
 }
 
 /**
@@ -69,14 +188,9 @@ export function denyIpBinds(dir: string): void {
   const group = openDir(dir);
   try {
     for (const type of [BPF_CGROUP_INET4_BIND, BPF_CGROUP_INET6_BIND]) {
-      const prog = load(type);
+      const prog = load(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, REFUSE_ALL, type, "the bind guard");
       try {
-        const attr = new Uint8Array(ATTR_SIZE);
-        const v = new DataView(attr.buffer);
-        v.setUint32(0, group, true); // target_fd
-        v.setUint32(4, prog, true); // attach_bpf_fd
-        v.setUint32(8, type, true); // attach_type
-        bpf(BPF_PROG_ATTACH, attr, `bpf(BPF_PROG_ATTACH) of the bind guard to ${dir}`);
+        attach(group, prog, type, `the bind guard to ${dir}`);
       } finally {
         closeFd(prog);
       }

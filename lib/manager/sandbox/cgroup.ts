@@ -11,7 +11,7 @@
  * @module
  */
 import { CotalError } from "../../errors.ts";
-import { denyIpBinds } from "./bind_guard.ts";
+import { capIpSockets, denyIpBinds } from "./bind_guard.ts";
 import { makeDir, readSmallFile, removeDir, writeControlFile } from "./libc.ts";
 import type { AgentLimits } from "./limits.ts";
 
@@ -157,7 +157,7 @@ export function cgroupName(agent: string, unique: string): string {
 
 /**
  * Makes the agent's group(s) and writes its limits; with `denyIpBinds`, the group its
- * processes join also refuses every IP bind (`bind_guard.ts`). Throws `cgroup_failed` (and
+ * processes join also refuses every IP bind and counts its IP sockets (`bind_guard.ts`). Throws `cgroup_failed` (and
  * removes what it made) when the kernel refuses a step.
  */
 export function createAgentCgroup(
@@ -177,7 +177,7 @@ export function createAgentCgroup(
       tryWrite(`${dir}/memory.swap.max`, "0");
       writeControlFile(`${dir}/pids.max`, String(limits.processes));
       tryWrite(`${dir}/cpu.weight`, String(Math.max(1, limits.cpuShare)));
-      if (opts.denyIpBinds) denyIpBinds(dir);
+      if (opts.denyIpBinds) guardHostNet(dir);
       return { version: 2, dirs: made };
     }
     if (opts.denyIpBinds) {
@@ -185,7 +185,7 @@ export function createAgentCgroup(
       const dir = `${host.guardParent}/${name}`;
       if (!makeDir(dir)) throw new Error(`mkdir ${dir}`);
       made.push(dir);
-      denyIpBinds(dir);
+      guardHostNet(dir);
     }
     for (const [ctl, parent] of Object.entries(host.parents)) {
       const dir = `${parent}/${name}`;
@@ -215,6 +215,12 @@ export function createAgentCgroup(
       { cause: err },
     );
   }
+}
+
+/** The host-network guard (`bind_guard.ts`): no IP bind, and a bounded count of IP sockets. */
+function guardHostNet(dir: string): void {
+  denyIpBinds(dir);
+  capIpSockets(dir);
 }
 
 function tryWrite(path: string, text: string): void {
