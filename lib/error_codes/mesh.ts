@@ -19,6 +19,7 @@ export type MeshErrorCode =
   | "daemon_start_failed"
   | "file_exists"
   | "harness_missing"
+  | "lifecycle_still_live"
   | "log_unknown"
   | "log_wait_timeout"
   | "mesh_running"
