@@ -27,14 +27,18 @@
  * failed too (EADDRNOTAVAIL).
  */
 import assert from "node:assert/strict";
-import { netnsStack, waitFull } from "./rt34_fixtures/netns_stack.ts";
+import { netnsStack, waitFull } from "./_netns_stack.ts";
 
 Deno.test({
   name:
     "red team 34 - a --net host agent that listens on unbound sockets does not take every ephemeral port and cut the host's TCP connects",
   ignore: Deno.uid() !== 0,
   async fn() {
-    const s = await netnsStack("conn", ["autobind.pl"]);
+    const s = await netnsStack("conn", {
+      team: "rt34",
+      files: ["autobind.pl"],
+      log: "autobind.log",
+    });
     try {
       const up = await s.cotal(["up", "--port", s.port, "--detach"], 170_000);
       assert.equal(up.code, 0, up.out);
@@ -42,19 +46,7 @@ Deno.test({
         ["spawn", "--agent", "program", "--name", "bob", "--", "/bin/sleep", "900"],
       );
       assert.equal(bob.code, 0, bob.out);
-      const m = await s.cotal([
-        "spawn",
-        "--agent",
-        "program",
-        "--name",
-        "mallory",
-        "--net",
-        "host",
-        "--workdir",
-        `${s.work}/a`,
-        "--",
-        "/usr/bin/perl",
-        `${s.work}/a/autobind.pl`,
+      const m = await s.spawnHostAgent("autobind.pl", [
         `${s.work}/a`,
         "fill",
       ]);

@@ -27,14 +27,18 @@
  * reaches the broker again 25 s after the crash, and the DMs stored before it are all there.
  */
 import assert from "node:assert/strict";
-import { netnsStack, waitFull } from "./rt34_fixtures/netns_stack.ts";
+import { netnsStack, waitFull } from "./_netns_stack.ts";
 
 Deno.test({
   name:
     "red team 34 - a --net host agent cannot take the broker's port by listening unbound and sit in a daemon's session",
   ignore: Deno.uid() !== 0,
   async fn() {
-    const s = await netnsStack("mitm", ["autobind.pl"]);
+    const s = await netnsStack("mitm", {
+      team: "rt34",
+      files: ["autobind.pl"],
+      log: "autobind.log",
+    });
     // Counted from inside the namespace: a small Deno script with the admin creds.
     const dmCount = async () => {
       const m = await s.cotal(["mint", "--profile", "admin", "--json"]);
@@ -74,19 +78,7 @@ Deno.test({
       // Counted before the fill: while it holds the range, a new connection may find no port.
       const before = await dmCount();
       assert.equal(before, 3);
-      const m = await s.cotal([
-        "spawn",
-        "--agent",
-        "program",
-        "--name",
-        "mallory",
-        "--net",
-        "host",
-        "--workdir",
-        `${s.work}/a`,
-        "--",
-        "/usr/bin/perl",
-        `${s.work}/a/autobind.pl`,
+      const m = await s.spawnHostAgent("autobind.pl", [
         `${s.work}/a`,
         "mitm",
         s.port,

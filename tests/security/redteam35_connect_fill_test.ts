@@ -27,16 +27,16 @@
  * destination, so the second test moves the namespace's range above the broker's port (as the
  * host's lies above Cotal's 4222, where `cotal up` gives no warning) and sees the same.
  *
- * The stack runs in a network namespace of its own (rt35_fixtures/netns_stack.ts).
+ * The stack runs in a network namespace of its own (_netns_stack.ts).
  */
 import assert from "node:assert/strict";
-import { netnsStack, waitFull } from "./rt35_fixtures/netns_stack.ts";
+import { netnsStack, waitFull } from "./_netns_stack.ts";
 
 const PROBE =
   'socket(my $c, PF_INET, SOCK_STREAM, 0); if (connect($c, pack_sockaddr_in($ARGV[0], inet_aton("127.0.0.1")))) { print "connect ok\\n" } else { print "connect: $!\\n" } socket(my $b, PF_INET, SOCK_STREAM, 0); if (bind($b, pack_sockaddr_in(0, inet_aton("127.0.0.1")))) { print "bind0 ok\\n" } else { print "bind0: $!\\n" }';
 
 async function attack(tag: string, moveRange: boolean) {
-  const s = await netnsStack(tag, ["connfill.pl"]);
+  const s = await netnsStack(tag, { team: "rt35", files: ["connfill.pl"], log: "connfill.log" });
   const findings: string[] = [];
   try {
     if (moveRange) {
@@ -54,19 +54,7 @@ async function attack(tag: string, moveRange: boolean) {
     assert.equal(bob.code, 0, bob.out);
     const send0 = await s.cotal(["send", "--as", "alice", "--to", "local.bob", "before"]);
     assert.equal(send0.code, 0, send0.out);
-    const m = await s.cotal([
-      "spawn",
-      "--agent",
-      "program",
-      "--name",
-      "mallory",
-      "--net",
-      "host",
-      "--workdir",
-      `${s.work}/a`,
-      "--",
-      "/usr/bin/perl",
-      `${s.work}/a/connfill.pl`,
+    const m = await s.spawnHostAgent("connfill.pl", [
       `${s.work}/a`,
       "tcp",
       s.port,

@@ -15,10 +15,10 @@
  * does: getaddrinfo's resolver connects a fresh UDP socket to the name server) and bind a UDP
  * port 0.
  *
- * The stack runs in a network namespace of its own (rt35_fixtures/netns_stack.ts).
+ * The stack runs in a network namespace of its own (_netns_stack.ts).
  */
 import assert from "node:assert/strict";
-import { netnsStack, waitFull } from "./rt35_fixtures/netns_stack.ts";
+import { netnsStack, waitFull } from "./_netns_stack.ts";
 
 const PROBE =
   'socket(my $u, PF_INET, SOCK_DGRAM, 0); if (connect($u, pack_sockaddr_in(53, inet_aton("127.0.0.1"))) && defined send($u, "q", 0)) { print "udp send ok\\n" } else { print "udp send: $!\\n" } socket(my $b, PF_INET, SOCK_DGRAM, 0); if (bind($b, pack_sockaddr_in(0, inet_aton("127.0.0.1")))) { print "udp bind0 ok\\n" } else { print "udp bind0: $!\\n" }';
@@ -30,26 +30,14 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
-    const s = await netnsStack("uf", ["connfill.pl"]);
+    const s = await netnsStack("uf", { team: "rt35", files: ["connfill.pl"], log: "connfill.log" });
     try {
       const up = await s.cotal(["up", "--port", s.port, "--detach"], 170_000);
       assert.equal(up.code, 0, up.out);
       const before = await s.inNs(["/usr/bin/perl", "-MSocket", "-e", PROBE]);
       console.log("a host process before the fill:", before.out.trim());
       assert.match(before.out, /udp send ok/);
-      const m = await s.cotal([
-        "spawn",
-        "--agent",
-        "program",
-        "--name",
-        "mallory",
-        "--net",
-        "host",
-        "--workdir",
-        `${s.work}/a`,
-        "--",
-        "/usr/bin/perl",
-        `${s.work}/a/connfill.pl`,
+      const m = await s.spawnHostAgent("connfill.pl", [
         `${s.work}/a`,
         "udp",
       ]);

@@ -22,7 +22,7 @@
  * Each asserts the defence holding. The stack runs in a network namespace of its own.
  */
 import assert from "node:assert/strict";
-import { netnsStack } from "./rt36_fixtures/netns_stack.ts";
+import { netnsStack } from "./_netns_stack.ts";
 
 const PROBE =
   'my ($h, $p) = @ARGV; socket(my $c, PF_INET, SOCK_STREAM, 0); if (connect($c, pack_sockaddr_in($p, inet_aton($h)))) { print "connect ok\\n" } else { print "connect: $!\\n" } socket(my $b, PF_INET, SOCK_STREAM, 0); if (bind($b, pack_sockaddr_in(0, INADDR_ANY))) { print "wildcard bind0 ok\\n" } else { print "wildcard bind0: $!\\n" }';
@@ -30,7 +30,11 @@ const PROBE =
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function attack(tag: string, target: "broker" | "service") {
-  const s = await netnsStack(tag, ["twfill.pl", "service.pl"]);
+  const s = await netnsStack(tag, {
+    team: "rt36",
+    files: ["twfill.pl", "service.pl"],
+    log: "twfill.log",
+  });
   const findings: string[] = [];
   let service: Deno.ChildProcess | undefined;
   try {
@@ -79,19 +83,7 @@ async function attack(tag: string, target: "broker" | "service") {
     console.log("a host process before the attack:", before.out.trim());
     assert.match(before.out, /connect ok/);
 
-    const m = await s.cotal([
-      "spawn",
-      "--agent",
-      "program",
-      "--name",
-      "mallory",
-      "--net",
-      "host",
-      "--workdir",
-      `${s.work}/a`,
-      "--",
-      "/usr/bin/perl",
-      `${s.work}/a/twfill.pl`,
+    const m = await s.spawnHostAgent("twfill.pl", [
       `${s.work}/a`,
       port,
       "2",

@@ -1,11 +1,12 @@
 /**
- * Red team 34: a Cotal stack in a network namespace of its own (`unshare --net`, every `cotal`
- * through `nsenter --net`), so an agent that takes every ephemeral port of its "host network"
- * cannot touch anything else on this shared machine. The agent's workdir holds the fixture.
+ * A Cotal stack in a network namespace of its own (`unshare --net`, every `cotal` through
+ * `nsenter --net`), so an agent that takes every ephemeral port of its "host network" cannot
+ * touch anything else on this shared machine: red teams 34, 35 and 36's full-stack attacks on a
+ * `--net host` agent. The agent's workdir holds its fixture files.
  */
 import assert from "node:assert/strict";
 
-const CHECKOUT = new URL("../../..", import.meta.url).pathname.replace(/\/$/, "");
+const CHECKOUT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
 export interface NetnsStack {
   root: string;
@@ -15,11 +16,20 @@ export interface NetnsStack {
   cotal(args: string[], timeoutMs?: number): Promise<{ code: number; out: string }>;
   brokerPid(): number;
   readLog(): Promise<string>;
+  /** Spawns `mallory` on the host's network running `/usr/bin/perl <workdir>/<script> <args>`. */
+  spawnHostAgent(script: string, args: string[]): Promise<{ code: number; out: string }>;
   close(): Promise<void>;
 }
 
-export async function netnsStack(tag: string, fixtures: string[]): Promise<NetnsStack> {
-  const base = `/tmp/rt34-${tag}-${crypto.randomUUID().slice(0, 6)}`;
+/** Which red team's fixtures: `tests/security/<team>_fixtures/<files>`, and the log they write. */
+export interface NetnsFixtures {
+  readonly team: "rt34" | "rt35" | "rt36";
+  readonly files: readonly string[];
+  readonly log: string;
+}
+
+export async function netnsStack(tag: string, fixtures: NetnsFixtures): Promise<NetnsStack> {
+  const base = `/tmp/${fixtures.team}-${tag}-${crypto.randomUUID().slice(0, 6)}`;
   const root = `${base}/root`;
   const work = `${base}/w`;
   // The port lies in the kernel's ephemeral range (32768-60999), as every port of this run.
@@ -55,8 +65,11 @@ export async function netnsStack(tag: string, fixtures: string[]): Promise<Netns
   // The agent's uid is not known before the spawn: a group-writable dir its gid reaches.
   await Deno.chown(`${work}/a`, null, 1500000000);
   await Deno.chmod(`${work}/a`, 0o2777);
-  for (const f of fixtures) {
-    await Deno.copyFile(`${CHECKOUT}/tests/security/rt34_fixtures/${f}`, `${work}/a/${f}`);
+  for (const f of fixtures.files) {
+    await Deno.copyFile(
+      `${CHECKOUT}/tests/security/${fixtures.team}_fixtures/${f}`,
+      `${work}/a/${f}`,
+    );
   }
   return {
     root,
@@ -78,7 +91,12 @@ export async function netnsStack(tag: string, fixtures: string[]): Promise<Netns
       }
       return 0;
     },
-    readLog: () => Deno.readTextFile(`${work}/a/autobind.log`).catch(() => ""),
+    readLog: () => Deno.readTextFile(`${work}/a/${fixtures.log}`).catch(() => ""),
+    spawnHostAgent: (script, args) =>
+      cotal([
+        ...["spawn", "--agent", "program", "--name", "mallory", "--net", "host"],
+        ...["--workdir", `${work}/a`, "--", "/usr/bin/perl", `${work}/a/${script}`, ...args],
+      ]),
     async close() {
       const d = await cotal(["down"], 150_000).catch((e) => ({ code: -1, out: String(e) }));
       console.log("down:", d.out.trim().split("\n").slice(-2).join(" | "));
