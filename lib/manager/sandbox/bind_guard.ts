@@ -23,14 +23,17 @@
  *
  * @module
  */
-import { bpf, closeFd, openDir } from "./libc.ts";
+import { closeFd, openDir } from "./libc.ts";
+import {
+  attachProgram,
+  createSlotMap,
+  insn,
+  loadProgram,
+  PROG_CGROUP_SOCK,
+  PROG_CGROUP_SOCK_ADDR,
+  slot,
+} from "./bpf.ts";
 
-const BPF_MAP_CREATE = 0;
-const BPF_PROG_LOAD = 5;
-const BPF_PROG_ATTACH = 8;
-const BPF_MAP_TYPE_ARRAY = 2;
-const BPF_PROG_TYPE_CGROUP_SOCK = 9;
-const BPF_PROG_TYPE_CGROUP_SOCK_ADDR = 18;
 const BPF_CGROUP_INET_SOCK_CREATE = 2;
 const BPF_CGROUP_INET4_BIND = 8;
 const BPF_CGROUP_INET6_BIND = 9;
@@ -42,81 +45,12 @@ const BPF_CGROUP_INET_SOCK_RELEASE = 34;
  * the ~28,000 ports of the kernel's default ephemeral range.
  */
 export const HOST_NET_MAX_SOCKETS = 1024;
-/** `union bpf_attr` is larger; the kernel takes any size up to its own and zero past ours. */
-const ATTR_SIZE = 128;
 
 /** `r0 = 0; exit`: the verdict "refuse" for every call. */
 const REFUSE_ALL = new Uint8Array([
-  0xb7,
-  0x00,
-  0x00,
-  0x00,
-  0x00,
-  0x00,
-  0x00,
-  0x00, // BPF_ALU64 | BPF_MOV | BPF_K: r0 = 0
-  0x95,
-  0x00,
-  0x00,
-  0x00,
-  0x00,
-  0x00,
-  0x00,
-  0x00, // BPF_JMP | BPF_EXIT
+  ...insn(0xb7, 0, 0, 0, 0), // r0 = 0
+  ...insn(0x95, 0, 0, 0, 0), // exit
 ]);
-const LICENSE = new TextEncoder().encode("GPL\0");
-
-function address(buf: Uint8Array): bigint {
-  return BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buf)));
-}
-
-function load(
-  progType: number,
-  insns: Uint8Array,
-  attachType: number,
-  what: string,
-): number {
-  const attr = new Uint8Array(ATTR_SIZE);
-  const v = new DataView(attr.buffer);
-  v.setUint32(0, progType, true); // prog_type
-  v.setUint32(4, insns.length / 8, true); // insn_cnt
-  v.setBigUint64(8, address(insns), true); // insns
-  v.setBigUint64(16, address(LICENSE), true); // license
-  v.setUint32(68, attachType, true); // expected_attach_type
-  return bpf(BPF_PROG_LOAD, attr, `bpf(BPF_PROG_LOAD) of ${what}`);
-}
-
-function attach(group: number, prog: number, type: number, what: string): void {
-  const attr = new Uint8Array(ATTR_SIZE);
-  const v = new DataView(attr.buffer);
-  v.setUint32(0, group, true); // target_fd
-  v.setUint32(4, prog, true); // attach_bpf_fd
-  v.setUint32(8, type, true); // attach_type
-  bpf(BPF_PROG_ATTACH, attr, `bpf(BPF_PROG_ATTACH) of ${what}`);
-}
-
-/** One eBPF instruction: opcode, registers, offset, immediate (little-endian, as x86_64/arm64). */
-function insn(code: number, dst: number, src: number, off: number, imm: number): number[] {
-  const b = new Uint8Array(8);
-  const v = new DataView(b.buffer);
-  b[0] = code;
-  b[1] = (src << 4) | dst;
-  v.setInt16(2, off, true);
-  v.setInt32(4, imm, true);
-  return [...b];
-}
-
-/** r0 = the map's one slot (key 0), or 0: the common head of both counting programs. */
-function slot(mapFd: number): number[] {
-  return [
-    ...insn(0xbf, 2, 10, 0, 0), // r2 = r10
-    ...insn(0x07, 2, 0, 0, -4), // r2 += -4
-    ...insn(0x62, 10, 0, -4, 0), // *(u32 *)(r10 - 4) = 0: the key
-    ...insn(0x18, 1, 1, 0, mapFd), // r1 = the map (a 16-byte load, pseudo map fd)
-    ...insn(0x00, 0, 0, 0, 0),
-    ...insn(0x85, 0, 0, 0, 1), // call bpf_map_lookup_elem
-  ];
-}
 
 /** Socket creation: +1, refused (and undone) past `cap`. */
 function countCreate(mapFd: number, cap: number): Uint8Array {
@@ -152,13 +86,7 @@ function countRelease(mapFd: number): Uint8Array {
  * socket past `cap` held at once by its processes. Throws `libc_failed` naming the step.
  */
 export function capIpSockets(dir: string, cap: number = HOST_NET_MAX_SOCKETS): void {
-  const map = new Uint8Array(ATTR_SIZE);
-  const mv = new DataView(map.buffer);
-  mv.setUint32(0, BPF_MAP_TYPE_ARRAY, true); // map_type
-  mv.setUint32(4, 4, true); // key_size
-  mv.setUint32(8, 8, true); // value_size
-  mv.setUint32(12, 1, true); // max_entries
-  const mapFd = bpf(BPF_MAP_CREATE, map, "bpf(BPF_MAP_CREATE) of the socket count");
+  const mapFd = createSlotMap(8, "the socket count");
   const group = openDir(dir);
   try {
     const pairs: [Uint8Array, number][] = [
@@ -166,9 +94,9 @@ export function capIpSockets(dir: string, cap: number = HOST_NET_MAX_SOCKETS): v
       [countRelease(mapFd), BPF_CGROUP_INET_SOCK_RELEASE],
     ];
     for (const [insns, type] of pairs) {
-      const prog = load(BPF_PROG_TYPE_CGROUP_SOCK, insns, type, "the socket count");
+      const prog = loadProgram(PROG_CGROUP_SOCK, insns, type, "the socket count");
       try {
-        attach(group, prog, type, `the socket count to ${dir}`);
+        attachProgram(group, prog, type, `the socket count to ${dir}`);
       } finally {
         closeFd(prog);
       }
@@ -188,9 +116,9 @@ export function denyIpBinds(dir: string): void {
   const group = openDir(dir);
   try {
     for (const type of [BPF_CGROUP_INET4_BIND, BPF_CGROUP_INET6_BIND]) {
-      const prog = load(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, REFUSE_ALL, type, "the bind guard");
+      const prog = loadProgram(PROG_CGROUP_SOCK_ADDR, REFUSE_ALL, type, "the bind guard");
       try {
-        attach(group, prog, type, `the bind guard to ${dir}`);
+        attachProgram(group, prog, type, `the bind guard to ${dir}`);
       } finally {
         closeFd(prog);
       }
