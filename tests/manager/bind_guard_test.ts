@@ -11,7 +11,11 @@ import {
   probeCgroups,
   removeAgentCgroup,
 } from "../../lib/manager/sandbox/cgroup.ts";
-import { capIpSockets, HOST_NET_MAX_SOCKETS } from "../../lib/manager/sandbox/bind_guard.ts";
+import {
+  capIpSockets,
+  HOST_NET_MAX_SOCKETS,
+  HOST_NET_MAX_SOCKETS_ALL,
+} from "../../lib/manager/sandbox/bind_guard.ts";
 import { makeDir, removeDir } from "../../lib/manager/sandbox/libc.ts";
 import { resolveLimits } from "../../lib/manager/sandbox/limits.ts";
 import { isCotalError } from "../../lib/errors.ts";
@@ -40,9 +44,12 @@ Deno.test({
   async fn() {
     const host = probeCgroups()!;
     const name = `cotal-bindguard-${crypto.randomUUID().slice(0, 8)}`;
-    const cg = createAgentCgroup(host, name, resolveLimits({}), { denyIpBinds: true });
     const dir = await tempDir("cotal-bindguard-");
     const outside = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    // The loopback port it may connect to (its relay's, in a real spawn): connect_guard.ts.
+    const cg = createAgentCgroup(host, name, resolveLimits({}), {
+      hostNet: { loopbackPorts: [(outside.addr as Deno.NetAddr).port] },
+    });
     const accepting = (async () => {
       for await (const c of outside) c.close();
     })();
@@ -139,6 +146,62 @@ Deno.test({
       assert.ok(HOST_NET_MAX_SOCKETS >= 256 && HOST_NET_MAX_SOCKETS <= 4096);
     } finally {
       for (let i = 0; i < 40 && !removeDir(dir); i++) await new Promise((r) => setTimeout(r, 50));
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "bind guard - guarded groups together hold at most the shared cap of IP sockets, each within its own",
+  ignore: !asRoot || !probeCgroups()?.guardParent,
+  async fn() {
+    const parent = probeCgroups()!.guardParent!;
+    const dirs = ["a", "b"].map((n) =>
+      `${parent}/cotal-sockcap-${n}-${crypto.randomUUID().slice(0, 8)}`
+    );
+    const holders: Deno.ChildProcess[] = [];
+    try {
+      for (const d of dirs) {
+        assert.ok(makeDir(d));
+        capIpSockets(d, 40, 60);
+      }
+      // Each holds what it can get, says how many, and keeps them until its stdin closes.
+      const hold = (dir: string) => {
+        const p = new Deno.Command("/bin/sh", {
+          args: [
+            "-c",
+            `echo $$ > ${dir}/cgroup.procs && exec /usr/bin/perl -e "$0"`,
+            'use Socket; $| = 1; my @s; for (1..100) { socket(my $x, PF_INET, SOCK_STREAM, 0) or last; push @s, $x } print scalar(@s), "\\n"; <STDIN>;',
+          ],
+          stdin: "piped",
+          stdout: "piped",
+        }).spawn();
+        holders.push(p);
+        return p;
+      };
+      const firstLine = async (p: Deno.ChildProcess) => {
+        const r = p.stdout.getReader();
+        const { value } = await r.read();
+        r.releaseLock();
+        return new TextDecoder().decode(value).trim();
+      };
+      assert.equal(await firstLine(hold(dirs[0])), "40", "the first group, to its own cap");
+      assert.equal(
+        await firstLine(hold(dirs[1])),
+        "20",
+        "the second, to what the shared cap leaves",
+      );
+      assert.ok(HOST_NET_MAX_SOCKETS_ALL >= 2 * HOST_NET_MAX_SOCKETS);
+      assert.ok(HOST_NET_MAX_SOCKETS_ALL <= 28_232 / 4);
+    } finally {
+      for (const p of holders) {
+        await p.stdin.close().catch(() => {});
+        await p.stdout.cancel().catch(() => {});
+        await p.status;
+      }
+      for (const d of dirs) {
+        for (let i = 0; i < 40 && !removeDir(d); i++) await new Promise((r) => setTimeout(r, 50));
+      }
     }
   },
 });

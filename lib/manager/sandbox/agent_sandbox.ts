@@ -198,7 +198,7 @@ export class AgentSandbox {
           opts.cgroupHost,
           cgroupName(opts.name, opts.unique),
           opts.limits,
-          { denyIpBinds: hostNet },
+          hostNet ? { hostNet: { loopbackPorts: hostNetLoopback(relay, opts.servers) } } : {},
         );
       }
       if (opts.mode === "bwrap" && opts.switchUser) {
@@ -289,4 +289,22 @@ export class AgentSandbox {
     if (this.ptsDir) releasePts(this.ptsDir);
     this.opts.ids.release();
   }
+}
+
+/**
+ * The loopback ports an agent on the host's network may reach: its relay's, or, unrelayed, the
+ * broker's own when the broker listens on loopback. Nothing else on the host's loopback.
+ */
+function hostNetLoopback(relay: BrokerRelay | undefined, servers: readonly string[]): number[] {
+  if (relay?.port) return [relay.port];
+  const ports: number[] = [];
+  for (const s of servers) {
+    try {
+      const u = new URL(s.includes("://") ? s : `nats://${s}`);
+      ports.push(Number(u.port || 4222));
+    } catch {
+      // Not a URL the client could dial either.
+    }
+  }
+  return ports;
 }

@@ -85,3 +85,54 @@ export function slot(mapFd: number): number[] {
     ...insn(0x85, 0, 0, 0, 1), // call bpf_map_lookup_elem
   ];
 }
+
+/** An instruction, a label, or a jump to a label (resolved once every label's place is known). */
+export type Item = number[] | { label: string } | {
+  code: number;
+  dst: number;
+  imm: number;
+  to: string;
+};
+
+/** The program's bytes, with each jump's offset counted to its label. */
+export function assemble(items: Item[]): Uint8Array {
+  const at = new Map<string, number>();
+  let pc = 0;
+  for (const it of items) {
+    if (Array.isArray(it)) pc += it.length / 8;
+    else if ("label" in it) at.set(it.label, pc);
+    else pc += 1;
+  }
+  const out: number[] = [];
+  pc = 0;
+  for (const it of items) {
+    if (Array.isArray(it)) {
+      out.push(...it);
+      pc += it.length / 8;
+    } else if (!("label" in it)) {
+      const target = at.get(it.to);
+      if (target === undefined) throw new Error(`no label ${it.to}`);
+      out.push(...insn(it.code, it.dst, 0, target - pc - 1, it.imm));
+      pc += 1;
+    }
+  }
+  return new Uint8Array(out);
+}
+
+export const JA = 0x05; // goto
+export const JEQ = 0x15; // if dst == imm (64-bit)
+export const JNE = 0x55; // if dst != imm (64-bit)
+export const JEQ32 = 0x16; // if (u32)dst == (u32)imm
+export const JGE = 0x35; // if dst >= imm (unsigned)
+export const JLT = 0xa5; // if dst < imm (unsigned)
+export const jump = (code: number, dst: number, imm: number, to: string): Item => ({
+  code,
+  dst,
+  imm,
+  to,
+});
+export const label = (name: string): Item => ({ label: name });
+export const exitWith = (verdict: 0 | 1): Item[] => [
+  insn(0xb7, 0, 0, 0, verdict), // r0 = verdict
+  insn(0x95, 0, 0, 0, 0), // exit
+];

@@ -12,6 +12,7 @@
  */
 import { CotalError } from "../../errors.ts";
 import { capIpSockets, denyIpBinds } from "./bind_guard.ts";
+import { type ConnectPolicy, guardConnects } from "./connect_guard.ts";
 import { makeDir, readSmallFile, removeDir, writeControlFile } from "./libc.ts";
 import type { AgentLimits } from "./limits.ts";
 
@@ -156,15 +157,16 @@ export function cgroupName(agent: string, unique: string): string {
 }
 
 /**
- * Makes the agent's group(s) and writes its limits; with `denyIpBinds`, the group its
- * processes join also refuses every IP bind and counts its IP sockets (`bind_guard.ts`). Throws `cgroup_failed` (and
+ * Makes the agent's group(s) and writes its limits; with `hostNet`, the group its processes
+ * join also refuses every IP bind, counts its IP sockets (`bind_guard.ts`) and allows only the
+ * listed loopback ports and a bounded rate of connections (`connect_guard.ts`). Throws `cgroup_failed` (and
  * removes what it made) when the kernel refuses a step.
  */
 export function createAgentCgroup(
   host: CgroupHost,
   name: string,
   limits: AgentLimits,
-  opts: { denyIpBinds?: boolean } = {},
+  opts: { hostNet?: ConnectPolicy } = {},
 ): AgentCgroup {
   const made: string[] = [];
   try {
@@ -177,15 +179,15 @@ export function createAgentCgroup(
       tryWrite(`${dir}/memory.swap.max`, "0");
       writeControlFile(`${dir}/pids.max`, String(limits.processes));
       tryWrite(`${dir}/cpu.weight`, String(Math.max(1, limits.cpuShare)));
-      if (opts.denyIpBinds) guardHostNet(dir);
+      if (opts.hostNet) guardHostNet(dir, opts.hostNet);
       return { version: 2, dirs: made };
     }
-    if (opts.denyIpBinds) {
+    if (opts.hostNet) {
       if (!host.guardParent) throw new Error("no cgroup v2 hierarchy to attach the bind guard to");
       const dir = `${host.guardParent}/${name}`;
       if (!makeDir(dir)) throw new Error(`mkdir ${dir}`);
       made.push(dir);
-      guardHostNet(dir);
+      guardHostNet(dir, opts.hostNet);
     }
     for (const [ctl, parent] of Object.entries(host.parents)) {
       const dir = `${parent}/${name}`;
@@ -217,10 +219,14 @@ export function createAgentCgroup(
   }
 }
 
-/** The host-network guard (`bind_guard.ts`): no IP bind, and a bounded count of IP sockets. */
-function guardHostNet(dir: string): void {
+/**
+ * The host-network guard: no IP bind and a bounded count of IP sockets (`bind_guard.ts`), the
+ * loopback closed but for `policy`'s ports and a bounded rate of connections (`connect_guard.ts`).
+ */
+function guardHostNet(dir: string, policy: ConnectPolicy): void {
   denyIpBinds(dir);
   capIpSockets(dir);
+  guardConnects(dir, policy);
 }
 
 function tryWrite(path: string, text: string): void {

@@ -1,0 +1,191 @@
+/**
+ * Where an agent on the host's network (`--net host`) may connect or send, and how often it
+ * may open a connection: the allowlist half of its network guard (`bind_guard.ts` is the other).
+ *
+ * - **The host's own loopback is closed** but for the ports it needs: its relay to the broker
+ *   and DNS (port 53, where a host resolver such as systemd-resolved listens). Every other
+ *   loopback listener (the broker's monitoring port, a sibling's relay, the operator's
+ *   databases and dev servers) is refused with EPERM, for TCP connects and UDP sends to any
+ *   `127.0.0.0/8`, `0.0.0.0`, `::1`, `::` or IPv4-mapped address of them. Red team 23 flooded a
+ *   sibling's relay port; red team 31 took the broker's descriptors through its monitoring port.
+ * - **Connections are rate-limited.** A TCP connection the agent closes first holds its local
+ *   port in TIME_WAIT for 60 s after the socket is gone, out of reach of the socket count: red
+ *   team 36 connected and closed ~470 times a second towards one address and held all 28,232
+ *   ephemeral ports towards it, so no process on the host could connect there. Each agent may
+ *   open {@linkcode HOST_NET_CONNECTS} connections per {@linkcode CONNECT_WINDOW_NS} window, and
+ *   all of one supervisor's host-network agents together {@linkcode HOST_NET_CONNECTS_ALL}: at
+ *   most ~1,900 ports held in TIME_WAIT by one agent, ~7,700 by all (of 28,232).
+ *
+ * The programs are cgroup hooks on `connect(2)` (`BPF_CGROUP_INET4_CONNECT`, `INET6_CONNECT`,
+ * which also run for `sendto(MSG_FASTOPEN)`) and on an addressed UDP `sendmsg(2)`
+ * (`BPF_CGROUP_UDP4_SENDMSG`, `UDP6_SENDMSG`). Needs root (CAP_BPF), cgroup v2 and Linux 5.12.
+ *
+ * @module
+ */
+import { closeFd, openDir } from "./libc.ts";
+import {
+  assemble,
+  attachProgram,
+  createSlotMap,
+  exitWith,
+  insn,
+  type Item,
+  JA,
+  JEQ,
+  JEQ32,
+  JGE,
+  JLT,
+  JNE,
+  jump,
+  label,
+  loadProgram,
+  PROG_CGROUP_SOCK_ADDR,
+  slot,
+} from "./bpf.ts";
+
+const BPF_CGROUP_INET4_CONNECT = 10;
+const BPF_CGROUP_INET6_CONNECT = 11;
+const BPF_CGROUP_UDP4_SENDMSG = 14;
+const BPF_CGROUP_UDP6_SENDMSG = 15;
+
+/** The window the connection counts run over: 2 s. */
+export const CONNECT_WINDOW_NS = 2_000_000_000;
+/** Connections one host-network agent may open per window (32 a second, in bursts of 64). */
+export const HOST_NET_CONNECTS = 64;
+/** Connections all of one supervisor's host-network agents may open per window together. */
+export const HOST_NET_CONNECTS_ALL = 256;
+/** The loopback port always open: DNS, for a resolver on the host's loopback. */
+export const DNS_PORT = 53;
+
+/** Where a loopback connect or send may go, and which counters a connect draws on. */
+export interface ConnectPolicy {
+  /** Loopback ports the agent may reach (its relay's); DNS is always added. */
+  loopbackPorts: number[];
+  /** Connections per window for this agent (tests lower it). */
+  connects?: number;
+}
+
+/** A port in `user_port`'s layout: network byte order in the low 16 bits, read little-endian. */
+function wirePort(port: number): number {
+  return ((port & 0xff) << 8) | (port >> 8);
+}
+
+/** ctx in r6; ends at `local` for a loopback/any IPv4 destination, else at `remote`. */
+function ipv4Place(): Item[] {
+  return [
+    insn(0x61, 2, 6, 4, 0), // r2 = ctx->user_ip4 (network order)
+    insn(0xbf, 3, 2, 0, 0), // r3 = r2
+    insn(0x57, 3, 0, 0, 0xff), // r3 &= 0xff: the first octet
+    jump(JEQ, 3, 127, "local"),
+    jump(JEQ, 2, 0, "local"), // 0.0.0.0 reaches the host's own listeners
+    jump(JA, 0, 0, "remote"),
+  ];
+}
+
+/** The same for IPv6: `::1`, `::`, and IPv4-mapped `127/8` and `0.0.0.0`. */
+function ipv6Place(): Item[] {
+  return [
+    insn(0x61, 2, 6, 8, 0), // r2 = user_ip6[0]
+    jump(JNE, 2, 0, "remote"),
+    insn(0x61, 2, 6, 12, 0), // r2 = user_ip6[1]
+    jump(JNE, 2, 0, "remote"),
+    insn(0x61, 2, 6, 16, 0), // r2 = user_ip6[2]
+    insn(0x61, 3, 6, 20, 0), // r3 = user_ip6[3]
+    jump(JEQ32, 2, 0xffff0000 | 0, "mapped"), // ::ffff:a.b.c.d
+    jump(JNE, 2, 0, "remote"),
+    jump(JEQ, 3, 0, "local"), // ::
+    jump(JEQ32, 3, 0x01000000, "local"), // ::1
+    jump(JA, 0, 0, "remote"),
+    label("mapped"),
+    jump(JEQ, 3, 0, "local"),
+    insn(0x57, 3, 0, 0, 0xff),
+    jump(JEQ, 3, 127, "local"),
+    jump(JA, 0, 0, "remote"),
+  ];
+}
+
+/** At `local`: allow the listed ports, refuse the rest. */
+function loopbackPorts(ports: number[]): Item[] {
+  return [
+    label("local"),
+    insn(0x61, 2, 6, 24, 0), // r2 = ctx->user_port
+    ...ports.map((p) => jump(JEQ, 2, wirePort(p), "allow")),
+    jump(JA, 0, 0, "deny"),
+  ];
+}
+
+/**
+ * One fixed-window counter in a 16-byte slot (window start in ns, count): a new window when the
+ * last began `CONNECT_WINDOW_NS` ago, then +1, refused at `cap`. Two CPUs opening a window at
+ * once may each reset it: a few more connects than `cap`, never unbounded.
+ */
+function counted(mapFd: number, cap: number, tag: string): Item[] {
+  return [
+    slot(mapFd),
+    jump(JEQ, 0, 0, "deny"), // no slot: fail closed (an array's slot 0 always exists)
+    insn(0xbf, 7, 0, 0, 0), // r7 = the slot
+    insn(0x85, 0, 0, 0, 5), // r0 = bpf_ktime_get_ns()
+    insn(0x79, 1, 7, 0, 0), // r1 = slot->start
+    insn(0xbf, 2, 0, 0, 0), // r2 = now
+    insn(0x1f, 2, 1, 0, 0), // r2 -= start
+    jump(JLT, 2, CONNECT_WINDOW_NS, `in_${tag}`),
+    insn(0x7b, 7, 0, 0, 0), // slot->start = now
+    insn(0x7a, 7, 0, 8, 0), // slot->count = 0
+    label(`in_${tag}`),
+    insn(0xb7, 1, 0, 0, 1), // r1 = 1
+    insn(0xdb, 7, 1, 8, 0x01), // r1 = atomic_fetch_add(&slot->count, r1)
+    jump(JGE, 1, cap, "deny"),
+  ];
+}
+
+function program(place: Item[], ports: number[], remote: Item[]): Uint8Array {
+  return assemble([
+    insn(0xbf, 6, 1, 0, 0), // r6 = ctx
+    ...place,
+    ...loopbackPorts(ports),
+    label("remote"),
+    ...remote,
+    label("allow"),
+    ...exitWith(1),
+    label("deny"),
+    ...exitWith(0),
+  ]);
+}
+
+// One counter for every host-network agent of this process: made on first use, kept open.
+let sharedCounter: number | undefined;
+
+/**
+ * Attaches the connect and send guard to the cgroup v2 group at `dir`: loopback closed but for
+ * `policy.loopbackPorts` and DNS, connections counted per agent and across this process's
+ * agents. Throws `libc_failed` naming the step the kernel refused.
+ */
+export function guardConnects(dir: string, policy: ConnectPolicy): void {
+  const ports = [...new Set([...policy.loopbackPorts, DNS_PORT])];
+  sharedCounter ??= createSlotMap(16, "the shared connection count");
+  const own = createSlotMap(16, "the connection count");
+  const group = openDir(dir);
+  try {
+    const rate = [
+      ...counted(own, policy.connects ?? HOST_NET_CONNECTS, "own"),
+      ...counted(sharedCounter, HOST_NET_CONNECTS_ALL, "all"),
+    ];
+    const programs: [Uint8Array, number][] = [
+      [program(ipv4Place(), ports, rate), BPF_CGROUP_INET4_CONNECT],
+      [program(ipv6Place(), ports, rate), BPF_CGROUP_INET6_CONNECT],
+      [program(ipv4Place(), ports, []), BPF_CGROUP_UDP4_SENDMSG],
+      [program(ipv6Place(), ports, []), BPF_CGROUP_UDP6_SENDMSG],
+    ];
+    for (const [insns, type] of programs) {
+      const prog = loadProgram(PROG_CGROUP_SOCK_ADDR, insns, type, "the connect guard");
+      try {
+        attachProgram(group, prog, type, `the connect guard to ${dir}`);
+      } finally {
+        closeFd(prog);
+      }
+    }
+  } finally {
+    closeFd(group);
+    closeFd(own);
+  }
+}

@@ -1,0 +1,187 @@
+/**
+ * The connect guard of an agent on the host's network (`lib/manager/sandbox/connect_guard.ts`):
+ * in its group, the loopback is closed for TCP connects and UDP sends but for the allowed ports
+ * and DNS, by every spelling of a local address; other addresses are reached; and connections
+ * are counted per window, so a connect/close loop cannot leave the host's ports in TIME_WAIT
+ * (red team 36, `tests/security/redteam36_timewait_fill_test.ts`).
+ *
+ * Each probe runs in a network namespace of its own, with a second, non-loopback address on its
+ * `lo` and listeners started before the shell joins the guarded group (which may bind nothing).
+ */
+import assert from "node:assert/strict";
+import { probeCgroups } from "../../lib/manager/sandbox/cgroup.ts";
+import {
+  CONNECT_WINDOW_NS,
+  guardConnects,
+  HOST_NET_CONNECTS,
+} from "../../lib/manager/sandbox/connect_guard.ts";
+import { makeDir, removeDir } from "../../lib/manager/sandbox/libc.ts";
+
+const asRoot = Deno.uid() === 0;
+const canGuard = asRoot && probeCgroups()?.guardParent !== undefined;
+
+// Listens on TCP ports 7001 (allowed) and 7002 (not) on every address, and UDP 7003.
+const LISTENER = `
+use Socket qw(:all);
+for my $p (7001, 7002) {
+  socket(my $s, PF_INET6, SOCK_STREAM, 0) or die; setsockopt($s, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+  setsockopt($s, SOL_SOCKET, SO_REUSEADDR, 1);
+  bind($s, pack_sockaddr_in6($p, inet_pton(AF_INET6, "::"))) or die "bind $p: $!"; listen($s, 4096) or die;
+  push @keep, $s;
+}
+print "ready\\n"; $| = 1;
+# Accept and close at once, so the prober's connects never back up.
+my $rin = ''; vec($rin, fileno($_), 1) = 1 for @keep;
+while (1) { select(my $r = $rin, undef, undef, undef); for (@keep) { if (vec($r, fileno($_), 1)) { accept(my $c, $_); close $c } } }
+`;
+
+// One line per attempt: "<what> ok" or "<what> <errno>".
+const PROBE = `
+use Socket qw(:all); $| = 1;
+sub tcp {
+  my ($what, $fam, $addr) = @_;
+  socket(my $c, $fam, SOCK_STREAM, 0) or return print "$what socket $!\\n";
+  print connect($c, $addr) ? "$what ok\\n" : "$what $!\\n"; close $c;
+}
+sub udp {
+  my ($what, $fam, $addr) = @_;
+  socket(my $c, $fam, SOCK_DGRAM, 0) or return print "$what socket $!\\n";
+  print defined(send($c, "x", 0, $addr)) ? "$what ok\\n" : "$what $!\\n";
+}
+my $v4 = sub { pack_sockaddr_in($_[1], inet_aton($_[0])) };
+my $v6 = sub { pack_sockaddr_in6($_[1], inet_pton(AF_INET6, $_[0])) };
+tcp("allowed", PF_INET, $v4->("127.0.0.1", 7001));
+tcp("loopback", PF_INET, $v4->("127.0.0.1", 7002));
+tcp("loopback-127.0.0.2", PF_INET, $v4->("127.0.0.2", 7002));
+tcp("any", PF_INET, $v4->("0.0.0.0", 7002));
+tcp("v6-loopback", PF_INET6, $v6->("::1", 7002));
+tcp("v6-any", PF_INET6, $v6->("::", 7002));
+tcp("v6-mapped", PF_INET6, $v6->("::ffff:127.0.0.1", 7002));
+tcp("v6-mapped-any", PF_INET6, $v6->("::ffff:0.0.0.0", 7002));
+tcp("remote", PF_INET, $v4->("10.253.9.1", 7002));
+tcp("remote-v6-mapped", PF_INET6, $v6->("::ffff:10.253.9.1", 7002));
+udp("udp-loopback", PF_INET, $v4->("127.0.0.1", 7003));
+udp("udp-v6-loopback", PF_INET6, $v6->("::1", 7003));
+udp("udp-dns", PF_INET, $v4->("127.0.0.1", 53));
+udp("udp-remote", PF_INET, $v4->("10.253.9.1", 7003));
+`;
+
+// Connects and closes to the remote address until refused (at most 500), twice, a window apart.
+const CHURN = `
+use Socket qw(:all); use Time::HiRes qw(sleep); $| = 1;
+sub churn {
+  my $n = 0;
+  for (1..500) {
+    socket(my $c, PF_INET, SOCK_STREAM, 0) or last;
+    connect($c, pack_sockaddr_in(7002, inet_aton("10.253.9.1"))) or do { print "stopped: $!\\n"; last };
+    close $c; $n++;
+  }
+  print "opened $n\\n";
+}
+churn(); sleep($ARGV[0]); churn();
+`;
+
+async function inGuardedNs(
+  script: string,
+  args: string[],
+  policy: Parameters<typeof guardConnects>[1],
+): Promise<string> {
+  const parent = probeCgroups()!.guardParent!;
+  const dir = `${parent}/cotal-connguard-${crypto.randomUUID().slice(0, 8)}`;
+  assert.ok(makeDir(dir));
+  try {
+    guardConnects(dir, policy);
+    const shell = [
+      "ip link set lo up",
+      "ip addr add 10.253.9.1/32 dev lo",
+      'perl -e "$LISTENER" > /tmp/.cotal-connguard-$$ 2>&1 &',
+      "LISTENER_PID=$!",
+      // Waits (2 s at most) for the listener's "ready", then joins the group and probes.
+      "for i in $(seq 1 40); do grep -q ready /tmp/.cotal-connguard-$$ && break; sleep 0.05; done",
+      "rm -f /tmp/.cotal-connguard-$$",
+      `echo $$ > ${dir}/cgroup.procs`,
+      'perl -e "$PROBE" "$@"',
+      "kill $LISTENER_PID",
+    ].join("\n");
+    const out = await new Deno.Command("unshare", {
+      args: ["-n", "/bin/sh", "-c", shell, "probe", ...args],
+      env: { LISTENER, PROBE: script },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    return new TextDecoder().decode(out.stdout);
+  } finally {
+    for (let i = 0; i < 40 && !removeDir(dir); i++) await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+Deno.test({
+  name:
+    "connect guard - the loopback is closed by every spelling but for the allowed port and DNS; other addresses are reached",
+  ignore: !canGuard,
+  async fn() {
+    const out = await inGuardedNs(PROBE, [], { loopbackPorts: [7001] });
+    const eperm = "Operation not permitted";
+    assert.equal(
+      out,
+      [
+        "allowed ok",
+        `loopback ${eperm}`,
+        `loopback-127.0.0.2 ${eperm}`,
+        `any ${eperm}`,
+        `v6-loopback ${eperm}`,
+        `v6-any ${eperm}`,
+        `v6-mapped ${eperm}`,
+        `v6-mapped-any ${eperm}`,
+        "remote ok",
+        "remote-v6-mapped ok",
+        `udp-loopback ${eperm}`,
+        `udp-v6-loopback ${eperm}`,
+        "udp-dns ok",
+        "udp-remote ok",
+        "",
+      ].join("\n"),
+    );
+  },
+});
+
+Deno.test({
+  name:
+    "connect guard - the same probe outside a guarded group reaches every listener (the refusals are the guard's)",
+  ignore: !asRoot,
+  async fn() {
+    const out = await new Deno.Command("unshare", {
+      args: [
+        "-n",
+        "/bin/sh",
+        "-c",
+        'ip link set lo up; ip addr add 10.253.9.1/32 dev lo; perl -e "$LISTENER" >/dev/null 2>&1 & L=$!; sleep 0.5; perl -e "$PROBE"; kill $L',
+      ],
+      env: { LISTENER, PROBE },
+      stdout: "piped",
+    }).output();
+    const lines = new TextDecoder().decode(out.stdout).trim().split("\n");
+    assert.ok(lines.length === 14 && lines.every((l) => l.endsWith(" ok")), lines.join("\n"));
+  },
+});
+
+Deno.test({
+  name:
+    "connect guard - connections are counted per window: a connect/close loop is refused at the cap, and resumes in the next window",
+  ignore: !canGuard,
+  async fn() {
+    const cap = 20;
+    const out = await inGuardedNs(CHURN, [String(CONNECT_WINDOW_NS / 1e9 + 0.2)], {
+      loopbackPorts: [],
+      connects: cap,
+    });
+    assert.equal(
+      out,
+      `stopped: Operation not permitted\nopened ${cap}\nstopped: Operation not permitted\nopened ${cap}\n`,
+    );
+    // The frozen constants keep a real agent far from the 28,232 ports of the ephemeral range.
+    const perMinute = (60e9 / CONNECT_WINDOW_NS + 1) * HOST_NET_CONNECTS;
+    assert.ok(perMinute < 28_232 / 10, String(perMinute));
+  },
+});
