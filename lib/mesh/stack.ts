@@ -109,6 +109,8 @@ export async function ensureComponent(
   root: string,
   spec: ComponentSpec,
   detach: boolean,
+  /** Called once the process runs, before its readiness check (`up` lists it for the watchdog). */
+  onStarted?: () => Promise<void>,
 ): Promise<{ record: PidRecord; started: boolean; child?: Deno.ChildProcess }> {
   const { pidFile, lockFile, logFile } = componentFiles(root, spec.id);
   const existing = await readPidFile(pidFile).catch(() => undefined);
@@ -124,6 +126,7 @@ export async function ensureComponent(
     detach,
   });
   try {
+    await onStarted?.();
     await spec.ready?.(record);
   } catch (err) {
     await stopRecorded(record, 2_000);

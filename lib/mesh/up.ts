@@ -22,6 +22,7 @@ import { type UserAuthConfig, writeUserAuth } from "./user_auth.ts";
 import {
   brokerBinary,
   brokerComponent,
+  componentFiles,
   type ComponentSpec,
   type ComponentStatus,
   ensureComponent,
@@ -41,7 +42,14 @@ import {
   provisionSpace,
   renderBrokerConfig,
 } from "./space_setup.ts";
-import { Watchdog, WATCHDOGS, type WatchedComponent, writeWatchList } from "./watchdog.ts";
+import {
+  readWatchList,
+  Watchdog,
+  WATCHDOGS,
+  type WatchedComponent,
+  writeWatchList,
+} from "./watchdog.ts";
+import { isLockHeld } from "./daemon.ts";
 import { ensureBrokerAuth, loadAllSpaceAccounts, readSpaceIndex } from "./trust_state.ts";
 
 /** Options for {@linkcode up}. */
@@ -129,16 +137,35 @@ export async function up(
   const rec = meshRecordFor(opts, previous, { brokerRunning, detach, monitor });
   const started: string[] = [];
   const healthy: string[] = [];
-  const watched: WatchedComponent[] = [];
   const startedIds: string[] = [];
+  // Detached, the watchdog pair starts first and each component goes on its list the moment it
+  // runs: an up killed at any point leaves what it started watched (fault pass 12). The list
+  // starts from the last up's entries that still run; a failed up puts the last list back.
+  const previousList = detach ? await readWatchList(opts.root).catch(() => []) : [];
+  const watchdogs = detach
+    ? await Promise.all(WATCHDOGS.map((id) => watchdogComponent(opts.root, rec, id)))
+    : [];
+  const listed = new Map<string, WatchedComponent>();
+  for (const c of previousList) {
+    if (await isLockHeld(componentFiles(opts.root, c.id).lockFile)) listed.set(c.id, c);
+  }
+  for (const w of watchdogs) listed.set(w.id, w);
+  const list = async (spec: WatchedComponent) => {
+    listed.set(spec.id, spec);
+    if (detach) await writeWatchList(opts.root, [...listed.values()]);
+  };
+  const watched: WatchedComponent[] = [];
   // Reported by kind and space name (`delivery.default`); the ids carry the space's hex.
   // Spaces whose supervisor this up started: it brings back the agents a down kept.
   const freshSupervisors: string[] = [];
   const ensure = async (spec: ComponentSpec) => {
-    const r = await ensureComponent(opts.root, spec, detach);
+    const r = await ensureComponent(opts.root, spec, detach, async () => {
+      startedIds.push(spec.id);
+      await list(spec);
+    });
     const label = spec.space ? `${spec.id.split(".")[0]}.${spec.space}` : spec.id;
     (r.started ? started : healthy).push(label);
-    if (r.started) startedIds.push(spec.id);
+    if (!r.started) await list(spec);
     if (r.started && spec.space && spec.id.startsWith("supervise.")) {
       freshSupervisors.push(spec.space);
     }
@@ -146,6 +173,13 @@ export async function up(
     return r;
   };
   try {
+    if (detach) await writeWatchList(opts.root, [...listed.values()]);
+    for (const w of watchdogs) {
+      const r = await ensureComponent(opts.root, w, true, async () => {
+        startedIds.push(w.id);
+      });
+      (r.started ? started : healthy).push(w.id);
+    }
     opts.say(`nats-server ${server.version.text} for ${accounts.length} space(s)`);
     const broker = await ensure(brokerComponent(opts.root, server, rec));
     // A running broker may predate a space this up just added: it re-reads the config.
@@ -162,17 +196,10 @@ export async function up(
       for (const spec of await spaceDaemons(opts.root, a.space, rec)) await ensure(spec);
     }
     for (const a of accounts) await registerMesh({ space: a.space, root: opts.root, url: rec.url });
-    // Detached, two watchdogs watch the stack and each other: both are on the list.
-    const watchdogs = detach
-      ? await Promise.all(WATCHDOGS.map((id) => watchdogComponent(opts.root, rec, id)))
-      : [];
+    // What this up ensured, and the two watchdogs that watch it and each other.
     await writeWatchList(opts.root, [...watched, ...watchdogs]);
-    for (const w of watchdogs) {
-      const r = await ensureComponent(opts.root, w, true);
-      (r.started ? started : healthy).push(w.id);
-    }
   } catch (err) {
-    await undoFailedUp(opts, { detach, startedIds, pinnedIdp });
+    await undoFailedUp(opts, { detach, startedIds, pinnedIdp, previousList });
     throw err;
   }
   for (const space of freshSupervisors) {
@@ -208,11 +235,21 @@ export async function up(
  */
 async function undoFailedUp(
   opts: UpOptions,
-  done: { detach: boolean; startedIds: string[]; pinnedIdp: boolean },
+  done: {
+    detach: boolean;
+    startedIds: string[];
+    pinnedIdp: boolean;
+    previousList: WatchedComponent[];
+  },
 ): Promise<void> {
   if (!done.detach) await down(opts.root).catch(() => {});
   else {
-    for (const id of [...done.startedIds].reverse()) {
+    // The last list back first, and this up's watchdogs stopped first: nothing restarts what
+    // the undo stops.
+    await writeWatchList(opts.root, done.previousList).catch(() => {});
+    const ids = [...done.startedIds].reverse();
+    const first = ids.filter((id) => (WATCHDOGS as readonly string[]).includes(id));
+    for (const id of [...first, ...ids.filter((id) => !first.includes(id))]) {
       await stopComponent(opts.root, id).catch(() => {});
     }
   }

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { processesMentioning } from "../manager/_manager_mesh.ts";
 import { authServicePaths, loadCalloutAuth, readDiscoveryFile } from "../../lib/auth/mod.ts";
 import { createActorLedger } from "../../lib/auth/ledger.ts";
 import { deriveOwnerForIdpSubject } from "../../lib/auth/owner.ts";
@@ -129,6 +130,8 @@ Deno.test("mesh - a first up --user-auth whose IdP does not answer keeps no pin:
     );
     assert.ok(lines.some((l) => /user auth was not kept/.test(l)), lines.join("\n"));
     await assert.rejects(Deno.stat(`${root}/user-auth.json`), Deno.errors.NotFound);
+    // Nothing it started is left running, its watchdogs (started first) included.
+    assert.deepEqual(processesMentioning(root), [], "a failed up leaves no process of its own");
     // Newcomer pass 8: every plain up after it failed on the same IdP.
     const r = await up(opts);
     assert.ok(!r.started.some((c) => c.startsWith("auth-service.")), JSON.stringify(r));
