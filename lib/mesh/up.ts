@@ -175,8 +175,9 @@ export async function up(
   try {
     if (detach) await writeWatchList(opts.root, [...listed.values()]);
     for (const w of watchdogs) {
-      const r = await ensureComponent(opts.root, w, true, async () => {
+      const r = await ensureComponent(opts.root, w, true, () => {
         startedIds.push(w.id);
+        return Promise.resolve();
       });
       (r.started ? started : healthy).push(w.id);
     }
