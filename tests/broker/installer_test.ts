@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { assertSupported, findServer, parseServerVersion } from "../../lib/broker/mod.ts";
+import { assertSupported, parseServerVersion } from "../../lib/broker/mod.ts";
 import {
   findDebianMirror,
   parseDeb822Sources,
@@ -39,16 +39,25 @@ Deno.test("broker - NATS_SERVER pointing at a fake 2.9.x binary is refused, not 
   const fake = `${dir}/nats-server`;
   await Deno.writeTextFile(fake, "#!/bin/sh\necho 'nats-server: v2.9.11'\n");
   await Deno.chmod(fake, 0o755);
-  const before = Deno.env.get("NATS_SERVER");
-  Deno.env.set("NATS_SERVER", fake);
   try {
-    await assert.rejects(
-      findServer(`${dir}/empty-cache`),
-      (e) => isCotalError(e, "broker_too_old") && e.message.includes("2.9.11"),
-    );
+    // In a process of its own: test files running at once share this one's environment, and
+    // a broker another file starts meanwhile must not find the fake.
+    const find = new URL("../../lib/broker/find.ts", import.meta.url).href;
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "eval",
+        `import { findServer } from ${JSON.stringify(find)};
+         try { await findServer(${JSON.stringify(`${dir}/empty-cache`)}); console.log("found"); }
+         catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`,
+      ],
+      env: { NATS_SERVER: fake },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const got = JSON.parse(new TextDecoder().decode(out.stdout));
+    assert.equal(got.code, "broker_too_old", new TextDecoder().decode(out.stderr));
+    assert.ok(got.message.includes("2.9.11"), got.message);
   } finally {
-    if (before === undefined) Deno.env.delete("NATS_SERVER");
-    else Deno.env.set("NATS_SERVER", before);
     await removeTempDir(dir);
   }
 });
