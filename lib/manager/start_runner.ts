@@ -319,8 +319,7 @@ async function startRunnerOnce(
       ...(bwrap
         ? {
           seccomp: seccompFilter(Deno.build.arch, {
-            streamOnly: opts.sandbox.net === "relay",
-            noListen: opts.sandbox.net === "host",
+            hostNet: opts.sandbox.net === "host",
           }),
         }
         : {}),

@@ -185,3 +185,35 @@ Deno.test({
     assert.ok(perMinute < 28_232 / 10, String(perMinute));
   },
 });
+
+// TCP connects to the allowed loopback port until refused (at most 100), then UDP connects.
+const ALLOWED_CHURN = `
+use Socket qw(:all); $| = 1;
+my $n = 0;
+for (1..100) {
+  socket(my $c, PF_INET, SOCK_STREAM, 0) or last;
+  connect($c, pack_sockaddr_in(7001, inet_aton("127.0.0.1"))) or do { print "stopped: $!\\n"; last };
+  close $c; $n++;
+}
+print "tcp to the allowed port $n\\n";
+my $u = 0;
+for (1..100) {
+  socket(my $c, PF_INET, SOCK_DGRAM, 0) or last;
+  connect($c, pack_sockaddr_in(7003, inet_aton("10.253.9.1"))) or do { print "udp stopped: $!\\n"; last };
+  close $c; $u++;
+}
+print "udp connects $u\\n";
+`;
+
+Deno.test({
+  name:
+    "connect guard - connects to an allowed loopback port are counted like any (red team 37's DNS churn); UDP connects are not",
+  ignore: !canGuard,
+  async fn() {
+    const out = await inGuardedNs(ALLOWED_CHURN, [], { loopbackPorts: [7001], connects: 20 });
+    assert.equal(
+      out,
+      "stopped: Operation not permitted\ntcp to the allowed port 20\nudp connects 100\n",
+    );
+  },
+});

@@ -25,9 +25,23 @@ import assert from "node:assert/strict";
 
 const CHECKOUT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 const ROOT = "/tmp/rt23root-lf";
-const PORT = "46210";
+// Below the ephemeral range (a fixed port there was once taken by a passing connection).
+const PORT = String(freeLowPort());
 const WORK = "/tmp/rt23w-lf";
 const FIX = `${CHECKOUT}/tests/security/rt23_fixtures`;
+
+function freeLowPort(): number {
+  for (let i = 0; i < 200; i++) {
+    const port = 21_000 + Math.floor(Math.random() * 2_000);
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port }).close();
+      return port;
+    } catch {
+      // Taken.
+    }
+  }
+  throw new Error("no free port in 21000-22999");
+}
 
 async function cotal(args: string[], timeoutMs = 120_000): Promise<string> {
   const out = await new Deno.Command(Deno.execPath(), {
@@ -74,6 +88,8 @@ Deno.test({
   name: "redteam23 - a --net host agent cannot keep a sibling's loopback relay from accepting it",
   ignore: Deno.uid() !== 0,
 }, async () => {
+  // A run before this one left its files, owned by that run's agent uids.
+  for (const d of [WORK, ROOT]) await Deno.remove(d, { recursive: true }).catch(() => {});
   for (const d of ["v", "a"]) {
     await Deno.mkdir(`${WORK}/${d}`, { recursive: true });
     await Deno.chown(`${WORK}/${d}`, null, 1500000000);
@@ -156,5 +172,6 @@ Deno.test({
     );
   } finally {
     console.log(await cotal(["down", "--root", ROOT], 120_000));
+    for (const d of [WORK, ROOT]) await Deno.remove(d, { recursive: true }).catch(() => {});
   }
 });

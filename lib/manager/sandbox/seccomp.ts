@@ -10,9 +10,9 @@
  * mount call, kernel modules, kexec, reboot, swap, accounting, the kernel log, raw I/O ports,
  * BPF, perf events, userfaultfd, io_uring, kernel AIO contexts (a host-wide pool an agent could
  * drain), the kernel keyring, file handles, `TIOCSTI` and
- * `TIOCLINUX` (typing into a terminal), socket families other than unix, IPv4 and IPv6 (and,
- * with `--net host` only, routing netlink), every foreign architecture (32-bit entry points) and
- * x32 syscall numbers.
+ * `TIOCLINUX` (typing into a terminal), socket families other than unix, IPv4 and IPv6, every
+ * foreign architecture (32-bit entry points) and x32 syscall numbers; and an agent on the host's
+ * network gets TCP and UDP only and may neither bind nor listen (see `SeccompOptions`).
  *
  * @module
  */
@@ -45,19 +45,14 @@ export const CLONE_NAMESPACE_FLAGS = 0x7e020080;
 /** `ioctl` requests that inject input into a terminal. */
 export const TIOCSTI = 0x5412;
 const TIOCLINUX = 0x541c;
-/** Socket families an agent may open: unix, IPv4, IPv6, and netlink as {@linkcode AF_NETLINK} says. */
-export const ALLOWED_SOCKET_FAMILIES: readonly number[] = Object.freeze([1, 2, 10, 16]);
+/** Socket families an agent may open: unix, IPv4 and IPv6 (no netlink, no packet sockets). */
+export const ALLOWED_SOCKET_FAMILIES: readonly number[] = Object.freeze([1, 2, 10]);
 const AF_INET = 2;
 const AF_INET6 = 10;
-/**
- * Netlink: in its own network namespace an agent gets none (there is nothing to configure, and
- * glibc's resolver falls back without it); with `--net host`, routing (protocol 0) only, for
- * interface lookups. Other protocols queue messages between sockets in kernel memory no cgroup
- * is charged for (NETLINK_USERSOCK pinned gigabytes in the red team's run).
- */
-export const AF_NETLINK = 16;
-const NETLINK_ROUTE = 0;
+const IPPROTO_TCP = 6;
+const IPPROTO_UDP = 17;
 const SOCK_STREAM = 1;
+const SOCK_DGRAM = 2;
 
 /** Syscall numbers of one architecture; absent names do not exist there. */
 interface ArchTable {
@@ -65,13 +60,15 @@ interface ArchTable {
   /** x86_64 also accepts x32 numbers (this bit set); they are refused outright. */
   readonly x32Bit?: number;
   readonly nr: Readonly<Record<string, number>>;
-  /** `listen(2)`: refused only to an agent on the host's network (see `SeccompOptions`). */
+  /** `listen(2)` and `bind(2)`: refused only to an agent on the host's network (see `SeccompOptions`). */
   readonly listen: number;
+  readonly bind: number;
 }
 
 const X86_64: ArchTable = {
   audit: 0xc000003e,
   listen: 50,
+  bind: 49,
   x32Bit: 0x40000000,
   nr: {
     clone: 56,
@@ -127,6 +124,7 @@ const X86_64: ArchTable = {
 
 const AARCH64: ArchTable = {
   listen: 201,
+  bind: 200,
   audit: 0xc00000b7,
   nr: {
     clone: 220,
@@ -196,7 +194,7 @@ type Label =
   | "ioctl"
   | "socket"
   | "inet"
-  | "netlink";
+  | "protocol";
 type Insn =
   | { code: number; k: number; jt?: Label | 0; jf?: Label | 0 }
   | { label: Label };
@@ -204,20 +202,22 @@ type Insn =
 /** Options of {@linkcode seccompFilter}. */
 export interface SeccompOptions {
   /**
-   * Only stream IP sockets (TCP). An agent in its own network namespace has nothing to reach
-   * over UDP, and UDP buffers are charged to no cgroup: a host-wide pool (`udp_mem`) it could
-   * drain. Default true; false for `--net host`.
+   * The agent is on the host's network (`--net host`). In its own network namespace (false,
+   * the default) an agent gets stream IP sockets only: it has nothing to reach over UDP, and
+   * UDP buffers are charged to no cgroup (a host-wide pool, `udp_mem`). On the host's network
+   * (true) it is a client and nothing more:
+   * - IP sockets of TCP and UDP only (protocol 0, 6 or 17): UDP-Lite has no connect hook for
+   *   its cgroup's connect guard to run in, and reached loopback listeners past it (red team
+   *   37); other protocols are not needed.
+   * - No `listen(2)`: a socket that listens unbound is handed a free ephemeral port, where no
+   *   cgroup hook runs (red team 34 held 28,221 of the host's 28,232 that way).
+   * - No `bind(2)`: IP binds are refused by its cgroup's bind guard as well, and a unix socket
+   *   bound in the host's abstract namespace took names host services bind and received their
+   *   datagrams (red team 37).
+   * - No netlink: unread routing replies queue in kernel memory no cgroup is charged for (red
+   *   team 37 pinned 2 GiB that way); glibc's resolver and `getaddrinfo` fall back without it.
    */
-  readonly streamOnly?: boolean;
-  /**
-   * No `listen(2)`. An agent on the host's network binds no IP port (its cgroup's bind guard),
-   * but a socket that listens unbound is handed a free ephemeral port, where no cgroup hook
-   * runs: red team 34 held 28,221 of the host's 28,232 ephemeral ports that way, and every
-   * program on the host that asked for a port, and after a broker crash every connection out,
-   * failed. Such an agent is a client: unix sockets included, it serves nothing. Default false;
-   * true for `--net host`.
-   */
-  readonly noListen?: boolean;
+  readonly hostNet?: boolean;
 }
 
 /**
@@ -250,7 +250,10 @@ export function seccompFilter(
       : "eperm";
     p.push({ code: JEQ_K, k: nr, jt: target, jf: 0 });
   }
-  if (opts.noListen) p.push({ code: JEQ_K, k: table.listen, jt: "eperm", jf: 0 });
+  if (opts.hostNet) {
+    p.push({ code: JEQ_K, k: table.listen, jt: "eperm", jf: 0 });
+    p.push({ code: JEQ_K, k: table.bind, jt: "eperm", jf: 0 });
+  }
   p.push(
     { code: RET_K, k: RET_ALLOW },
     { label: "clone" },
@@ -264,29 +267,29 @@ export function seccompFilter(
     { label: "socket" },
     { code: LD_W_ABS, k: OFF_ARG0 },
   );
-  const streamOnly = opts.streamOnly ?? true;
   for (const family of ALLOWED_SOCKET_FAMILIES) {
     const inet = family === AF_INET || family === AF_INET6;
-    const target: Label = family === AF_NETLINK
-      ? streamOnly ? "eafnosupport" : "netlink"
-      : inet && streamOnly
-      ? "inet"
-      : "allow";
-    p.push({ code: JEQ_K, k: family, jt: target, jf: 0 });
+    p.push({ code: JEQ_K, k: family, jt: inet ? "inet" : "allow", jf: 0 });
   }
   p.push({ code: RET_K, k: RET_ERRNO | EAFNOSUPPORT });
-  p.push(
-    { label: "netlink" },
-    { code: LD_W_ABS, k: OFF_ARG2 },
-    { code: JEQ_K, k: NETLINK_ROUTE, jt: "allow", jf: "eafnosupport" },
-  );
   // The socket type's low nibble (SOCK_NONBLOCK and SOCK_CLOEXEC sit above it).
   p.push(
     { label: "inet" },
     { code: LD_W_ABS, k: OFF_ARG1 },
     { code: AND_K, k: 0xf },
-    { code: JEQ_K, k: SOCK_STREAM, jt: "allow", jf: "eperm" },
   );
+  if (!opts.hostNet) p.push({ code: JEQ_K, k: SOCK_STREAM, jt: "allow", jf: "eperm" });
+  else {
+    p.push(
+      { code: JEQ_K, k: SOCK_STREAM, jt: "protocol", jf: 0 },
+      { code: JEQ_K, k: SOCK_DGRAM, jt: "protocol", jf: "eperm" },
+      { label: "protocol" },
+      { code: LD_W_ABS, k: OFF_ARG2 },
+      { code: JEQ_K, k: 0, jt: "allow", jf: 0 },
+      { code: JEQ_K, k: IPPROTO_TCP, jt: "allow", jf: 0 },
+      { code: JEQ_K, k: IPPROTO_UDP, jt: "allow", jf: "eperm" },
+    );
+  }
   p.push(
     { label: "allow" },
     { code: RET_K, k: RET_ALLOW },
