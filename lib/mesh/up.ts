@@ -206,6 +206,14 @@ export async function up(
   for (const space of freshSupervisors) {
     for (const line of await bringBackLines(opts.root, space, rec.url)) opts.say(line);
   }
+  // Reported in the order the stack serves: the watchdogs, started first, are named last.
+  for (const names of [started, healthy]) {
+    const watchdogsLast = [
+      ...names.filter((n) => !(WATCHDOGS as readonly string[]).includes(n)),
+      ...names.filter((n) => (WATCHDOGS as readonly string[]).includes(n)),
+    ];
+    names.splice(0, names.length, ...watchdogsLast);
+  }
   sayWhatIsUp(opts, rec, accounts.map((a) => a.space), { started, healthy });
   const result = {
     url: rec.url,
@@ -404,10 +412,14 @@ async function prepareTrust(
     : await spacesWithoutSysCreds(opts.root, store, all, trust);
   if (opts.rotateSys || missing.length > 0) {
     await rotateSys(opts.root, store, trust, all);
+    // Said as what it is: newcomer pass 11 read the bare "re-issued the system account" after
+    // a restore as a trust rotation.
     opts.say(
-      `re-issued the system account and the $SYS creds of ${all.length} space(s)${
-        opts.rotateSys ? "" : ` (${missing.join(", ")} had none of this root's)`
-      }`,
+      opts.rotateSys
+        ? `re-issued the system account and the $SYS creds of ${all.length} space(s)`
+        : `minted the $SYS (broker monitoring) creds that ${missing.join(", ")} lacked ` +
+          `(a space added or restored while the stack was down), under a new system-account key; ` +
+          `the operator, the spaces' accounts, and every agent's creds are unchanged`,
     );
   }
   return { pinnedIdp };

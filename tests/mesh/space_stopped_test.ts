@@ -37,7 +37,7 @@ Deno.test("mesh - a space added while the stack is down is served by the next up
     const said: string[] = [];
     const result = await upOnce(said);
     assert.ok(
-      said.some((l) => /re-issued the system account .*\(second had none of this root's\)/.test(l)),
+      said.some((l) => /minted the \$SYS \(broker monitoring\) creds that second lacked/.test(l)),
       said.join("\n"),
     );
     for (const k of sysKeys) assert.ok(await store.get(k), `${k} is missing after up`);

@@ -41,15 +41,15 @@ Deno.test("mesh - up --detach, a second up changes nothing, status, down leaves 
     assert.equal(first.code, 0, first.stderr);
     const r1 = JSON.parse(first.stdout);
     assert.deepEqual(r1.started, [
-      // Two watchdogs, first: each heals the other (fault pass 7), and whatever up starts after
-      // them is watched even if up is killed part-way (fault pass 12).
-      "watchdog",
-      "watchdog-peer",
       "nats-server",
       "delivery.default",
       // The signer before the supervisor, which signs through it.
       "signer.default",
       "supervise.default",
+      // Two watchdogs: each heals the other (fault pass 7). Started first (fault pass 12),
+      // reported last.
+      "watchdog",
+      "watchdog-peer",
     ]);
     assert.deepEqual(r1.spaces, ["default"]);
     const pid1 = (await readPidFile(componentFiles(root, "nats-server").pidFile))!.pid;
@@ -316,6 +316,16 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     const j = JSON.parse(asJson.stdout);
     assert.equal(j.component, "delivery.default");
     assert.ok(j.lines.some((l: string) => /delivery daemon up/.test(l)), asJson.stdout);
+    // No component: the list of logs, by the names status gives (newcomer pass 11).
+    const list = await cotal(["logs", "--root", root], undefined, env);
+    assert.equal(list.code, 0, list.stderr);
+    assert.match(list.stdout, /^delivery\.default +\d+ bytes$/m);
+    assert.match(list.stdout, /^nats-server +\d+ bytes$/m);
+    assert.doesNotMatch(list.stdout, /[0-9a-f]{32}/, "no hashed names");
+    const listJson = JSON.parse(
+      (await cotal(["logs", "--root", root, "--json"], undefined, env)).stdout,
+    );
+    assert.ok(listJson.logs.some((l: { component: string }) => l.component === "signer.default"));
     const unknown = await cotal(["logs", "delivery.nope", "--root", root], undefined, env);
     assert.equal(unknown.code, 1);
     assert.match(
