@@ -2,7 +2,7 @@
  * `cotal mcp`: joins a space as one agent and serves the mesh as MCP tools on stdio. It starts
  * from the launch material a spawned agent holds (`--launch`, default `$COTAL_LAUNCH`), or from
  * a creds file for a harness the operator runs by hand (`--creds` with `--space`,
- * `--lifecycle-uid` and `--server`).
+ * `--lifecycle` and `--server`).
  *
  * @module
  */
@@ -29,25 +29,28 @@ async function fromCreds(values: {
   creds: string;
   space?: string;
   server?: string;
+  lifecycle?: string;
   "lifecycle-uid"?: string;
   role?: string;
   channel?: string[];
 }): Promise<{ endpoint: CotalEndpoint; id: string }> {
-  if (!values.space || !values["lifecycle-uid"]) {
+  // `--lifecycle`, as mint, deprovision and spawn name it; `--lifecycle-uid` is still taken.
+  const lifecycleUid = values.lifecycle ?? values["lifecycle-uid"];
+  if (!values.space || !lifecycleUid) {
     throw new CotalError(
       "usage",
-      "--creds needs --space and --lifecycle-uid (the agent's lifecycle, which its DM queue is keyed on).",
+      "--creds needs --space and --lifecycle (the agent's lifecycle, which its DM queue is keyed on).",
     );
   }
   // The uid `cotal mint --provision` printed with this cred; an embedder's names are not the
   // CLI user's (newcomer pass 8 was told to "mint one with newLifecycleUid()").
   try {
-    assertValidLifecycleUid(values["lifecycle-uid"]);
+    assertValidLifecycleUid(lifecycleUid);
   } catch {
     throw new CotalError(
       "usage",
-      `--lifecycle-uid ${
-        JSON.stringify(values["lifecycle-uid"])
+      `--lifecycle ${
+        JSON.stringify(lifecycleUid)
       } is not a lifecycle uid; pass the one 'cotal mint --provision' printed with this cred.`,
     );
   }
@@ -66,7 +69,7 @@ async function fromCreds(values: {
     space: values.space,
     servers: (values.server ?? await registeredServer(values.space)).split(","),
     card: { name: actor, owner, actor, ...(values.role ? { role: values.role } : {}) },
-    lifecycleUid: values["lifecycle-uid"],
+    lifecycleUid,
     creds: text,
     ...(values.channel?.length ? { channels: values.channel } : {}),
     // It keeps messages itself and settles each copy once the harness read it (collectInto).
@@ -110,7 +113,7 @@ export const mcpCommand = defineCommand({
     creds: {
       type: "string",
       value: "file",
-      description: "an agent cred instead of a launch file (with --space and --lifecycle-uid)",
+      description: "an agent cred instead of a launch file (with --space and --lifecycle)",
     },
     space: { type: "string", description: "the space (with --creds)" },
     server: {
@@ -118,7 +121,12 @@ export const mcpCommand = defineCommand({
       value: "url",
       description: "broker URL(s), with --creds (default: the mesh this machine runs for --space)",
     },
-    "lifecycle-uid": { type: "string", description: "the agent's lifecycle uid (with --creds)" },
+    lifecycle: {
+      type: "string",
+      value: "uid",
+      description: "the agent's lifecycle uid, as mint --provision printed it (with --creds)",
+    },
+    "lifecycle-uid": { type: "string", value: "uid", description: "the same as --lifecycle" },
     role: {
       type: "string",
       description: "the role whose tasks this agent takes (with --creds; its cred must grant it)",
@@ -175,7 +183,7 @@ export const mcpCommand = defineCommand({
         throw new CotalError(
           "lifecycle_mismatch",
           `The broker refused this cred the DM queue of lifecycle ${
-            values["lifecycle-uid"]
+            values.lifecycle ?? values["lifecycle-uid"]
           }: it is not the lifecycle the cred was provisioned with; pass the uid 'cotal mint --provision' printed with it.`,
           { cause: err },
         );

@@ -76,7 +76,7 @@ export function mcpArgs(
     `--config=${CONFIG}`,
     COTAL,
     "mcp",
-    ...["--creds", credsFile, "--space", s.space, "--lifecycle-uid", who.uid],
+    ...["--creds", credsFile, "--space", s.space, "--lifecycle", who.uid],
     ...["--server", s.url, "--inbox", inbox, ...extra],
   ];
 }

@@ -244,15 +244,15 @@ Deno.test("mcp - cotal mcp without what it joins with is refused with a sentence
       [],
       /cotal mcp needs --launch <file> \(or \$COTAL_LAUNCH, as in a spawned agent\) or --creds <file>/,
     ],
-    [["--creds", `${dir}/agent.creds`], /--creds needs --space and --lifecycle-uid/],
+    [["--creds", `${dir}/agent.creds`], /--creds needs --space and --lifecycle \(/],
     [
       ["--creds", `${dir}/missing.creds`, "--space", "s", "--lifecycle-uid", "a".repeat(26)],
       /The creds file ".*missing\.creds" cannot be read/,
     ],
     // Newcomer pass 8 was told to "mint one with newLifecycleUid()".
     [
-      ["--creds", `${dir}/agent.creds`, "--space", "s", "--lifecycle-uid", "nope"],
-      /--lifecycle-uid "nope" is not a lifecycle uid; pass the one 'cotal mint --provision' printed/,
+      ["--creds", `${dir}/agent.creds`, "--space", "s", "--lifecycle", "nope"],
+      /--lifecycle "nope" is not a lifecycle uid; pass the one 'cotal mint --provision' printed/,
     ],
   ];
   for (const [args, re] of cases) {

@@ -1,12 +1,12 @@
 /**
- * `cotal logs <component>`: the newest lines of one component's log, named as `status` names it
+ * `cotal logs [component]`: the newest lines of one component's log, named as `status` names it
  * (`nats-server`, `watchdog`, `delivery.default`, `supervise.default`, `signer.default`). The
  * files are named by the space's hash (`logs/delivery.<hex>.log`); nobody should have to map
- * them by hand.
+ * them by hand. With no component, the list of logs there are.
  *
  * @module
  */
-import { defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
+import { cotalCommand, defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { safeText } from "../../safe_text.ts";
 import { CotalError } from "../../errors.ts";
 import { registry } from "../../registry.ts";
@@ -76,8 +76,8 @@ export const logsCommand = defineCommand({
   },
   positionals: [{
     name: "component",
-    description: "nats-server, watchdog, or <kind>.<space> such as delivery.default",
-    required: true,
+    description:
+      "nats-server, watchdog, or <kind>.<space> such as delivery.default (none: list the logs)",
   }],
   async run({ values, positionals }) {
     const root = await resolveExistingRoot(values.root);
@@ -91,13 +91,36 @@ export const logsCommand = defineCommand({
       );
     }
     const logs = await logsByName(root);
+    const named = [...logs.entries()].filter(([k]) => !/\.[0-9a-f]{32}$/.test(k)).sort();
+    if (positionals[0] === undefined) {
+      // No component: what there is to read, as status names it (newcomer pass 11).
+      const list = await Promise.all(named.map(async ([component, file]) => ({
+        component,
+        file,
+        bytes: (await Deno.stat(file).catch(() => undefined))?.size ?? 0,
+      })));
+      printResult(
+        denoIo(),
+        { json: values.json === true },
+        { root, logs: list },
+        (v) =>
+          v.logs.length
+            ? [
+              ...v.logs.map((l) =>
+                `${safeText(l.component).padEnd(32)} ${String(l.bytes).padStart(10)} bytes`
+              ),
+              `read one: ${cotalCommand()} logs <component> [--lines n]`,
+            ].join("\n")
+            : `no logs yet under ${safeText(root)}`,
+      );
+      return;
+    }
     const path = logs.get(positionals[0]);
     if (!path) {
       throw new CotalError(
         "log_unknown",
         `No log for ${JSON.stringify(positionals[0])} under ${root}; the logs are: ${
-          [...logs.keys()].filter((k) => !/\.[0-9a-f]{32}$/.test(k)).sort().join(", ") ||
-          "none yet"
+          named.map(([k]) => k).join(", ") || "none yet"
         }.`,
       );
     }

@@ -18,7 +18,7 @@ import {
 import { lastStorageFault } from "../storage_fault.ts";
 import { safeText } from "../../safe_text.ts";
 import { readSpaceIndex } from "../trust_state.ts";
-import { deliveryAdmin, mintForRoot } from "../ops.ts";
+import { deliveryAdmin, mintForRoot, spaceUnknown } from "../ops.ts";
 import {
   DEFAULT_AGENT_IDS,
   LIMIT_NAMES,
@@ -32,7 +32,7 @@ import { assertValidSpaceName } from "../names.ts";
 import { CotalError } from "../../errors.ts";
 import { parseIdpUrl, type UserAuthConfig } from "../user_auth.ts";
 import { parsePort, resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common.ts";
-import { listMeshes } from "../../workspace/mod.ts";
+import { listMeshes, spaceKeyHex } from "../../workspace/mod.ts";
 import {
   doctorAuth,
   doctorStore,
@@ -340,7 +340,15 @@ export const statusCommand = defineCommand({
   kind: "command",
   name: "status",
   summary: "show each component of a root, its health, and the health of its creds",
-  flags: { ...ROOT_FLAG, ...JSON_FLAG },
+  flags: {
+    ...ROOT_FLAG,
+    ...JSON_FLAG,
+    space: {
+      type: "string",
+      value: "name",
+      description: "only this space's daemons and creds (with the broker and the watchdogs)",
+    },
+  },
   async run({ values }) {
     const root = await resolveExistingRoot(values.root);
     const at = await Deno.stat(root).catch(() => undefined);
@@ -352,11 +360,21 @@ export const statusCommand = defineCommand({
         }; pass --root the directory 'cotal up' used.`,
       );
     }
-    const { spaces } = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
-    const listed = await listComponents(root);
+    const index = await readSpaceIndex(root).catch(() => ({ spaces: [] as string[] }));
+    const only = values.space;
+    if (only !== undefined && !index.spaces.includes(only)) throw await spaceUnknown(root, only);
+    const spaces = only === undefined ? index.spaces : [only];
+    // `--space`: the shared components (no space's hex in their id) and that space's own.
+    const others = new Set(index.spaces.filter((s) => s !== only).map(spaceKeyHex));
+    const mine = (id: string) => only === undefined || !others.has(id.split(".")[1] ?? "");
+    const listed = (await listComponents(root)).filter((c) => mine(c.id));
     // A space's daemon that never started (an interrupted space add) has no record: shown too.
     const components = [...listed, ...await neverStartedDaemons(root, spaces, listed)];
-    const creds = components.length ? await doctorAuth(root).catch(() => []) : [];
+    const creds = components.length
+      ? (await doctorAuth(root).catch(() => [])).filter((c) =>
+        only === undefined || c.space === undefined || c.space === only
+      )
+      : [];
     const credsOk = creds.every((c) => !isFailingCred(c.status));
     const store = components.length ? await doctorStore(workspaceSecretStore(root)) : [];
     // A running broker that logged a storage fault since it started refuses writes.
