@@ -16,7 +16,11 @@ export interface MeshEntry {
   updatedAt: string;
 }
 
-/** The machine home: `COTAL_HOME`, else `$HOME/.cotal`. */
+/**
+ * The machine home: `COTAL_HOME`, else `$HOME/.cotal`. Every function here also takes a `home`
+ * of its own, for an embedder (or a test) that keeps its registry apart without touching the
+ * process's environment, which every part of the process shares.
+ */
 export function machineHome(): string {
   const env = Deno.env.get("COTAL_HOME");
   if (env) return env;
@@ -34,14 +38,14 @@ export function machineHome(): string {
  * An entry's file: one per space and root, so two roots that each run a space of one name do not
  * overwrite each other's entry (and stopping one does not lose the other).
  */
-function entryPath(space: string, root: string): string {
+function entryPath(home: string, space: string, root: string): string {
   const rootKey = spaceKeyHex(root).slice(0, 16);
-  return `${machineHome()}/meshes/space.${spaceKeyHex(space)}.${rootKey}.json`;
+  return `${home}/meshes/space.${spaceKeyHex(space)}.${rootKey}.json`;
 }
 
 /** The entry file the first registry kept per space alone (read, and removed when it is ours). */
-function legacyPath(space: string): string {
-  return `${machineHome()}/meshes/space.${spaceKeyHex(space)}.json`;
+function legacyPath(home: string, space: string): string {
+  return `${home}/meshes/space.${spaceKeyHex(space)}.json`;
 }
 
 const ENTRY_FILE = /^space\.[0-9a-f]{32}(\.[0-9a-f]{16})?\.json$/;
@@ -59,23 +63,30 @@ async function readEntry(path: string): Promise<MeshEntry | undefined> {
 }
 
 /** Records where a space's mesh runs, atomically (0600 in a 0700 dir). */
-export async function registerMesh(entry: Omit<MeshEntry, "updatedAt">): Promise<void> {
-  const dir = `${machineHome()}/meshes`;
-  await Deno.mkdir(dir, { recursive: true, mode: 0o700 });
+export async function registerMesh(
+  entry: Omit<MeshEntry, "updatedAt">,
+  home: string = machineHome(),
+): Promise<void> {
+  await Deno.mkdir(`${home}/meshes`, { recursive: true, mode: 0o700 });
   const full: MeshEntry = { ...entry, updatedAt: new Date().toISOString() };
-  await writeFileAtomic(entryPath(entry.space, entry.root), JSON.stringify(full, null, 2) + "\n", {
+  const path = entryPath(home, entry.space, entry.root);
+  await writeFileAtomic(path, JSON.stringify(full, null, 2) + "\n", {
     what: "The machine's mesh registry entry",
   });
-  if ((await readEntry(legacyPath(entry.space)))?.root === entry.root) {
-    await Deno.remove(legacyPath(entry.space)).catch(() => {});
+  if ((await readEntry(legacyPath(home, entry.space)))?.root === entry.root) {
+    await Deno.remove(legacyPath(home, entry.space)).catch(() => {});
   }
 }
 
 /** Removes this root's entry for a space (another root's is left alone). */
-export async function unregisterMesh(space: string, root: string): Promise<void> {
-  await Deno.remove(entryPath(space, root)).catch(() => {});
-  if ((await readEntry(legacyPath(space)))?.root === root) {
-    await Deno.remove(legacyPath(space)).catch(() => {});
+export async function unregisterMesh(
+  space: string,
+  root: string,
+  home: string = machineHome(),
+): Promise<void> {
+  await Deno.remove(entryPath(home, space, root)).catch(() => {});
+  if ((await readEntry(legacyPath(home, space)))?.root === root) {
+    await Deno.remove(legacyPath(home, space)).catch(() => {});
   }
 }
 
@@ -83,8 +94,11 @@ export async function unregisterMesh(space: string, root: string): Promise<void>
  * Where a space's mesh runs, from any directory; undefined when unknown. Refuses with
  * `mesh_ambiguous` when several roots run a space of that name: the caller names one.
  */
-export async function lookupMesh(space: string): Promise<MeshEntry | undefined> {
-  let found = (await listMeshes()).filter((e) => e.space === space);
+export async function lookupMesh(
+  space: string,
+  home: string = machineHome(),
+): Promise<MeshEntry | undefined> {
+  let found = (await listMeshes(home)).filter((e) => e.space === space);
   if (found.length > 1) {
     // Entries a crashed root left behind: only those whose broker answers count.
     const live = (await Promise.all(found.map(async (e) => (await answers(e.url)) ? e : undefined)))
@@ -122,16 +136,16 @@ async function answers(url: string): Promise<boolean> {
 }
 
 /** Every registered mesh of this machine (entries that cannot be read are skipped). */
-export async function listMeshes(): Promise<MeshEntry[]> {
+export async function listMeshes(home: string = machineHome()): Promise<MeshEntry[]> {
   const out: MeshEntry[] = [];
   let names: string[];
   try {
-    names = [...Deno.readDirSync(`${machineHome()}/meshes`)].map((e) => e.name);
+    names = [...Deno.readDirSync(`${home}/meshes`)].map((e) => e.name);
   } catch {
     return out;
   }
   for (const n of names.filter((n) => ENTRY_FILE.test(n)).sort()) {
-    const e = await readEntry(`${machineHome()}/meshes/${n}`);
+    const e = await readEntry(`${home}/meshes/${n}`);
     if (e) out.push(e);
   }
   return out;

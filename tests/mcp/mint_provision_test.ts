@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { down, up } from "../../lib/mesh/up.ts";
-import { lookupMesh } from "../../lib/workspace/machine_registry.ts";
+import { lookupMesh, registerMesh } from "../../lib/workspace/machine_registry.ts";
 import { denoDir } from "../../lib/manager/start_runner.ts";
 import { MCP_V8_FLAGS } from "../../lib/manager/mcp_command.ts";
 import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
@@ -29,11 +29,9 @@ Deno.test("mcp - a member run by hand: mint --provision makes what cotal mcp --c
   const root = await tempDir("cotal-mintprov-");
   const home = await tempDir("cotal-mintprov-home-");
   const env = { COTAL_HOME: home };
-  const before = Deno.env.get("COTAL_HOME");
-  Deno.env.set("COTAL_HOME", home);
   let client: Client | undefined;
   try {
-    await up({
+    const { url } = await up({
       root,
       space: "prov",
       host: "127.0.0.1",
@@ -42,7 +40,10 @@ Deno.test("mcp - a member run by hand: mint --provision makes what cotal mcp --c
       say: () => {},
       untilStopped: Promise.resolve(),
     });
-    assert.ok(await lookupMesh("prov"));
+    // The commands below run with COTAL_HOME=home: the mesh is registered there too (up, run
+    // here, registers in this process's home; test files running at once share its environment).
+    await registerMesh({ space: "prov", root, url }, home);
+    assert.ok(await lookupMesh("prov", home));
     const creds = `${root}/bob.creds`;
     const minted = await cotal([
       ...["mint", "--root", root, "--space", "prov", "--profile", "agent", "--provision"],
@@ -151,8 +152,6 @@ Deno.test("mcp - a member run by hand: mint --provision makes what cotal mcp --c
   } finally {
     await client?.close().catch(() => {});
     await down(root).catch(() => {});
-    if (before === undefined) Deno.env.delete("COTAL_HOME");
-    else Deno.env.set("COTAL_HOME", before);
     await removeTempDir(root);
     await removeTempDir(home);
   }

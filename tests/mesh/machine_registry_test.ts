@@ -16,43 +16,39 @@ import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
 
 Deno.test("mesh registry - two roots of one space name: kept apart, ambiguous while both answer, the live one after", async () => {
   const home = await tempDir("cotal-registry-");
-  const before = Deno.env.get("COTAL_HOME");
-  Deno.env.set("COTAL_HOME", home);
   const a = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const b = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const url = (l: Deno.Listener) => `nats://127.0.0.1:${(l.addr as Deno.NetAddr).port}`;
   try {
-    await registerMesh({ space: "default", root: "/r1/.cotal", url: url(a) });
-    await registerMesh({ space: "default", root: "/r2/.cotal", url: url(b) });
-    assert.equal((await listMeshes()).length, 2);
+    await registerMesh({ space: "default", root: "/r1/.cotal", url: url(a) }, home);
+    await registerMesh({ space: "default", root: "/r2/.cotal", url: url(b) }, home);
+    assert.equal((await listMeshes(home)).length, 2);
     await assert.rejects(
-      lookupMesh("default"),
+      lookupMesh("default", home),
       (e) =>
         isCotalError(e, "mesh_ambiguous") &&
         /runs under 2 roots \(\/r1\/\.cotal, \/r2\/\.cotal\); pass --root/.test(e.message),
     );
     // The second root's broker goes away without a down: the first is found.
     b.close();
-    assert.equal((await lookupMesh("default"))?.root, "/r1/.cotal");
+    assert.equal((await lookupMesh("default", home))?.root, "/r1/.cotal");
     // Stopping the second root takes its own entry only.
-    await unregisterMesh("default", "/r2/.cotal");
-    assert.deepEqual((await listMeshes()).map((e) => e.root), ["/r1/.cotal"]);
-    assert.equal((await lookupMesh("default"))?.url, url(a));
+    await unregisterMesh("default", "/r2/.cotal", home);
+    assert.deepEqual((await listMeshes(home)).map((e) => e.root), ["/r1/.cotal"]);
+    assert.equal((await lookupMesh("default", home))?.url, url(a));
     // An entry written by the first registry (one file per space) is read, and replaced.
     const legacy = `${home}/meshes/space.${"0".repeat(32)}.json`;
     await Deno.writeTextFile(
       legacy,
       JSON.stringify({ space: "old", root: "/r3", url: `nats://127.0.0.1:${freePort()}` }),
     );
-    assert.equal((await lookupMesh("old"))?.root, "/r3");
+    assert.equal((await lookupMesh("old", home))?.root, "/r3");
   } finally {
     try {
       a.close();
     } catch {
       // Closed.
     }
-    if (before === undefined) Deno.env.delete("COTAL_HOME");
-    else Deno.env.set("COTAL_HOME", before);
     await removeTempDir(home);
   }
 });

@@ -7,9 +7,6 @@ import { freePort, removeTempDir, tempDir } from "../_harness/broker.ts";
 
 Deno.test("mesh - a space added while the stack is down is served by the next up, its $SYS creds included (newcomer pass 9)", async () => {
   const root = await tempDir("cotal-stopped-add-");
-  const home = await tempDir("cotal-stopped-add-home-");
-  const before = Deno.env.get("COTAL_HOME");
-  Deno.env.set("COTAL_HOME", home);
   const port = freePort();
   const upOnce = (said: string[]) =>
     up({
@@ -50,9 +47,6 @@ Deno.test("mesh - a space added while the stack is down is served by the next up
     assert.equal(rm.removedOnDisk, true);
   } finally {
     await down(root).catch(() => {});
-    if (before === undefined) Deno.env.delete("COTAL_HOME");
-    else Deno.env.set("COTAL_HOME", before);
     await removeTempDir(root);
-    await removeTempDir(home);
   }
 });

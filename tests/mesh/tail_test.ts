@@ -7,9 +7,6 @@ import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts
 
 Deno.test("mesh - tail goes on across a broker restart the watchdog heals, saying so (newcomer pass 9)", async () => {
   const root = await tempDir("cotal-tail-");
-  const home = await tempDir("cotal-tail-home-");
-  const before = Deno.env.get("COTAL_HOME");
-  Deno.env.set("COTAL_HOME", home);
   const ac = new AbortController();
   try {
     await up({
@@ -71,9 +68,6 @@ Deno.test("mesh - tail goes on across a broker restart the watchdog heals, sayin
   } finally {
     ac.abort();
     await down(root).catch(() => {});
-    if (before === undefined) Deno.env.delete("COTAL_HOME");
-    else Deno.env.set("COTAL_HOME", before);
     await removeTempDir(root);
-    await removeTempDir(home);
   }
 });
