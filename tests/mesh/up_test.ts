@@ -235,6 +235,14 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
       timeoutMs: 60_000,
       what: "the foreground up serving",
     });
+    // No watchdog component under a foreground up: status names the up that heals instead
+    // (newcomer pass 11).
+    const healing = await cotal(["status", "--root", root, "--json"], undefined, env);
+    assert.deepEqual(JSON.parse(healing.stdout).healedBy, { foregroundUp: fg.pid });
+    assert.match(
+      (await cotal(["status", "--root", root], undefined, env)).stdout,
+      new RegExp(`^healing: the foreground 'cotal up' \\(pid ${fg.pid}\\) restarts what dies`, "m"),
+    );
     // Newcomer pass 5: this started a second watchdog, and both restarted the same daemons.
     for (const args of [["up", "--detach"], ["up"]]) {
       const r = await cotal([...args, "--root", root, "--port", `${port}`], undefined, env);

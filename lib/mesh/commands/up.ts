@@ -16,6 +16,7 @@ import {
   spaceComponentId,
 } from "../stack.ts";
 import { lastStorageFault } from "../storage_fault.ts";
+import { processStartTime } from "../pidfile.ts";
 import { safeText } from "../../safe_text.ts";
 import { readSpaceIndex } from "../trust_state.ts";
 import { deliveryAdmin, mintForRoot, spaceUnknown } from "../ops.ts";
@@ -420,6 +421,12 @@ export const statusCommand = defineCommand({
       : {};
     await staleBeats(root, components, unanswered);
     const label = (id: string) => safeText(componentLabel(id, spaces));
+    // A foreground up heals its stack in its own process: no watchdog component to list, so it
+    // is named instead (newcomer pass 11 read the missing watchdog as an unwatched stack).
+    const foreground = rec && !rec.detached && rec.owner &&
+        processStartTime(rec.owner.pid) === rec.owner.startTime
+      ? rec.owner.pid
+      : undefined;
     const healthy = components.length > 0 && components.every((c) => c.state === "running") &&
       credsOk && store.length === 0 && brokerFault === undefined &&
       Object.keys(stalled).length === 0 && Object.keys(unanswered).length === 0;
@@ -440,6 +447,7 @@ export const statusCommand = defineCommand({
         stalled,
         unanswered,
         ...(rec?.monitor ? { monitor: rec.monitor } : {}),
+        ...(foreground ? { healedBy: { foregroundUp: foreground } } : {}),
       },
       (r) =>
         r.components.length
@@ -459,6 +467,12 @@ export const statusCommand = defineCommand({
             ),
             ...(r.components.some((c) => c.state !== "running")
               ? [`restart what is not running: ${cotalCommand()} up --root ${safeText(root)}`]
+              : []),
+            ...(r.healedBy
+              ? [
+                `healing: the foreground 'cotal up' (pid ${r.healedBy.foregroundUp}) restarts ` +
+                `what dies, as a detached stack's watchdogs do`,
+              ]
               : []),
             ...(r.monitor ? [`monitor: http://${r.monitor}/ (varz, connz, jsz)`] : []),
             ...(r.brokerFault
