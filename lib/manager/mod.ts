@@ -39,6 +39,7 @@ export { agentEndpoint, launchPathFromEnv, runAgent } from "./runner.ts";
 export { agentSocketDir } from "./agent_setup.ts";
 export type { JsonObject } from "./control_rail.ts";
 export type { DespawnResult } from "./fleet.ts";
+export { findConnector } from "./connectors.ts";
 export { HARNESS_INSTALL } from "./harness_connectors.ts";
 export { managerInstanceId } from "./manager_types.ts";
 export { limitBoundsText } from "./sandbox/limits.ts";

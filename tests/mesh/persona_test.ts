@@ -186,10 +186,18 @@ Deno.test("persona - cotal persona list|show, and cotal spawn <persona> launchin
     );
     await Deno.remove(`${root}/personas/shouter.md`);
     // The listing names the bad file and fails, and still shows the good ones.
+    // So is one naming a connector nobody registered, which only spawn used to refuse
+    // (newcomer pass 11).
+    await Deno.writeTextFile(`${root}/personas/ghost.md`, "---\nagent: no-such-harness\n---\n");
     const listed = await cotal(["persona", "list", "--root", root]);
     assert.equal(listed.code, 1);
     assert.match(listed.stderr, /bad\.md:3: front matter/);
+    assert.match(
+      listed.stderr,
+      /persona ghost \(.*ghost\.md\): No connector "no-such-harness" is registered \(known: .*claude-code/,
+    );
     assert.match(listed.stdout, /^reviewer +claude-code/m);
+    await Deno.remove(`${root}/personas/ghost.md`);
 
     // A persona that may spawn another: cotal spawn resolves the child (its harness on this
     // PATH, its variables from this shell) into the request, and its cotal mcp offers it.

@@ -5,7 +5,8 @@
  */
 import { defineCommand, denoIo, JSON_FLAG, printList, printResult } from "../../cli/mod.ts";
 import { safeText } from "../../safe_text.ts";
-import { CotalError } from "../../errors.ts";
+import { CotalError, isCotalError } from "../../errors.ts";
+import { findConnector } from "../../manager/mod.ts";
 import { registry } from "../../registry.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { listPersonas, readPersona } from "../persona.ts";
@@ -29,6 +30,16 @@ export const personaListCommand = defineCommand({
       root,
       (name, err) => invalid.push({ name, error: err.message }),
     );
+    // A persona naming a connector nobody registered reads well here and fails only at spawn
+    // (newcomer pass 11): said as a persona that cannot be used.
+    for (const p of rows) {
+      try {
+        findConnector(p.agent);
+      } catch (err) {
+        if (!isCotalError(err, "unknown_connector")) throw err;
+        invalid.push({ name: p.name, error: `persona ${p.name} (${p.file}): ${err.message}` });
+      }
+    }
     // A bad file is named (and fails the command) without hiding the good ones.
     for (const bad of invalid) console.error(safeText(`cotal: ${bad.error}`));
     printList(
@@ -48,7 +59,7 @@ export const personaListCommand = defineCommand({
     if (invalid.length) {
       throw new CotalError(
         "persona_invalid",
-        `${invalid.length} persona file(s) could not be read (named above); fix or remove them.`,
+        `${invalid.length} persona file(s) could not be read or name no known connector (named above); fix or remove them.`,
       );
     }
   },
