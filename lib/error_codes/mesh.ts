@@ -52,6 +52,7 @@ export type MeshErrorCode =
   | "spawn_unknown"
   | "storage_short"
   | "sys_seed_absent"
+  | "up_running"
   | "usage"
   | "user_auth_conflict"
   | "user_auth_corrupt"

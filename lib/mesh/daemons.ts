@@ -260,6 +260,23 @@ export async function superviseComponent(
   };
 }
 
+/**
+ * How to run the operator's CLI again with `args`, as `deno task cotal` runs it (the watchdog
+ * runs an `up` that was killed part-way again: lib/mesh/up_resume.ts).
+ */
+export function cliCommand(args: readonly string[]): { command: string; args: string[] } {
+  return {
+    command: Deno.execPath(),
+    args: [
+      "run",
+      "--allow-all",
+      `--config=${CHECKOUT}deno.json`,
+      `${CHECKOUT}${ENTRY_POINTS.cotal}`,
+      ...args,
+    ],
+  };
+}
+
 /** The detached stack's watchdog (restarts whatever of the watch list dies). */
 export async function watchdogComponent(
   root: string,

@@ -13,7 +13,13 @@ import { ensureBwrap } from "../manager/mod.ts";
 import { spaceKeyHex } from "../workspace/mod.ts";
 import { recordFromLock, startDaemon } from "./daemon.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
-import { isSameProcess, type PidRecord, readPidFile, stopRecorded } from "./pidfile.ts";
+import {
+  isSameProcess,
+  type PidRecord,
+  readPidFile,
+  stopRecorded,
+  writePidFile,
+} from "./pidfile.ts";
 import { fileSize, waitBrokerReady, waitLogLine } from "./ready.ts";
 
 /** Where a running mesh listens; recorded in `<root>/run/mesh.json`. */
@@ -115,6 +121,13 @@ export async function ensureComponent(
   const { pidFile, lockFile, logFile } = componentFiles(root, spec.id);
   const existing = await readPidFile(pidFile).catch(() => undefined);
   if (existing && isSameProcess(existing)) return { record: existing, started: false };
+  // Running with no pid file of its own: its starter was killed between the start and the
+  // write (fault pass 12's up, killed the moment the broker ran). Its lock names it.
+  const held = await recordFromLock(lockFile, spec.name);
+  if (held && isSameProcess(held)) {
+    const record = await writePidFile(pidFile, held.pid, spec.name, held.startTime);
+    return { record, started: false };
+  }
   const { record, child } = await startDaemon({
     name: spec.name,
     command: spec.command,

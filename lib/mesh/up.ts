@@ -50,6 +50,7 @@ import {
   writeWatchList,
 } from "./watchdog.ts";
 import { isLockHeld } from "./daemon.ts";
+import { forgetUp, noteUp } from "./up_resume.ts";
 import { ensureBrokerAuth, loadAllSpaceAccounts, readSpaceIndex } from "./trust_state.ts";
 
 /** Options for {@linkcode up}. */
@@ -99,6 +100,11 @@ export async function up(
     agentIds?: string;
     /** The broker's HTTP monitoring address, `host:port` (kept for later `up`s). */
     monitor?: string;
+    /**
+     * How to run this same up again (the CLI's command line): detached, the watchdog runs it
+     * if this up is killed before it finishes (lib/mesh/up_resume.ts).
+     */
+    resume?: { command: string; args: string[] };
   },
 ): Promise<UpResult> {
   const previous = await readMeshRecord(opts.root);
@@ -172,6 +178,9 @@ export async function up(
     watched.push(spec);
     return r;
   };
+  // Written before the watchdogs start, kept until this up ends: the first watchdog finishes an
+  // up that dies between (fault pass 12).
+  const note = detach && opts.resume ? await noteUp(opts.root, opts.resume) : undefined;
   try {
     if (detach) await writeWatchList(opts.root, [...listed.values()]);
     for (const w of watchdogs) {
@@ -201,8 +210,10 @@ export async function up(
     await writeWatchList(opts.root, [...watched, ...watchdogs]);
   } catch (err) {
     await undoFailedUp(opts, { detach, startedIds, pinnedIdp, previousList });
+    await note?.done();
     throw err;
   }
+  await note?.done();
   for (const space of freshSupervisors) {
     for (const line of await bringBackLines(opts.root, space, rec.url)) opts.say(line);
   }
@@ -494,6 +505,8 @@ export async function down(
   opts: { keepAgents?: boolean } = {},
 ): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
+  // An up's note first: no watchdog runs a killed up again while this down stops the stack.
+  await forgetUp(root);
   // A foreground up heals its stack: stopped first, or it restarts what this down stops. It is
   // asked to stop, and its stop is this down: with --keep-agents, a request file it reads says
   // to keep them (newcomer passes 9 and 10: a SIGKILL left its terminal at exit 137, and the

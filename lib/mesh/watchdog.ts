@@ -32,6 +32,7 @@ import {
   readMeshRecord,
 } from "./stack.ts";
 import { readSpaceIndex } from "./trust_state.ts";
+import { resumeAbandonedUp, type ResumeState } from "./up_resume.ts";
 
 /** What the watchdog restarts: a component's spec without its readiness check. */
 export type WatchedComponent = Pick<ComponentSpec, "id" | "name" | "command" | "args" | "env">;
@@ -296,7 +297,13 @@ export class Watchdog {
     }
   }
 
+  /** The first watchdog's resumes of an up that was killed part-way. */
+  readonly #resume: ResumeState = { lastAt: 0, gaveUp: false };
+
   async #pass(now: number): Promise<void> {
+    if (this.#detach && this.#self === "watchdog") {
+      await resumeAbandonedUp(this.root, this.#resume, this.#log, now);
+    }
     const { spaces } = await readSpaceIndex(this.root).catch(() => ({ spaces: [] as string[] }));
     for (const c of await readWatchList(this.root)) {
       if (c.id === this.#self) continue;

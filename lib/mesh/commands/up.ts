@@ -7,6 +7,7 @@ import { HUNG_AFTER_MS } from "../../heartbeat.ts";
 import { cotalCommand, defineCommand, denoIo, JSON_FLAG, printResult } from "../../cli/mod.ts";
 import { registry } from "../../registry.ts";
 import { down, up } from "../up.ts";
+import { cliCommand } from "../daemons.ts";
 import {
   componentFiles,
   componentLabel,
@@ -191,6 +192,9 @@ export const upCommand = defineCommand({
           : {}),
         userAuth: userAuthFrom(values["user-auth"] === true, values.idp, values.audience),
         ...(values.monitor !== undefined ? { monitor: monitorAddress(values.monitor) } : {}),
+        // The same up again, should this one be killed before it finishes (a rotation is not
+        // repeated: the resumed up finds the broker it started running).
+        resume: cliCommand(Deno.args.filter((a) => a !== "--rotate-sys")),
         // With --json, progress goes to stderr so stdout is one JSON document. A terminal that
         // was closed refuses the lines; the stop they report goes on without them.
         say: (l) => {

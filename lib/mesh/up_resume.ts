@@ -1,0 +1,165 @@
+/**
+ * An `up --detach` killed part-way is finished by its own watchdog. `up` starts the watchdog
+ * pair first (lib/mesh/up.ts) and, before that, leaves a note of itself in the run dir: the
+ * command that ran it and a lock it holds for its life. A note whose lock is free is an up that
+ * died before it finished or undid its work; the watchdog (the pair's first, never the peer)
+ * runs the same `cotal up` again, which starts what is missing and removes the note. Fault pass
+ * 12 killed `up` between its daemons and its watchdogs and nothing healed the half stack.
+ *
+ * A resumed up that dies too is resumed again, {@linkcode UP_RESUMES_MAX} times at most and
+ * {@linkcode UP_RESUME_GAP_MS} apart; then the watchdog says once that a human is needed.
+ * `down` removes the note first and stops a resumed up that still runs.
+ *
+ * @module
+ */
+import { writeFileAtomic } from "../atomic_file.ts";
+import { CotalError } from "../errors.ts";
+import { isLockHeld, startDaemon } from "./daemon.ts";
+import { meshPaths } from "./layout.ts";
+import { readPidFile, stopRecorded } from "./pidfile.ts";
+
+/** How many times an abandoned up is run again before the watchdog gives up. */
+export const UP_RESUMES_MAX = 3;
+/** The least time between two resumes. */
+export const UP_RESUME_GAP_MS = 20_000;
+/** Set in a resumed up's environment: how many resumes came before it. */
+export const UP_RESUMES_ENV = "COTAL_UP_RESUMES";
+// What of the operator's environment a resumed up gets (where Deno and Cotal find their
+// files); nothing else of their shell is written down.
+const KEPT_ENV = /^(HOME|PATH|DENO_DIR|XDG_[A-Z_]+|NATS_SERVER|COTAL_[A-Z_]+|NO_COLOR)$/;
+
+/** What a note says: how to run the same up again. */
+interface UpNote {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  resumes: number;
+}
+
+function files(root: string) {
+  const dir = `${meshPaths(root).runDir}/resume`;
+  return {
+    dir,
+    note: `${dir}/up.json`,
+    lock: `${dir}/up.lock`,
+    // The resumed up's own files (its wrapper holds `resumeLock` for the up's life).
+    resumeLock: `${dir}/resumed.lock`,
+    resumePid: `${dir}/resumed.pid`,
+    resumeLog: `${meshPaths(root).logDir}/up-resumed.log`,
+  };
+}
+
+/** The note of a running up; `done()` removes it and lets the lock go. */
+export interface UpNoteHandle {
+  done(): Promise<void>;
+}
+
+/**
+ * Takes the root's up lock and writes the note (`command` and `args` run the same up again).
+ * Refuses with `up_running` while another up of this root holds the lock.
+ */
+export async function noteUp(
+  root: string,
+  run: { command: string; args: string[] },
+): Promise<UpNoteHandle> {
+  const f = files(root);
+  await Deno.mkdir(f.dir, { recursive: true, mode: 0o700 });
+  const lock = await Deno.open(f.lock, { read: true, write: true, create: true, mode: 0o600 });
+  if (!(await lock.tryLock(true))) {
+    lock.close();
+    throw new CotalError(
+      "up_running",
+      `Another 'cotal up' of ${root} is starting its stack now (its own, or one its watchdog ` +
+        "runs to finish an up that was killed); wait for it, then run 'cotal status'.",
+    );
+  }
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(Deno.env.toObject())) if (KEPT_ENV.test(k)) env[k] = v;
+  const resumes = Number(Deno.env.get(UP_RESUMES_ENV) ?? 0) || 0;
+  const note: UpNote = { command: run.command, args: run.args, env, resumes };
+  await writeFileAtomic(f.note, JSON.stringify(note, null, 2) + "\n", { what: "The up's note" });
+  return {
+    async done() {
+      await Deno.remove(f.note).catch(() => {});
+      lock.close();
+    },
+  };
+}
+
+/** Removes an up's note and stops a resumed up that runs (`down`, before anything else). */
+export async function forgetUp(root: string): Promise<void> {
+  const f = files(root);
+  await Deno.remove(f.note).catch(() => {});
+  const rec = await readPidFile(f.resumePid).catch(() => undefined);
+  if (rec && await isLockHeld(f.resumeLock)) await stopRecorded(rec, 5_000).catch(() => {});
+}
+
+/** The watchdog's memory of its resumes. */
+export interface ResumeState {
+  lastAt: number;
+  gaveUp: boolean;
+}
+
+/**
+ * Runs an abandoned up again: a note whose up holds no lock, and no resumed up running.
+ * Called on each pass of the stack's first watchdog; says what it does through `log`.
+ */
+export async function resumeAbandonedUp(
+  root: string,
+  state: ResumeState,
+  log: (line: string) => void,
+  now = Date.now(),
+): Promise<void> {
+  const f = files(root);
+  let text: string;
+  try {
+    text = await Deno.readTextFile(f.note);
+  } catch {
+    state.gaveUp = false;
+    return;
+  }
+  if (await isLockHeld(f.lock) || await isLockHeld(f.resumeLock)) return;
+  if (now - state.lastAt < UP_RESUME_GAP_MS) return;
+  let note: UpNote;
+  try {
+    note = JSON.parse(text);
+    if (
+      typeof note.command !== "string" || !Array.isArray(note.args) ||
+      !note.args.every((a) => typeof a === "string") || typeof note.env !== "object"
+    ) throw new Error("not a note");
+  } catch {
+    log(`watchdog: ${f.note} is not an up's note; removing it`);
+    await Deno.remove(f.note).catch(() => {});
+    return;
+  }
+  if (note.resumes >= UP_RESUMES_MAX) {
+    if (!state.gaveUp) {
+      log(
+        `watchdog: 'cotal up' died part-way ${note.resumes + 1} times; not running it again: ` +
+          `run 'cotal up --detach --root ${root}' (see ${f.resumeLog})`,
+      );
+    }
+    state.gaveUp = true;
+    return;
+  }
+  state.lastAt = now;
+  log(
+    `watchdog: 'cotal up' ended before its stack was up (killed); running it again ` +
+      `(resume ${note.resumes + 1} of ${UP_RESUMES_MAX}, its log: ${f.resumeLog})`,
+  );
+  try {
+    const { record } = await startDaemon({
+      name: "cotal up (resumed)",
+      command: note.command,
+      args: note.args,
+      env: { ...note.env, [UP_RESUMES_ENV]: String(note.resumes + 1) },
+      logFile: f.resumeLog,
+      pidFile: f.resumePid,
+      lockFile: f.resumeLock,
+      detach: true,
+    });
+    log(`watchdog: resumed up runs (pid ${record.pid})`);
+  } catch (err) {
+    log(`watchdog: could not run 'cotal up' again (${(err as Error).message})`);
+  }
+}
