@@ -371,7 +371,9 @@ function superviseRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): 
   // A 1 MB young generation: each agent's relay and control streams churn small buffers,
   // which otherwise grow the heap (and the RSS) with every agent (docs/BENCHMARKS.md).
   p.v8 = ["--max-semi-space-size=1"];
-  p.sys = ["osRelease", "uid", "gid"];
+  // networkInterfaces: the host's own addresses, which a --net host agent's connect guard
+  // closes as it closes the loopback (lib/manager/sandbox/connect_guard.ts).
+  p.sys = ["osRelease", "uid", "gid", "networkInterfaces"];
 }
 
 /** An agent's runner: its launch dir, home, workdir and sockets. */

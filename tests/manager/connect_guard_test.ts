@@ -14,6 +14,7 @@ import {
   CONNECT_WINDOW_NS,
   guardConnects,
   HOST_NET_CONNECTS,
+  ownAddresses,
 } from "../../lib/manager/sandbox/connect_guard.ts";
 import { makeDir, removeDir } from "../../lib/manager/sandbox/libc.ts";
 
@@ -94,6 +95,8 @@ async function inGuardedNs(
     const shell = [
       "ip link set lo up",
       "ip addr add 10.253.9.1/32 dev lo",
+      "ip addr add 10.253.9.2/32 dev lo",
+      "ip -6 addr add fd53::1/128 dev lo",
       'perl -e "$LISTENER" > /tmp/.cotal-connguard-$$ 2>&1 &',
       "LISTENER_PID=$!",
       // Waits (2 s at most) for the listener's "ready", then joins the group and probes.
@@ -214,6 +217,90 @@ Deno.test({
     assert.equal(
       out,
       "stopped: Operation not permitted\ntcp to the allowed port 20\nudp connects 100\n",
+    );
+  },
+});
+
+// The host's own non-loopback addresses: the listener binds every address, as a dev server
+// started with --host, a database, or docker-proxy does (red team 38).
+const OWN_PROBE = `
+use Socket qw(:all); $| = 1;
+sub tcp {
+  my ($what, $fam, $addr) = @_;
+  socket(my $c, $fam, SOCK_STREAM, 0) or return print "$what socket $!\\n";
+  print connect($c, $addr) ? "$what ok\\n" : "$what $!\\n"; close $c;
+}
+sub udp {
+  my ($what, $fam, $addr) = @_;
+  socket(my $c, $fam, SOCK_DGRAM, 0) or return print "$what socket $!\\n";
+  setsockopt($c, SOL_SOCKET, SO_BROADCAST, 1);
+  print defined(send($c, "x", 0, $addr)) ? "$what ok\\n" : "$what $!\\n";
+}
+my $v4 = sub { pack_sockaddr_in($_[1], inet_aton($_[0])) };
+my $v6 = sub { pack_sockaddr_in6($_[1], inet_pton(AF_INET6, $_[0])) };
+tcp("own", PF_INET, $v4->("10.253.9.1", 7002));
+tcp("own-mapped", PF_INET6, $v6->("::ffff:10.253.9.1", 7002));
+tcp("own-v6", PF_INET6, $v6->("fd53::1", 7002));
+udp("own-udp", PF_INET, $v4->("10.253.9.1", 7003));
+udp("own-broadcast", PF_INET, $v4->("10.253.9.255", 7003));
+udp("limited-broadcast", PF_INET, $v4->("255.255.255.255", 7003));
+udp("multicast", PF_INET, $v4->("224.0.0.251", 5353));
+udp("multicast-v6", PF_INET6, $v6->("ff05::fb", 5353));
+tcp("not-own", PF_INET, $v4->("10.253.9.2", 7002));
+`;
+
+Deno.test({
+  name:
+    "connect guard - the host's own addresses, their broadcasts and multicast are closed as the loopback is; other addresses are reached",
+  ignore: !canGuard,
+  async fn() {
+    // As Deno.networkInterfaces() describes a host with a LAN address and an IPv6 one.
+    const own = ownAddresses([
+      {
+        family: "IPv4",
+        name: "eth0",
+        address: "10.253.9.1",
+        netmask: "255.255.255.0",
+        scopeid: null,
+        cidr: "10.253.9.1/24",
+        mac: "",
+      },
+      {
+        family: "IPv4",
+        name: "lo",
+        address: "127.0.0.1",
+        netmask: "255.0.0.0",
+        scopeid: null,
+        cidr: "127.0.0.1/8",
+        mac: "",
+      },
+      {
+        family: "IPv6",
+        name: "eth0",
+        address: "fd53::1",
+        netmask: "ffff:ffff:ffff:ffff::",
+        scopeid: 0,
+        cidr: "fd53::1/64",
+        mac: "",
+      },
+    ]);
+    assert.equal(own.v4.length, 2, "the address and its subnet's broadcast; not the loopback");
+    const out = await inGuardedNs(OWN_PROBE, [], { loopbackPorts: [], own });
+    const eperm = "Operation not permitted";
+    assert.equal(
+      out,
+      [
+        `own ${eperm}`,
+        `own-mapped ${eperm}`,
+        `own-v6 ${eperm}`,
+        `own-udp ${eperm}`,
+        `own-broadcast ${eperm}`,
+        `limited-broadcast ${eperm}`,
+        `multicast ${eperm}`,
+        `multicast-v6 ${eperm}`,
+        "not-own ok",
+        "",
+      ].join("\n"),
     );
   },
 });

@@ -5,7 +5,7 @@
  * process (the cap is 64). Against a resolver on the host's loopback (systemd-resolved on
  * 127.0.0.53, dnsmasq, unbound) that is an unmetered connection flood, and closing first
  * leaves TIME_WAIT ports towards it. Here a stand-in TCP service listens on 127.0.0.53:53 in
- * the stack's namespace; the agent churns connections to it for 30 s while a host process
+ * the stack's namespace; the agent churns connections to it for 12 s while a host process
  * connects. The test passes when the agent's connects there stay within the connect rate.
  * About a minute.
  */
@@ -58,9 +58,9 @@ Deno.test({
       await sleep(1_000);
       const before = await s.inNs(["/usr/bin/python3", "-c", PROBE]);
       console.log("before:", before.out.trim());
-      const m = await s.spawnHostAgent("mallory", "dns_churn.py", ["127.0.0.53", "2", "30"]);
+      const m = await s.spawnHostAgent("mallory", "dns_churn.py", ["127.0.0.53", "2", "12"]);
       assert.equal(m.code, 0, m.out);
-      await sleep(15_000);
+      await sleep(6_000);
       const during = await s.inNs(["/usr/bin/python3", "-c", PROBE]);
       console.log("during:", during.out.trim());
       let log = "";
@@ -71,8 +71,8 @@ Deno.test({
       console.log("agent:\n" + log.trim());
       let ok = 0;
       for (const m of log.matchAll(/'ok': (\d+)/g)) ok += Number(m[1]);
-      // 64 per 2 s window over 30 s, with slack for window edges.
-      assert.ok(ok <= 64 * 17, `the agent opened ${ok} connections to 127.0.0.53:53 in 30 s`);
+      // 64 per 2 s window over 12 s, with slack for window edges (unguarded: ~160,000).
+      assert.ok(ok <= 64 * 8, `the agent opened ${ok} connections to 127.0.0.53:53 in 12 s`);
     } finally {
       try {
         svc?.kill("SIGKILL");

@@ -37,6 +37,7 @@ import {
   JGE,
   JLT,
   JNE,
+  JNE32,
   jump,
   label,
   loadProgram,
@@ -63,6 +64,8 @@ export const DNS_PORT = 53;
 export interface ConnectPolicy {
   /** Loopback ports the agent may reach (its relay's); DNS is always added. */
   loopbackPorts: number[];
+  /** This host's own addresses (default: read now, {@linkcode ownAddresses}). */
+  own?: OwnAddresses;
   /** Connections per window for this agent (tests lower it). */
   connects?: number;
 }
@@ -72,38 +75,133 @@ function wirePort(port: number): number {
   return ((port & 0xff) << 8) | (port >> 8);
 }
 
-/** ctx in r6; ends at `local` for a loopback/any IPv4 destination, else at `remote`. */
-function ipv4Place(): Item[] {
+/**
+ * The IPv4 address in `reg` (as `user_ip4` reads: network order, loaded little-endian) goes to
+ * `local` when it is this host's: loopback, `0.0.0.0`, one of `own` (its interfaces' addresses
+ * and their subnets' broadcast), limited broadcast or multicast. Clobbers r4.
+ */
+function ipv4Local(reg: number, own: readonly number[], tag: string): Item[] {
+  return [
+    insn(0xbf, 4, reg, 0, 0), // r4 = the address
+    insn(0x57, 4, 0, 0, 0xff), // r4 &= 0xff: the first octet
+    jump(JEQ, 4, 127, "local"),
+    insn(0x57, 4, 0, 0, 0xf0), // 224.0.0.0/4: multicast
+    jump(JEQ, 4, 0xe0, "local"),
+    jump(JEQ, reg, 0, "local"), // 0.0.0.0 reaches the host's own listeners
+    jump(JEQ32, reg, -1, "local"), // 255.255.255.255
+    ...own.map((a) => jump(JEQ32, reg, a, "local")),
+    label(`v4_${tag}_not_local`),
+  ];
+}
+
+/** ctx in r6; ends at `local` for one of this host's IPv4 addresses, else at `remote`. */
+function ipv4Place(own: OwnAddresses): Item[] {
   return [
     insn(0x61, 2, 6, 4, 0), // r2 = ctx->user_ip4 (network order)
-    insn(0xbf, 3, 2, 0, 0), // r3 = r2
-    insn(0x57, 3, 0, 0, 0xff), // r3 &= 0xff: the first octet
-    jump(JEQ, 3, 127, "local"),
-    jump(JEQ, 2, 0, "local"), // 0.0.0.0 reaches the host's own listeners
+    ...ipv4Local(2, own.v4, "plain"),
     jump(JA, 0, 0, "remote"),
   ];
 }
 
-/** The same for IPv6: `::1`, `::`, and IPv4-mapped `127/8` and `0.0.0.0`. */
-function ipv6Place(): Item[] {
+/**
+ * The same for IPv6: `::1`, `::`, one of `own` (its interfaces' addresses, link-local ones
+ * included), multicast, and every IPv4-mapped address {@linkcode ipv4Local} calls local.
+ */
+function ipv6Place(own: OwnAddresses): Item[] {
+  const word = (dst: number, i: number) => insn(0x61, dst, 6, 8 + 4 * i, 0); // user_ip6[i]
   return [
-    insn(0x61, 2, 6, 8, 0), // r2 = user_ip6[0]
+    ...own.v6.flatMap((a, n) => [
+      ...a.flatMap((w, i) => [word(2, i), jump(JNE32, 2, w, `own6_${n}`)]),
+      jump(JA, 0, 0, "local"),
+      label(`own6_${n}`),
+    ]),
+    word(2, 0),
+    insn(0xbf, 4, 2, 0, 0), // r4 = user_ip6[0]
+    insn(0x57, 4, 0, 0, 0xff), // its first byte
+    jump(JEQ, 4, 0xff, "local"), // ff00::/8: multicast
     jump(JNE, 2, 0, "remote"),
-    insn(0x61, 2, 6, 12, 0), // r2 = user_ip6[1]
+    word(2, 1),
     jump(JNE, 2, 0, "remote"),
-    insn(0x61, 2, 6, 16, 0), // r2 = user_ip6[2]
-    insn(0x61, 3, 6, 20, 0), // r3 = user_ip6[3]
+    word(2, 2),
+    word(3, 3),
     jump(JEQ32, 2, 0xffff0000 | 0, "mapped"), // ::ffff:a.b.c.d
     jump(JNE, 2, 0, "remote"),
     jump(JEQ, 3, 0, "local"), // ::
     jump(JEQ32, 3, 0x01000000, "local"), // ::1
     jump(JA, 0, 0, "remote"),
     label("mapped"),
-    jump(JEQ, 3, 0, "local"),
-    insn(0x57, 3, 0, 0, 0xff),
-    jump(JEQ, 3, 127, "local"),
+    ...ipv4Local(3, own.v4, "mapped"),
     jump(JA, 0, 0, "remote"),
   ];
+}
+
+/** This host's own addresses as the programs compare them (see {@linkcode ownAddresses}). */
+export interface OwnAddresses {
+  /** IPv4 addresses and subnet broadcasts, each as `user_ip4` reads it. */
+  v4: number[];
+  /** IPv6 addresses, each as the four words of `user_ip6`. */
+  v6: number[][];
+}
+
+/** The most own addresses compared (a host with more is refused the guard, not half-guarded). */
+export const MAX_OWN_ADDRESSES = 64;
+
+/** Four bytes in network order as a little-endian load of them reads. */
+function wire32(b: readonly number[]): number {
+  return (b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)) | 0;
+}
+
+function ipv6Bytes(text: string): number[] | undefined {
+  const bare = text.replace(/%.*$/, "");
+  const [head, tail] = bare.includes("::") ? bare.split("::") : [bare, undefined];
+  const part = (s: string | undefined) => (s ? s.split(":") : []);
+  const h = part(head);
+  const t = part(tail);
+  const missing = 8 - h.length - t.length;
+  if (tail === undefined ? missing !== 0 : missing < 0) return undefined;
+  const groups = [...h, ...Array(tail === undefined ? 0 : missing).fill("0"), ...t];
+  if (groups.length !== 8 || !groups.every((g) => /^[0-9a-f]{1,4}$/i.test(g))) return undefined;
+  return groups.flatMap((g) => {
+    const v = parseInt(g, 16);
+    return [v >> 8, v & 0xff];
+  });
+}
+
+/**
+ * This host's own addresses now (`Deno.networkInterfaces()`): what a connect to reaches the
+ * host's listeners bound to every address. Read at each spawn: an address the host gains later
+ * is not in an agent's guard until it is spawned again.
+ */
+export function ownAddresses(
+  interfaces: Deno.NetworkInterfaceInfo[] = Deno.networkInterfaces(),
+): OwnAddresses {
+  const v4 = new Set<number>();
+  const v6 = new Map<string, number[]>();
+  for (const i of interfaces) {
+    if (i.family === "IPv4") {
+      const b = i.address.split(".").map(Number);
+      const m = i.netmask.split(".").map(Number);
+      if (b.length !== 4 || m.length !== 4 || [...b, ...m].some((x) => !(x >= 0 && x <= 255))) {
+        continue;
+      }
+      if (b[0] === 127) continue; // the loopback block is closed whole
+      v4.add(wire32(b));
+      v4.add(wire32(b.map((x, k) => x | (~m[k] & 0xff))));
+    } else {
+      const b = ipv6Bytes(i.address);
+      if (!b || b.every((x, k) => x === (k === 15 ? 1 : 0))) continue; // ::1 is closed anyway
+      const words = [0, 4, 8, 12].map((k) => wire32(b.slice(k, k + 4)));
+      v6.set(words.join(","), words);
+    }
+  }
+  if (v4.size + v6.size > MAX_OWN_ADDRESSES) {
+    throw new Error(
+      `the host has ${
+        v4.size + v6.size
+      } own addresses, more than the ${MAX_OWN_ADDRESSES} the connect guard compares`,
+    );
+  }
+  return { v4: [...v4], v6: [...v6.values()] };
 }
 
 /**
@@ -167,6 +265,7 @@ let sharedCounter: number | undefined;
  */
 export function guardConnects(dir: string, policy: ConnectPolicy): void {
   const ports = [...new Set([...policy.loopbackPorts, DNS_PORT])];
+  const host = policy.own ?? ownAddresses();
   sharedCounter ??= createSlotMap(16, "the shared connection count");
   const own = createSlotMap(16, "the connection count");
   const group = openDir(dir);
@@ -179,10 +278,10 @@ export function guardConnects(dir: string, policy: ConnectPolicy): void {
       ...counted(sharedCounter, HOST_NET_CONNECTS_ALL, "all"),
     ];
     const programs: [Uint8Array, number][] = [
-      [program(ipv4Place(), ports, rate), BPF_CGROUP_INET4_CONNECT],
-      [program(ipv6Place(), ports, rate), BPF_CGROUP_INET6_CONNECT],
-      [program(ipv4Place(), ports, []), BPF_CGROUP_UDP4_SENDMSG],
-      [program(ipv6Place(), ports, []), BPF_CGROUP_UDP6_SENDMSG],
+      [program(ipv4Place(host), ports, rate), BPF_CGROUP_INET4_CONNECT],
+      [program(ipv6Place(host), ports, rate), BPF_CGROUP_INET6_CONNECT],
+      [program(ipv4Place(host), ports, []), BPF_CGROUP_UDP4_SENDMSG],
+      [program(ipv6Place(host), ports, []), BPF_CGROUP_UDP6_SENDMSG],
     ];
     for (const [insns, type] of programs) {
       const prog = loadProgram(PROG_CGROUP_SOCK_ADDR, insns, type, "the connect guard");

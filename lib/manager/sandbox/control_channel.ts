@@ -16,9 +16,12 @@
  */
 
 import { closeAll } from "./close_all.ts";
+import { ByteBudget } from "./byte_budget.ts";
 
 /** Connections one control socket accepts (the runner's, and room for a reconnect). */
 export const MAX_CONTROL_CONNECTIONS = 2;
+/** New connections one control socket accepts: a steady rate past a burst (a runner needs one). */
+export const CONTROL_CONNECT_RATE = Object.freeze({ perSecond: 4, burst: 8 });
 const STOP = new TextEncoder().encode("stop\n");
 const PING = new TextEncoder().encode("ping\n");
 const PONG = new TextEncoder().encode("pong\n");
@@ -42,6 +45,10 @@ export class ControlChannel {
   readonly path: string;
   readonly #listener: Deno.Listener;
   readonly #conns = new Set<Deno.Conn>();
+  readonly #connects = new ByteBudget({
+    rate: CONTROL_CONNECT_RATE.perSecond,
+    burst: CONTROL_CONNECT_RATE.burst,
+  });
   #stopping = false;
   #closed = false;
   #connected = Promise.withResolvers<void>();
@@ -109,6 +116,14 @@ export class ControlChannel {
   async #accept(): Promise<void> {
     try {
       for await (const conn of this.#listener) {
+        // Over the rate the agent waits: nothing more is accepted until it may (red team 38
+        // churned connections here at a core's worth of the supervisor's time).
+        const pause = this.#connects.take(1);
+        if (pause > 0) await new Promise((r) => setTimeout(r, pause));
+        if (this.#closed) {
+          conn.close();
+          break;
+        }
         if (this.#conns.size >= MAX_CONTROL_CONNECTIONS) {
           conn.close();
           continue;
@@ -127,6 +142,13 @@ export class ControlChannel {
         this.#drain(conn).finally(() => {
           this.#conns.delete(conn);
           if (this.#runner === conn) this.#runner = undefined;
+          // Closed here, at its end: red team 38 left one open descriptor per connection it
+          // closed, until the supervisor ran out of them and died, over and over.
+          try {
+            conn.close();
+          } catch {
+            // Already closed (close()).
+          }
         });
       }
     } catch {
