@@ -34,6 +34,7 @@ import { type DespawnResult, Fleet } from "./fleet.ts";
 import { createRuntime } from "./pty_runtime.ts";
 import { agentsRootOf } from "./sandbox/isolation.ts";
 import { HostSandbox } from "./host_sandbox.ts";
+import { uncapFileTable } from "./sandbox/file_table.ts";
 import { socketDirFor } from "./agent_setup.ts";
 import { healSpace } from "./space_heal.ts";
 import { sweepRoster } from "./roster.ts";
@@ -187,6 +188,11 @@ export class Manager {
       this.#verifier = new ControlVerifier(this.#signing.trust);
       this.#runtime = await createRuntime(this.#opts.runtime ?? "pty");
       this.#sandbox = await HostSandbox.probe(this.#opts);
+      if (this.#sandbox.idPool) {
+        // Agents under their own uids: the host's open-file table is no pool they share.
+        const said = uncapFileTable();
+        if (said) this.#log(`manager: ${said}`);
+      }
       this.#socketDir = await socketDirFor(this.#layout(), this.instanceId);
       this.#creds = this.#signing.initialCreds;
       this.#nc = await this.#connect();
