@@ -274,10 +274,10 @@ export function screenText(s: string): string {
     .replace(/\x1b\[[\d;]*[ABEFGHdf]/g, " ")
     // deno-lint-ignore no-control-regex
     .replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, "")
-    // deno-lint-ignore no-control-regex
     // A string (OSC, DCS, APC, PM, SOS) up to its end; one never ended is left to the lines
     // below. `[^\x07\x1b]*`, not `[\s\S]*?`: each start then scans to the next ESC at most,
     // where 32,768 unended starts took 1.2 s of the supervisor's thread (red team 39).
+    // deno-lint-ignore no-control-regex
     .replace(/\x1b[\]P_^X][^\x07\x1b]*(?:\x07|\x1b\\)/g, "")
     // deno-lint-ignore no-control-regex
     .replace(/\x1b[()*+][\x20-\x7e]|\x1b[\x20-\x7e]/g, "")
