@@ -29,14 +29,25 @@ export interface Rt38Stack {
    * Spawns `name` running `/usr/bin/python3 <workdir>/<script> <workdir> <args>`, on the host's
    * network when `hostNet`, else in its own sandbox network (the default).
    */
-  spawnAgent(name: string, script: string, args: string[], hostNet: boolean): Promise<{
+  spawnAgent(
+    name: string,
+    script: string,
+    args: string[],
+    hostNet: boolean,
+    extra?: string[],
+  ): Promise<{
     code: number;
     out: string;
   }>;
   close(): Promise<void>;
 }
 
-export async function rt38Stack(tag: string, files: string[]): Promise<Rt38Stack> {
+/** `files` are copied from `fixtures` (this directory unless another red team's is given). */
+export async function rt38Stack(
+  tag: string,
+  files: string[],
+  fixtures: string = HERE,
+): Promise<Rt38Stack> {
   const base = `/tmp/rt38-${tag}-${crypto.randomUUID().slice(0, 6)}`;
   const root = `${base}/root`;
   const work = `${base}/w`;
@@ -85,7 +96,7 @@ export async function rt38Stack(tag: string, files: string[]): Promise<Rt38Stack
   await Deno.chmod(work, 0o755);
   await Deno.chown(`${work}/a`, null, 1500000000);
   await Deno.chmod(`${work}/a`, 0o2777);
-  for (const f of files) await Deno.copyFile(`${HERE}${f}`, `${work}/a/${f}`);
+  for (const f of files) await Deno.copyFile(`${fixtures}${f}`, `${work}/a/${f}`);
   return {
     root,
     work,
@@ -94,9 +105,10 @@ export async function rt38Stack(tag: string, files: string[]): Promise<Rt38Stack
     inNs,
     spawnInNs,
     cotal,
-    spawnAgent: (name, script, args, hostNet) =>
+    spawnAgent: (name, script, args, hostNet, extra = []) =>
       cotal([
         ...["spawn", "--agent", "program", "--name", name, ...(hostNet ? ["--net", "host"] : [])],
+        ...extra,
         ...["--workdir", `${work}/a`, "--", "/usr/bin/python3", `${work}/a/${script}`],
         ...[`${work}/a`, ...args],
       ]),
