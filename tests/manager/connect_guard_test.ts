@@ -36,8 +36,9 @@ my $rin = ''; vec($rin, fileno($_), 1) = 1 for @keep;
 while (1) { select(my $r = $rin, undef, undef, undef); for (@keep) { if (vec($r, fileno($_), 1)) { accept(my $c, $_); close $c } } }
 `;
 
-// One line per attempt: "<what> ok" or "<what> <errno>".
-const PROBE = `
+// The probes' words: tcp(what, family, address) and udp(...) print one line per attempt,
+// "<what> ok" or "<what> <errno>"; $v4/$v6 pack an address and a port.
+const PROBE_SUBS = `
 use Socket qw(:all); $| = 1;
 sub tcp {
   my ($what, $fam, $addr) = @_;
@@ -47,10 +48,14 @@ sub tcp {
 sub udp {
   my ($what, $fam, $addr) = @_;
   socket(my $c, $fam, SOCK_DGRAM, 0) or return print "$what socket $!\\n";
+  setsockopt($c, SOL_SOCKET, SO_BROADCAST, 1);
   print defined(send($c, "x", 0, $addr)) ? "$what ok\\n" : "$what $!\\n";
 }
 my $v4 = sub { pack_sockaddr_in($_[1], inet_aton($_[0])) };
 my $v6 = sub { pack_sockaddr_in6($_[1], inet_pton(AF_INET6, $_[0])) };
+`;
+
+const PROBE = `${PROBE_SUBS}
 tcp("allowed", PF_INET, $v4->("127.0.0.1", 7001));
 tcp("loopback", PF_INET, $v4->("127.0.0.1", 7002));
 tcp("loopback-127.0.0.2", PF_INET, $v4->("127.0.0.2", 7002));
@@ -223,21 +228,7 @@ Deno.test({
 
 // The host's own non-loopback addresses: the listener binds every address, as a dev server
 // started with --host, a database, or docker-proxy does (red team 38).
-const OWN_PROBE = `
-use Socket qw(:all); $| = 1;
-sub tcp {
-  my ($what, $fam, $addr) = @_;
-  socket(my $c, $fam, SOCK_STREAM, 0) or return print "$what socket $!\\n";
-  print connect($c, $addr) ? "$what ok\\n" : "$what $!\\n"; close $c;
-}
-sub udp {
-  my ($what, $fam, $addr) = @_;
-  socket(my $c, $fam, SOCK_DGRAM, 0) or return print "$what socket $!\\n";
-  setsockopt($c, SOL_SOCKET, SO_BROADCAST, 1);
-  print defined(send($c, "x", 0, $addr)) ? "$what ok\\n" : "$what $!\\n";
-}
-my $v4 = sub { pack_sockaddr_in($_[1], inet_aton($_[0])) };
-my $v6 = sub { pack_sockaddr_in6($_[1], inet_pton(AF_INET6, $_[0])) };
+const OWN_PROBE = `${PROBE_SUBS}
 tcp("own", PF_INET, $v4->("10.253.9.1", 7002));
 tcp("own-mapped", PF_INET6, $v6->("::ffff:10.253.9.1", 7002));
 tcp("own-v6", PF_INET6, $v6->("fd53::1", 7002));
