@@ -43,6 +43,7 @@ export type ManagerErrorCode =
   | "name_reserved"
   | "name_taken"
   | "net_host_unguarded"
+  | "net_host_unscoped"
   | "not_found"
   | "not_running"
   | "program_not_executable"

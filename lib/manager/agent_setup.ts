@@ -235,6 +235,7 @@ export function runnerSandbox(agent: ManagedAgent): RunnerSandbox {
     expose: p.expose,
     ...(sb.cgroup ? { cgroup: sb.cgroup } : {}),
     ...(sb.ptsDir ? { ptsDir: sb.ptsDir } : {}),
+    ...(sb.landlockScope ? { landlockScope: true } : {}),
   };
 }
 

@@ -49,6 +49,8 @@ export interface RunnerSandbox {
   readonly cgroup?: AgentCgroup;
   /** Its own capped devpts instance (see `AgentSandbox`). */
   readonly ptsDir?: string;
+  /** Its processes take the Landlock scope (see `AgentSandbox.landlockScope`). */
+  readonly landlockScope?: boolean;
 }
 
 /** Everything needed to render one runner's command line. */
@@ -250,6 +252,7 @@ export function runnerLaunchSpec(opts: RunnerOptions, fds: ChildFds = {}): Launc
     switchUser: sb.switchUser,
     env,
     ...(fds.seccomp !== undefined ? { seccompFd: fds.seccomp } : {}),
+    ...(sb.landlockScope ? { landlockScope: true } : {}),
     ...(fds.info !== undefined ? { infoFd: fds.info } : {}),
     ...(fds.block !== undefined ? { blockFd: fds.block } : {}),
     newSession: opts.newSession,

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { scopeUnavailable } from "./landlock.ts";
 import { CotalError } from "../../errors.ts";
 import { agentSocketPath } from "../../permissions.ts";
 import { type AgentCgroup, cgroupName, createAgentCgroup, removeAgentCgroup } from "./cgroup.ts";
@@ -33,6 +34,11 @@ export interface SandboxFacts {
   readonly net: NetMode | "host (deno-only)";
   /** Whether a seccomp filter applies. */
   readonly seccomp: boolean;
+  /**
+   * Whether its processes took the Landlock scope: no abstract unix socket or signal reaches
+   * outside the sandbox (absent under deno-only).
+   */
+  readonly landlockScope?: boolean;
   /** `v1`, `v2`, or `none` (rlimits only). */
   readonly cgroup: "v1" | "v2" | "none";
   /** Its limits, by name. */
@@ -112,6 +118,12 @@ export class AgentSandbox {
   readonly cgroup?: AgentCgroup;
   /** Its own capped devpts instance (a root supervisor's agents). */
   readonly ptsDir?: string;
+  /**
+   * Its processes take the Landlock scope (`landlock.ts`): always on the host's network, and
+   * on its own network wherever the kernel has scopes (there its namespace already hides the
+   * host's abstract sockets; the scope is a second layer).
+   */
+  readonly landlockScope: boolean;
   /** `/etc` name → generated host file. */
   readonly etcFiles: Readonly<Record<string, string>>;
   #closed = false;
@@ -128,6 +140,7 @@ export class AgentSandbox {
     cgroup: AgentCgroup | undefined,
     etcFiles: Record<string, string>,
     ptsDir: string | undefined,
+    landlockScope: boolean,
   ) {
     this.opts = opts;
     this.control = control;
@@ -135,6 +148,7 @@ export class AgentSandbox {
     this.cgroup = cgroup;
     this.etcFiles = etcFiles;
     this.ptsDir = ptsDir;
+    this.landlockScope = landlockScope;
   }
 
   /** Makes everything the runner's sandbox binds in; undoes it all if a step fails. */
@@ -193,6 +207,15 @@ export class AgentSandbox {
             "supervisor as root on a host with cgroup v2.",
         );
       }
+      const unscoped = opts.mode === "bwrap" ? scopeUnavailable() : "not a bwrap sandbox";
+      if (hostNet && unscoped) {
+        throw new CotalError(
+          "net_host_unscoped",
+          `An agent on the host's network would reach every abstract unix socket the host's ` +
+            `services listen on, and ${unscoped}; run it on its own network (leave out ` +
+            "--net host).",
+        );
+      }
       if (opts.mode === "bwrap" && opts.cgroupHost) {
         cgroup = createAgentCgroup(
           opts.cgroupHost,
@@ -208,7 +231,15 @@ export class AgentSandbox {
         mountDevpts(dir, opts.limits.ptys);
         ptsDir = dir;
       }
-      const made = new AgentSandbox(opts, control, relay, cgroup, etcFiles, ptsDir);
+      const made = new AgentSandbox(
+        opts,
+        control,
+        relay,
+        cgroup,
+        etcFiles,
+        ptsDir,
+        !unscoped,
+      );
       made.spawnChannel = spawn;
       return made;
     } catch (err) {
@@ -272,6 +303,7 @@ export class AgentSandbox {
       ],
       net: o.net,
       seccomp: o.seccomp,
+      landlockScope: this.landlockScope,
       cgroup: this.cgroup ? (this.cgroup.version === 2 ? "v2" : "v1") : "none",
       limits: describeLimits(o.limits),
       ...(o.workdir ? { workdir: o.workdir } : {}),

@@ -267,6 +267,15 @@ export function bpf(cmd: number, attr: Uint8Array<ArrayBuffer>, what: string): n
   return r;
 }
 
+/**
+ * This kernel's Landlock ABI version (`landlock_create_ruleset(NULL, 0, VERSION)`, one syscall
+ * number on every architecture), or 0 when Landlock is absent or disabled.
+ */
+export function landlockAbiVersion(): number {
+  const r = Number(libc().syscall(444n, 0n, null, 1n));
+  return r > 0 ? r : 0;
+}
+
 /** Opens a directory for its descriptor (a cgroup, to attach a program to); throws. */
 export function openDir(path: string): number {
   const fd = libc().open(cstr(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);

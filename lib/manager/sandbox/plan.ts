@@ -16,6 +16,7 @@
  * @module
  */
 import { CotalError } from "../../errors.ts";
+import { scopeChain } from "./landlock.ts";
 import { type AgentLimits, limitChain } from "./limits.ts";
 
 /** Where the agent's launch dir (read-only) appears inside. */
@@ -111,6 +112,11 @@ export interface SandboxPlan {
   readonly ptsDir?: string;
   /** Inherited descriptors bwrap reads: the seccomp program, its info and block pipes. */
   readonly seccompFd?: number;
+  /**
+   * Take the Landlock scope first (see `landlock.ts`): no abstract unix socket or signal
+   * reaches outside the sandbox.
+   */
+  readonly landlockScope?: boolean;
   readonly infoFd?: number;
   readonly blockFd?: number;
   /** Detach from the controlling terminal (not under a pty, whose session is the agent's). */
@@ -254,6 +260,7 @@ export function bwrapArgs(plan: SandboxPlan): string[] {
   a.push("--clearenv");
   for (const [k, v] of Object.entries(plan.env)) a.push("--setenv", k, v);
   a.push("--chdir", HOME_INSIDE, "--");
+  if (plan.landlockScope) a.push(...scopeChain());
   a.push(...limitChain(plan.limits, { perProcessMemory: !plan.cgroupMemory }));
   if (plan.switchUser) {
     a.push(
