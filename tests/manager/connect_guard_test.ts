@@ -11,10 +11,13 @@
 import assert from "node:assert/strict";
 import { probeCgroups } from "../../lib/manager/sandbox/cgroup.ts";
 import {
+  ADDRESS_POLL_MS,
   CONNECT_WINDOW_NS,
   guardConnects,
   HOST_NET_CONNECTS,
   ownAddresses,
+  refreshConnectGuards,
+  releaseConnectGuard,
 } from "../../lib/manager/sandbox/connect_guard.ts";
 import { makeDir, removeDir } from "../../lib/manager/sandbox/libc.ts";
 
@@ -91,12 +94,14 @@ async function inGuardedNs(
   script: string,
   args: string[],
   policy: Parameters<typeof guardConnects>[1],
+  afterGuard?: () => void,
 ): Promise<string> {
   const parent = probeCgroups()!.guardParent!;
   const dir = `${parent}/cotal-connguard-${crypto.randomUUID().slice(0, 8)}`;
   assert.ok(makeDir(dir));
   try {
     guardConnects(dir, policy);
+    afterGuard?.();
     const shell = [
       "ip link set lo up",
       "ip addr add 10.253.9.1/32 dev lo",
@@ -120,6 +125,7 @@ async function inGuardedNs(
     assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
     return new TextDecoder().decode(out.stdout);
   } finally {
+    releaseConnectGuard(dir);
     for (let i = 0; i < 40 && !removeDir(dir); i++) await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -240,41 +246,43 @@ udp("multicast-v6", PF_INET6, $v6->("ff05::fb", 5353));
 tcp("not-own", PF_INET, $v4->("10.253.9.2", 7002));
 `;
 
+// As Deno.networkInterfaces() describes a host with a LAN address and an IPv6 one.
+const HOST_ADDRESSES = ownAddresses([
+  {
+    family: "IPv4",
+    name: "eth0",
+    address: "10.253.9.1",
+    netmask: "255.255.255.0",
+    scopeid: null,
+    cidr: "10.253.9.1/24",
+    mac: "",
+  },
+  {
+    family: "IPv4",
+    name: "lo",
+    address: "127.0.0.1",
+    netmask: "255.0.0.0",
+    scopeid: null,
+    cidr: "127.0.0.1/8",
+    mac: "",
+  },
+  {
+    family: "IPv6",
+    name: "eth0",
+    address: "fd53::1",
+    netmask: "ffff:ffff:ffff:ffff::",
+    scopeid: 0,
+    cidr: "fd53::1/64",
+    mac: "",
+  },
+]);
+
 Deno.test({
   name:
     "connect guard - the host's own addresses, their broadcasts and multicast are closed as the loopback is; other addresses are reached",
   ignore: !canGuard,
   async fn() {
-    // As Deno.networkInterfaces() describes a host with a LAN address and an IPv6 one.
-    const own = ownAddresses([
-      {
-        family: "IPv4",
-        name: "eth0",
-        address: "10.253.9.1",
-        netmask: "255.255.255.0",
-        scopeid: null,
-        cidr: "10.253.9.1/24",
-        mac: "",
-      },
-      {
-        family: "IPv4",
-        name: "lo",
-        address: "127.0.0.1",
-        netmask: "255.0.0.0",
-        scopeid: null,
-        cidr: "127.0.0.1/8",
-        mac: "",
-      },
-      {
-        family: "IPv6",
-        name: "eth0",
-        address: "fd53::1",
-        netmask: "ffff:ffff:ffff:ffff::",
-        scopeid: 0,
-        cidr: "fd53::1/64",
-        mac: "",
-      },
-    ]);
+    const own = HOST_ADDRESSES;
     assert.equal(own.v4.length, 2, "the address and its subnet's broadcast; not the loopback");
     const out = await inGuardedNs(OWN_PROBE, [], { loopbackPorts: [], own });
     const eperm = "Operation not permitted";
@@ -293,5 +301,29 @@ Deno.test({
         "",
       ].join("\n"),
     );
+  },
+});
+
+Deno.test({
+  name:
+    "connect guard - an address the host gains after the guard was made is closed once the guards are refreshed",
+  ignore: !canGuard,
+  async fn() {
+    const none = { v4: [], v6: [] };
+    const before = await inGuardedNs(OWN_PROBE, [], { loopbackPorts: [], own: none });
+    assert.match(before, /^own ok$/m, "the address was not the host's when the guard was made");
+    const after = await inGuardedNs(
+      OWN_PROBE,
+      [],
+      { loopbackPorts: [], own: none },
+      () => refreshConnectGuards(HOST_ADDRESSES),
+    );
+    const eperm = "Operation not permitted";
+    assert.match(after, new RegExp(`^own ${eperm}$`, "m"));
+    assert.match(after, new RegExp(`^own-v6 ${eperm}$`, "m"));
+    assert.match(after, new RegExp(`^own-broadcast ${eperm}$`, "m"));
+    assert.match(after, /^not-own ok$/m);
+    // The host's addresses are read again this often while a guard lives.
+    assert.ok(ADDRESS_POLL_MS <= 5_000);
   },
 });

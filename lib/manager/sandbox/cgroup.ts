@@ -12,7 +12,7 @@
  */
 import { CotalError } from "../../errors.ts";
 import { capIpSockets, denyIpBinds } from "./bind_guard.ts";
-import { type ConnectPolicy, guardConnects } from "./connect_guard.ts";
+import { type ConnectPolicy, guardConnects, releaseConnectGuard } from "./connect_guard.ts";
 import { makeDir, readSmallFile, removeDir, writeControlFile } from "./libc.ts";
 import type { AgentLimits } from "./limits.ts";
 
@@ -210,7 +210,10 @@ export function createAgentCgroup(
     }
     return { version: 1, dirs: made };
   } catch (err) {
-    for (const dir of made.reverse()) removeDir(dir);
+    for (const dir of made.reverse()) {
+      releaseConnectGuard(dir);
+      removeDir(dir);
+    }
     throw new CotalError(
       "cgroup_failed",
       `Could not set up the agent's cgroup (${(err as Error).message}).`,
@@ -258,6 +261,7 @@ export function cgroupMemoryUsage(cg: AgentCgroup): number | undefined {
  */
 export async function removeAgentCgroup(cg: AgentCgroup, deadlineMs = 2_000): Promise<boolean> {
   const until = Date.now() + deadlineMs;
+  for (const dir of cg.dirs) releaseConnectGuard(dir);
   let left = [...cg.dirs];
   while (left.length) {
     left = left.filter((dir) => !removeDir(dir));

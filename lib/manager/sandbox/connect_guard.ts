@@ -169,8 +169,10 @@ function ipv6Bytes(text: string): number[] | undefined {
 
 /**
  * This host's own addresses now (`Deno.networkInterfaces()`): what a connect to reaches the
- * host's listeners bound to every address. Read at each spawn: an address the host gains later
- * is not in an agent's guard until it is spawned again.
+ * host's listeners bound to every address. Read at each spawn, and every
+ * {@linkcode ADDRESS_POLL_MS} while a guard lives: an address the host gains later (a VPN, a
+ * container bridge, a new DHCP lease) is put into every live guard (see
+ * {@linkcode refreshConnectGuards}).
  */
 export function ownAddresses(
   interfaces: Deno.NetworkInterfaceInfo[] = Deno.networkInterfaces(),
@@ -258,31 +260,38 @@ function program(place: Item[], ports: number[], remote: Item[]): Uint8Array {
 // One counter for every host-network agent of this process: made on first use, kept open.
 let sharedCounter: number | undefined;
 
-/**
- * Attaches the connect and send guard to the cgroup v2 group at `dir`: loopback closed but for
- * `policy.loopbackPorts` and DNS, connections counted per agent and across this process's
- * agents. Throws `libc_failed` naming the step the kernel refused.
- */
-export function guardConnects(dir: string, policy: ConnectPolicy): void {
-  const ports = [...new Set([...policy.loopbackPorts, DNS_PORT])];
-  const host = policy.own ?? ownAddresses();
-  sharedCounter ??= createSlotMap(16, "the shared connection count");
-  const own = createSlotMap(16, "the connection count");
+/** How often the host's addresses are read again while a guard lives. */
+export const ADDRESS_POLL_MS = 2_000;
+
+/** A live guard: its group, its allowed ports and its own connection count (kept open). */
+interface LiveGuard {
+  readonly ports: number[];
+  readonly own: number;
+  readonly connects: number;
+}
+
+const live = new Map<string, LiveGuard>();
+let lastRead: string | undefined;
+let poll: ReturnType<typeof setInterval> | undefined;
+
+function attachAll(dir: string, g: LiveGuard, host: OwnAddresses): void {
   const group = openDir(dir);
   try {
     // TCP connections are counted (a UDP connect sets a default peer and leaves no TIME_WAIT).
     const rate = [
       insn(0x61, 2, 6, 32, 0), // r2 = ctx->type
       jump(JNE, 2, SOCK_STREAM, "allow"),
-      ...counted(own, policy.connects ?? HOST_NET_CONNECTS, "own"),
-      ...counted(sharedCounter, HOST_NET_CONNECTS_ALL, "all"),
+      ...counted(g.own, g.connects, "own"),
+      ...counted(sharedCounter!, HOST_NET_CONNECTS_ALL, "all"),
     ];
     const programs: [Uint8Array, number][] = [
-      [program(ipv4Place(host), ports, rate), BPF_CGROUP_INET4_CONNECT],
-      [program(ipv6Place(host), ports, rate), BPF_CGROUP_INET6_CONNECT],
-      [program(ipv4Place(host), ports, []), BPF_CGROUP_UDP4_SENDMSG],
-      [program(ipv6Place(host), ports, []), BPF_CGROUP_UDP6_SENDMSG],
+      [program(ipv4Place(host), g.ports, rate), BPF_CGROUP_INET4_CONNECT],
+      [program(ipv6Place(host), g.ports, rate), BPF_CGROUP_INET6_CONNECT],
+      [program(ipv4Place(host), g.ports, []), BPF_CGROUP_UDP4_SENDMSG],
+      [program(ipv6Place(host), g.ports, []), BPF_CGROUP_UDP6_SENDMSG],
     ];
+    // Attached without flags, a program replaces the group's one of its type at once: a
+    // refresh leaves no moment without a guard.
     for (const [insns, type] of programs) {
       const prog = loadProgram(PROG_CGROUP_SOCK_ADDR, insns, type, "the connect guard");
       try {
@@ -293,6 +302,80 @@ export function guardConnects(dir: string, policy: ConnectPolicy): void {
     }
   } finally {
     closeFd(group);
-    closeFd(own);
+  }
+}
+
+/**
+ * Puts `host` (default: this host's addresses now) into every live guard. Polled every
+ * {@linkcode ADDRESS_POLL_MS} while a guard lives, acting only when the addresses changed; a
+ * guard the kernel refuses to update keeps the addresses it had (its group may be going away).
+ */
+export function refreshConnectGuards(host?: OwnAddresses): void {
+  let now: OwnAddresses;
+  try {
+    now = host ?? ownAddresses();
+  } catch {
+    return; // more addresses than a program compares: the guards keep what they have
+  }
+  for (const [dir, g] of live) {
+    try {
+      attachAll(dir, g, now);
+    } catch {
+      // Its group is gone or going; releaseConnectGuard forgets it.
+    }
+  }
+}
+
+function pollAddresses(): void {
+  let text: string;
+  try {
+    text = JSON.stringify(ownAddresses());
+  } catch {
+    return;
+  }
+  if (text === lastRead) return;
+  lastRead = text;
+  refreshConnectGuards();
+}
+
+/** Forgets the guard of `dir` (its group is being removed) and closes its connection count. */
+export function releaseConnectGuard(dir: string): void {
+  const g = live.get(dir);
+  if (!g) return;
+  live.delete(dir);
+  closeFd(g.own);
+  if (live.size === 0 && poll !== undefined) {
+    clearInterval(poll);
+    poll = undefined;
+  }
+}
+
+/**
+ * Attaches the connect and send guard to the cgroup v2 group at `dir`: loopback closed but for
+ * `policy.loopbackPorts` and DNS, connections counted per agent and across this process's
+ * agents. The guard stays live, the host's addresses put into it as they change, until
+ * {@linkcode releaseConnectGuard}. Throws `libc_failed` naming the step the kernel refused.
+ */
+export function guardConnects(dir: string, policy: ConnectPolicy): void {
+  const host = policy.own ?? ownAddresses();
+  sharedCounter ??= createSlotMap(16, "the shared connection count");
+  const g: LiveGuard = {
+    ports: [...new Set([...policy.loopbackPorts, DNS_PORT])],
+    own: createSlotMap(16, "the connection count"),
+    connects: policy.connects ?? HOST_NET_CONNECTS,
+  };
+  try {
+    attachAll(dir, g, host);
+  } catch (err) {
+    closeFd(g.own);
+    throw err;
+  }
+  releaseConnectGuard(dir);
+  live.set(dir, g);
+  if (poll === undefined) {
+    lastRead ??= policy.own ? undefined : JSON.stringify(host);
+    const timer = setInterval(pollAddresses, ADDRESS_POLL_MS);
+    Deno.unrefTimer(timer);
+    poll = timer;
   }
 }
