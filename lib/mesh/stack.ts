@@ -107,9 +107,15 @@ export function componentLabel(id: string, spaces: readonly string[]): string {
   return space === undefined ? id : `${id.slice(0, dot)}.${space}`;
 }
 
+/** Starts made of a component that dies while it starts, before the start is a failure. */
+export const START_ATTEMPTS = 3;
+
 /**
  * Starts a component unless the one its pid file names is still running (same pid, same start
- * time): that makes a second `up` heal dead parts and change nothing else.
+ * time): that makes a second `up` heal dead parts and change nothing else. One that dies before
+ * it is ready is started again, {@linkcode START_ATTEMPTS} times in all, as the watchdog would
+ * on a running stack (fault pass 13 killed delivery the moment `up` started it, and the up
+ * undid the whole stack); one that runs but never reports ready is a failure at once.
  */
 export async function ensureComponent(
   root: string,
@@ -119,40 +125,46 @@ export async function ensureComponent(
   onStarted?: () => Promise<void>,
 ): Promise<{ record: PidRecord; started: boolean; child?: Deno.ChildProcess }> {
   const { pidFile, lockFile, logFile } = componentFiles(root, spec.id);
-  const existing = await readPidFile(pidFile).catch(() => undefined);
-  if (existing && isSameProcess(existing)) return { record: existing, started: false };
-  // Running with no pid file of its own: its starter was killed between the start and the
-  // write (fault pass 12's up, killed the moment the broker ran). Its lock names it.
-  const held = await recordFromLock(lockFile, spec.name);
-  if (held && isSameProcess(held)) {
-    const record = await writePidFile(pidFile, held.pid, spec.name, held.startTime);
-    return { record, started: false };
+  for (let attempt = 1;; attempt++) {
+    const existing = await readPidFile(pidFile).catch(() => undefined);
+    if (existing && isSameProcess(existing)) return { record: existing, started: false };
+    // Running with no pid file of its own: its starter was killed between the start and the
+    // write (fault pass 12's up, killed the moment the broker ran), or the watchdog started it
+    // again while this start failed. Its lock names it.
+    const held = await recordFromLock(lockFile, spec.name);
+    if (held && isSameProcess(held)) {
+      const record = await writePidFile(pidFile, held.pid, spec.name, held.startTime);
+      return { record, started: false };
+    }
+    const { record, child } = await startDaemon({
+      name: spec.name,
+      command: spec.command,
+      args: spec.args,
+      env: spec.env,
+      logFile,
+      pidFile,
+      lockFile,
+      detach,
+    });
+    try {
+      await onStarted?.();
+      await spec.ready?.(record);
+      return { record, started: true, child };
+    } catch (err) {
+      const died = !isSameProcess(record);
+      await stopRecorded(record, 2_000);
+      const now = await readPidFile(pidFile).catch(() => undefined);
+      if (now?.pid === record.pid) await Deno.remove(pidFile).catch(() => {});
+      if (died && attempt < START_ATTEMPTS) continue;
+      const tail = (await Deno.readTextFile(logFile).catch(() => "")).trim().split("\n").slice(-5);
+      throw new CotalError(
+        "component_not_ready",
+        `${spec.name} did not become ready (${(err as Error).message}${
+          died ? `, ${attempt} starts` : ""
+        }); last log lines: ${tail.join(" | ")}`,
+      );
+    }
   }
-  const { record, child } = await startDaemon({
-    name: spec.name,
-    command: spec.command,
-    args: spec.args,
-    env: spec.env,
-    logFile,
-    pidFile,
-    lockFile,
-    detach,
-  });
-  try {
-    await onStarted?.();
-    await spec.ready?.(record);
-  } catch (err) {
-    await stopRecorded(record, 2_000);
-    await Deno.remove(pidFile).catch(() => {});
-    const tail = (await Deno.readTextFile(logFile).catch(() => "")).trim().split("\n").slice(-5);
-    throw new CotalError(
-      "component_not_ready",
-      `${spec.name} did not become ready (${(err as Error).message}); last log lines: ${
-        tail.join(" | ")
-      }`,
-    );
-  }
-  return { record, started: true, child };
 }
 
 /** Stops one component after checking its identity; removes its pid file. */
