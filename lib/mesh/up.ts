@@ -208,9 +208,17 @@ export async function up(
     for (const a of accounts) await registerMesh({ space: a.space, root: opts.root, url: rec.url });
     // What this up ensured, and the two watchdogs that watch it and each other.
     await writeWatchList(opts.root, [...watched, ...watchdogs]);
+    // A watchdog killed while this up ran (both, and nothing restarts either) is started
+    // again: an up that succeeds leaves its pair running (fault pass 13).
+    for (const w of watchdogs) {
+      const r = await ensureComponent(opts.root, w, true);
+      if (r.started && !started.includes(w.id)) started.push(w.id);
+    }
   } catch (err) {
     await undoFailedUp(opts, { detach, startedIds, pinnedIdp, previousList });
-    await note?.done();
+    // A resumed up that fails leaves its note: the watchdog runs it again, a bounded number
+    // of times; nobody reads a resumed up's failure (fault pass 13).
+    await note?.failed();
     throw err;
   }
   await note?.done();

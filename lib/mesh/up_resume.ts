@@ -6,8 +6,9 @@
  * runs the same `cotal up` again, which starts what is missing and removes the note. Fault pass
  * 12 killed `up` between its daemons and its watchdogs and nothing healed the half stack.
  *
- * A resumed up that dies too is resumed again, {@linkcode UP_RESUMES_MAX} times at most and
- * {@linkcode UP_RESUME_GAP_MS} apart; then the watchdog says once that a human is needed.
+ * A resumed up that dies or fails too is resumed again, {@linkcode UP_RESUMES_MAX} times at most
+ * and {@linkcode UP_RESUME_GAP_MS} apart (the watchdog counts them in the note before each run);
+ * then the watchdog says once that a human is needed.
  * `down` removes the note first and stops a resumed up that still runs.
  *
  * @module
@@ -49,9 +50,15 @@ function files(root: string) {
   };
 }
 
-/** The note of a running up; `done()` removes it and lets the lock go. */
+/** The note of a running up. */
 export interface UpNoteHandle {
+  /** The up finished: the note is removed and the lock let go. */
   done(): Promise<void>;
+  /**
+   * The up failed: an up a human ran removes the note (they read the failure); a resumed one
+   * keeps it, for the watchdog's next resume.
+   */
+  failed(): Promise<void>;
 }
 
 /**
@@ -61,6 +68,8 @@ export interface UpNoteHandle {
 export async function noteUp(
   root: string,
   run: { command: string; args: string[] },
+  /** Resumes before this up (default: its environment's {@linkcode UP_RESUMES_ENV}). */
+  resumes = Number(Deno.env.get(UP_RESUMES_ENV) ?? 0) || 0,
 ): Promise<UpNoteHandle> {
   const f = files(root);
   await Deno.mkdir(f.dir, { recursive: true, mode: 0o700 });
@@ -75,12 +84,15 @@ export async function noteUp(
   }
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(Deno.env.toObject())) if (KEPT_ENV.test(k)) env[k] = v;
-  const resumes = Number(Deno.env.get(UP_RESUMES_ENV) ?? 0) || 0;
   const note: UpNote = { command: run.command, args: run.args, env, resumes };
   await writeFileAtomic(f.note, JSON.stringify(note, null, 2) + "\n", { what: "The up's note" });
   return {
     async done() {
       await Deno.remove(f.note).catch(() => {});
+      lock.close();
+    },
+    async failed() {
+      if (resumes === 0) await Deno.remove(f.note).catch(() => {});
       lock.close();
     },
   };
@@ -125,7 +137,8 @@ export async function resumeAbandonedUp(
     note = JSON.parse(text);
     if (
       typeof note.command !== "string" || !Array.isArray(note.args) ||
-      !note.args.every((a) => typeof a === "string") || typeof note.env !== "object"
+      !note.args.every((a) => typeof a === "string") || typeof note.env !== "object" ||
+      !Number.isInteger(note.resumes) || note.resumes < 0
     ) throw new Error("not a note");
   } catch {
     log(`watchdog: ${f.note} is not an up's note; removing it`);
@@ -135,7 +148,7 @@ export async function resumeAbandonedUp(
   if (note.resumes >= UP_RESUMES_MAX) {
     if (!state.gaveUp) {
       log(
-        `watchdog: 'cotal up' died part-way ${note.resumes + 1} times; not running it again: ` +
+        `watchdog: 'cotal up' did not finish ${note.resumes + 1} times; not running it again: ` +
           `run 'cotal up --detach --root ${root}' (see ${f.resumeLog})`,
       );
     }
@@ -143,6 +156,20 @@ export async function resumeAbandonedUp(
     return;
   }
   state.lastAt = now;
+  // The count is the watchdog's: written before the resumed up runs, so an up that dies (or
+  // fails) before it notes itself still uses up one of the resumes.
+  try {
+    await writeFileAtomic(
+      f.note,
+      JSON.stringify({ ...note, resumes: note.resumes + 1 }, null, 2) + "\n",
+      {
+        what: "The up's note",
+      },
+    );
+  } catch (err) {
+    log(`watchdog: cannot count the resume in ${f.note} (${(err as Error).message}); not resuming`);
+    return;
+  }
   log(
     `watchdog: 'cotal up' ended before its stack was up (killed); running it again ` +
       `(resume ${note.resumes + 1} of ${UP_RESUMES_MAX}, its log: ${f.resumeLog})`,
