@@ -26,7 +26,7 @@ import {
   reloadBroker,
   stopComponent,
 } from "./stack.ts";
-import type { ComponentSpec, ComponentStatus } from "./stack.ts";
+import type { ComponentStatus } from "./stack.ts";
 import { ensureDaemonCreds } from "./daemons.ts";
 import { registerMesh, unregisterMesh } from "../workspace/mod.ts";
 import { loadSpaceAccount, readSpaceIndex, writeSpaceIndex } from "./trust_state.ts";
@@ -174,14 +174,15 @@ export async function startSpaceDaemons(
 ): Promise<void> {
   const rec = (await readMeshRecord(root))!;
   await ensureDaemonCreds(root, store, account);
-  const specs: ComponentSpec[] = [];
-  for (const spec of await spaceDaemons(root, account.space, rec)) {
+  const specs = await spaceDaemons(root, account.space, rec);
+  // On the watchdog's list before any starts: an add or restore killed part-way leaves the
+  // watchdog starting the rest (fault pass 13: the space stayed without its supervisor). A
+  // failed add takes them off again (removeSpace).
+  await updateWatchList(root, { add: specs });
+  for (const spec of specs) {
     step();
     await ensureComponent(root, spec, true);
-    specs.push(spec);
   }
-  // The watchdog heals this space from now on, as it does the ones up started.
-  await updateWatchList(root, { add: specs });
 }
 
 /**
