@@ -7,6 +7,7 @@ import {
   protectedPaths,
   resolveIsolation,
 } from "../../lib/manager/sandbox/isolation.ts";
+import { scopeUnavailable } from "../../lib/manager/sandbox/landlock.ts";
 import { DEFAULT_AGENT_LIMITS } from "../../lib/manager/sandbox/limits.ts";
 import { assertExposable, bwrapArgs, etcContents } from "../../lib/manager/sandbox/plan.ts";
 import { tempDir } from "../_harness/broker.ts";
@@ -202,6 +203,8 @@ Deno.test("manager - the real default sandbox starts here and its facts are what
   assert.match(iso.summary, /allowlist root/);
   assert.match(iso.summary, /seccomp/);
   assert.match(iso.summary, iso.cgroup ? /cgroup v[12]/ : /rlimits \(no cgroup\)/);
+  // Said only where the agents' sandboxes take Landlock's scopes.
+  assert.equal(/Landlock scopes/.test(iso.summary), scopeUnavailable() === undefined);
 });
 
 Deno.test("manager - bwrap is taken from this Debian release, not a newer suite", () => {

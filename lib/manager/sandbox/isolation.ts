@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { scopeUnavailable } from "./landlock.ts";
 import { CotalError } from "../../errors.ts";
 import type { DeploymentLayout } from "../../permissions.ts";
 import { spaceKeyHex } from "../../workspace/mod.ts";
@@ -58,6 +59,8 @@ export interface IsolationFacts extends IsolationRequest {
   readonly switchUser?: boolean;
   readonly netns?: boolean;
   readonly cgroup?: CgroupHost;
+  /** Agents' sandboxes take Landlock's scopes (see `landlock.ts`). */
+  readonly landlock?: boolean;
 }
 
 function describe(f: IsolationFacts): string {
@@ -65,7 +68,7 @@ function describe(f: IsolationFacts): string {
   const limits = f.cgroup ? `cgroup v${f.cgroup.version} + rlimits` : "rlimits (no cgroup)";
   return `bwrap (${f.bwrap}): allowlist root, ${who}, ${
     f.netns === false ? "no network namespaces (agents need --net host)" : "own network namespace"
-  }, seccomp, ${limits} + Deno permissions`;
+  }, seccomp, ${f.landlock ? "Landlock scopes, " : ""}${limits} + Deno permissions`;
 }
 
 /**
@@ -279,6 +282,7 @@ export async function probeIsolation(opts: ResolveIsolationOptions = {}): Promis
     switchUser,
     netns,
     ...(cgroup ? { cgroup } : {}),
+    ...(usable && scopeUnavailable() === undefined ? { landlock: true } : {}),
   };
 }
 

@@ -47,7 +47,11 @@ let abi: number | undefined;
 /** This kernel's Landlock ABI, 0 when Landlock is absent or disabled (asked once). */
 export function landlockAbi(): number {
   if (abi === undefined) {
-    abi = landlockAbiVersion();
+    try {
+      abi = landlockAbiVersion();
+    } catch {
+      abi = 0; // no libc through FFI here: a process that spawns no sandbox
+    }
   }
   return abi;
 }
