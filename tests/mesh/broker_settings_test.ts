@@ -183,6 +183,17 @@ Deno.test("broker settings - up --monitor serves /varz; operator.conf adds a lea
     );
     await assert.rejects(varz(monitor));
     assert.doesNotMatch((await cotal(["status", "--root", root])).stdout, /monitor:/);
+    // A port asked of the running stack is refused instead (every client dials it); --help says
+    // which of the broker's settings wait for its next start and which are refused.
+    const moved = await cotal(["up", "--detach", "--root", root, "--port", String(freePort())]);
+    assert.equal(moved.code, 1);
+    assert.match(
+      moved.stderr,
+      new RegExp(`already runs on 127\\.0\\.0\\.1:${port}; run 'cotal down'`),
+    );
+    const help = (await cotal(["up", "--help"])).stdout;
+    assert.match(help, /--port .*a running broker's is refused: cotal down first/);
+    assert.match(help, /--monitor .*a running broker keeps its own until it starts again/);
     assert.equal((await cotal(["up", "--detach", "--root", root])).code, 0);
     assert.equal((await cotal(["down", "--root", root, "--keep-agents"])).code, 0);
     const restarted = await cotal([

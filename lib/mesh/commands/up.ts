@@ -87,11 +87,13 @@ export const upCommand = defineCommand({
     space: { type: "string", default: "default", description: "the space to serve" },
     host: {
       type: "string",
-      description: "the broker's listen address (default: the root's last, else 127.0.0.1)",
+      description:
+        "the broker's listen address (default: the root's last, else 127.0.0.1); a running broker's is refused: cotal down first",
     },
     port: {
       type: "string",
-      description: "the broker's client port (default: the root's last, else 4222)",
+      description:
+        "the broker's client port (default: the root's last, else 4222); a running broker's is refused: cotal down first",
     },
     detach: { type: "boolean", description: "start in the background and return" },
     isolation: {
@@ -121,7 +123,7 @@ export const upCommand = defineCommand({
       type: "string",
       value: "[host:]port",
       description:
-        "serve the broker's HTTP monitoring (/varz, /connz, /jsz) here; loopback unless a host is given; off stops a kept one",
+        "serve the broker's HTTP monitoring (/varz, /connz, /jsz) here; loopback unless a host is given; off stops a kept one; a running broker keeps its own until it starts again",
     },
     "rotate-sys": {
       type: "boolean",
