@@ -15,6 +15,8 @@ import {
   CONNECT_WINDOW_NS,
   guardConnects,
   HOST_NET_CONNECTS,
+  HOST_NET_DNS_PACKETS,
+  HOST_NET_UDP_DESTINATIONS,
   ownAddresses,
   refreshConnectGuards,
   releaseConnectGuard,
@@ -33,6 +35,8 @@ for my $p (7001, 7002) {
   bind($s, pack_sockaddr_in6($p, inet_pton(AF_INET6, "::"))) or die "bind $p: $!"; listen($s, 4096) or die;
   push @keep, $s;
 }
+socket(my $u, PF_INET6, SOCK_DGRAM, 0) or die; setsockopt($u, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+bind($u, pack_sockaddr_in6(7003, inet_pton(AF_INET6, "::"))) or die "bind 7003: $!";
 print "ready\\n"; $| = 1;
 # Accept and close at once, so the prober's connects never back up.
 my $rin = ''; vec($rin, fileno($_), 1) = 1 for @keep;
@@ -46,7 +50,10 @@ use Socket qw(:all); $| = 1;
 sub tcp {
   my ($what, $fam, $addr) = @_;
   socket(my $c, $fam, SOCK_STREAM, 0) or return print "$what socket $!\\n";
-  print connect($c, $addr) ? "$what ok\\n" : "$what $!\\n"; close $c;
+  # A connect whose SYN is dropped gives up after a second (EINPROGRESS), not two minutes.
+  setsockopt($c, SOL_SOCKET, SO_SNDTIMEO, pack("l!l!", 1, 0));
+  print connect($c, $addr) ? "$what ok\\n" : $!{EINPROGRESS} ? "$what timeout\\n" : "$what $!\\n";
+  close $c;
 }
 sub udp {
   my ($what, $fam, $addr) = @_;
@@ -90,6 +97,31 @@ sub churn {
 churn(); sleep($ARGV[0]); churn();
 `;
 
+// The probe's namespace A: its loopback, the listener on it, a route making 10.41.0.0/16 local,
+// and a veth to a namespace B of its own ("remote": 10.253.9.1, .2 and fd53::1, the same
+// listener), so a remote address is reached over a device and not the loopback.
+const NETWORK = [
+  "ip link set lo up",
+  "ip route add local 10.41.0.0/16 dev lo",
+  "ip link add cg0 type veth peer name cg1",
+  "unshare -n sleep 60 & REMOTE=$!",
+  "sleep 0.1",
+  "ip link set cg1 netns $REMOTE",
+  "ip addr add 10.253.9.10/24 dev cg0",
+  "ip -6 addr add fd53::10/64 dev cg0 nodad",
+  "ip link set cg0 up",
+  "nsenter --net=/proc/$REMOTE/ns/net sh -c 'ip link set lo up; ip addr add 10.253.9.1/24 dev cg1; " +
+  "ip addr add 10.253.9.2/24 dev cg1; ip -6 addr add fd53::1/64 dev cg1 nodad; ip link set cg1 up'",
+  'perl -e "$LISTENER" > /tmp/.cotal-connguard-$$ 2>&1 &',
+  "LISTENER_PID=$!",
+  'nsenter --net=/proc/$REMOTE/ns/net perl -e "$LISTENER" > /tmp/.cotal-connguard-r$$ 2>&1 &',
+  "REMOTE_LISTENER=$!",
+  // Waits (2 s at most) for both listeners' "ready".
+  "for i in $(seq 1 40); do grep -q ready /tmp/.cotal-connguard-$$ && grep -q ready /tmp/.cotal-connguard-r$$ && break; sleep 0.05; done",
+  "rm -f /tmp/.cotal-connguard-$$ /tmp/.cotal-connguard-r$$",
+];
+const NETWORK_DONE = "kill $LISTENER_PID $REMOTE_LISTENER $REMOTE";
+
 async function inGuardedNs(
   script: string,
   args: string[],
@@ -103,18 +135,10 @@ async function inGuardedNs(
     guardConnects(dir, policy);
     afterGuard?.();
     const shell = [
-      "ip link set lo up",
-      "ip addr add 10.253.9.1/32 dev lo",
-      "ip addr add 10.253.9.2/32 dev lo",
-      "ip -6 addr add fd53::1/128 dev lo",
-      'perl -e "$LISTENER" > /tmp/.cotal-connguard-$$ 2>&1 &',
-      "LISTENER_PID=$!",
-      // Waits (2 s at most) for the listener's "ready", then joins the group and probes.
-      "for i in $(seq 1 40); do grep -q ready /tmp/.cotal-connguard-$$ && break; sleep 0.05; done",
-      "rm -f /tmp/.cotal-connguard-$$",
+      ...NETWORK,
       `echo $$ > ${dir}/cgroup.procs`,
       'perl -e "$PROBE" "$@"',
-      "kill $LISTENER_PID",
+      NETWORK_DONE,
     ].join("\n");
     const out = await new Deno.Command("unshare", {
       args: ["-n", "/bin/sh", "-c", shell, "probe", ...args],
@@ -170,7 +194,7 @@ Deno.test({
         "-n",
         "/bin/sh",
         "-c",
-        'ip link set lo up; ip addr add 10.253.9.1/32 dev lo; perl -e "$LISTENER" >/dev/null 2>&1 & L=$!; sleep 0.5; perl -e "$PROBE"; kill $L',
+        [...NETWORK, 'perl -e "$PROBE"', NETWORK_DONE].join("\n"),
       ],
       env: { LISTENER, PROBE },
       stdout: "piped",
@@ -221,13 +245,14 @@ print "udp connects $u\\n";
 
 Deno.test({
   name:
-    "connect guard - connects to an allowed loopback port are counted like any (red team 37's DNS churn); UDP connects are not",
+    "connect guard - connects to an allowed loopback port are counted like any (red team 37's DNS churn); UDP connects to new destinations have a count of their own (red team 40's neighbour fill)",
   ignore: !canGuard,
   async fn() {
     const out = await inGuardedNs(ALLOWED_CHURN, [], { loopbackPorts: [7001], connects: 20 });
     assert.equal(
       out,
-      "stopped: Operation not permitted\ntcp to the allowed port 20\nudp connects 100\n",
+      "stopped: Operation not permitted\ntcp to the allowed port 20\n" +
+        `udp stopped: Operation not permitted\nudp connects ${HOST_NET_UDP_DESTINATIONS}\n`,
     );
   },
 });
@@ -325,5 +350,44 @@ Deno.test({
     assert.match(after, /^not-own ok$/m);
     // The host's addresses are read again this often while a guard lives.
     assert.ok(ADDRESS_POLL_MS <= 5_000);
+  },
+});
+
+// Local by route, not by the address list: a `local` route's range, this namespace's own veth
+// address (not listed), then a remote address; and 100 datagrams through one connected socket
+// to an allowed loopback port (as to a resolver's: the listener's UDP port stands in for 53).
+const ROUTE_PROBE = `${PROBE_SUBS}
+tcp("local-route", PF_INET, $v4->("10.41.3.3", 7002));
+udp("local-route-udp", PF_INET, $v4->("10.41.3.3", 7002));
+tcp("own-unlisted", PF_INET, $v4->("10.253.9.10", 7002));
+tcp("own-unlisted-v6", PF_INET6, $v6->("fd53::10", 7002));
+tcp("remote", PF_INET, $v4->("10.253.9.1", 7002));
+socket(my $d, PF_INET, SOCK_DGRAM, 0) or die; connect($d, $v4->("127.0.0.1", 7003)) or die "dns connect: $!";
+my $n = 0;
+for (1..100) { defined(send($d, "q", 0)) or do { print "dns stopped: $!\\n"; last }; $n++ }
+print "dns sent $n\\n";
+`;
+
+Deno.test({
+  name:
+    "connect guard - every address the host's routes call local is closed by the loopback egress check, listed or not, and UDP to the loopback is counted per packet (red team 40)",
+  ignore: !canGuard,
+  async fn() {
+    const none = { v4: [], v6: [] };
+    const out = await inGuardedNs(ROUTE_PROBE, [], { loopbackPorts: [7003], own: none });
+    const eperm = "Operation not permitted";
+    assert.equal(
+      out,
+      [
+        "local-route timeout",
+        `local-route-udp ${eperm}`,
+        "own-unlisted timeout",
+        "own-unlisted-v6 timeout",
+        "remote ok",
+        `dns stopped: ${eperm}`,
+        `dns sent ${HOST_NET_DNS_PACKETS}`,
+        "",
+      ].join("\n"),
+    );
   },
 });

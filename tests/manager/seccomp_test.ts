@@ -123,6 +123,16 @@ Deno.test("seccomp - x86_64: namespaces, mounts, kernel surface refused; ordinar
   assert.equal(verdict("aarch64", 200, [], undefined, host), errno(1));
   assert.equal(verdict("aarch64", 201), ALLOW);
   assert.equal(verdict("aarch64", 200), ALLOW);
+  // setsockopt(SOL_SOCKET, SO_BROADCAST): refused on the host's network, where a broadcast's
+  // copy reaches this host's own listeners (red team 40's routes); every other option stays.
+  const SOL_SOCKET = 1;
+  const SO_BROADCAST = 6;
+  for (const [arch, nr] of [["x86_64", 54], ["aarch64", 208]] as const) {
+    assert.equal(verdict(arch, nr, [3, SOL_SOCKET, SO_BROADCAST], undefined, host), errno(1));
+    assert.equal(verdict(arch, nr, [3, SOL_SOCKET, SO_BROADCAST]), ALLOW);
+    assert.equal(verdict(arch, nr, [3, SOL_SOCKET, 2 /* SO_REUSEADDR */], undefined, host), ALLOW);
+    assert.equal(verdict(arch, nr, [3, 6, /* IPPROTO_TCP */ SO_BROADCAST], undefined, host), ALLOW);
+  }
   // x32 numbers and foreign architectures (32-bit entry points).
   assert.equal(verdict("x86_64", 0x40000000 + 272), errno(1));
   assert.equal(verdict("x86_64", 0x40000000), errno(1));

@@ -8,18 +8,32 @@
  *   databases and dev servers) is refused with EPERM, for TCP connects and UDP sends to any
  *   `127.0.0.0/8`, `0.0.0.0`, `::1`, `::` or IPv4-mapped address of them. Red team 23 flooded a
  *   sibling's relay port; red team 31 took the broker's descriptors through its monitoring port.
- * - **Connections are rate-limited.** A TCP connection the agent closes first holds its local
- *   port in TIME_WAIT for 60 s after the socket is gone, out of reach of the socket count: red
- *   team 36 connected and closed ~470 times a second towards one address and held all 28,232
- *   ephemeral ports towards it, so no process on the host could connect there. Each agent may
- *   open {@linkcode HOST_NET_CONNECTS} TCP connections per {@linkcode CONNECT_WINDOW_NS} window
- *   (to any address, its relay and DNS included), and
- *   all of one supervisor's host-network agents together {@linkcode HOST_NET_CONNECTS_ALL}: at
- *   most ~1,900 ports held in TIME_WAIT by one agent, ~7,700 by all (of 28,232).
+ * - **Every local route is closed** the same way, whatever its address: a packet whose route
+ *   is local leaves through the loopback device, and one that does is dropped unless it goes
+ *   to an allowed port (see `loopbackEgress`). The address list above gives a connect its
+ *   EPERM at once; this check needs no list, so an address gained after the spawn, one of a
+ *   `local` route's range, or the 65th of a host's addresses is closed too (red team 40).
+ * - **New destinations are rate-limited.** A TCP connection the agent closes first holds its
+ *   local port in TIME_WAIT for 60 s after the socket is gone, out of reach of the socket
+ *   count: red team 36 connected and closed ~470 times a second towards one address and held
+ *   all 28,232 ephemeral ports towards it. A UDP datagram to a new on-link address makes a
+ *   neighbour entry in tables the whole machine shares (1,024 by default): red team 40 made 300
+ *   in 3 ms. Each agent may open {@linkcode HOST_NET_CONNECTS} TCP connections per
+ *   {@linkcode CONNECT_WINDOW_NS} window (to any address, its relay and DNS included), and all
+ *   of one supervisor's host-network agents together {@linkcode HOST_NET_CONNECTS_ALL}: at most
+ *   ~1,900 ports held in TIME_WAIT by one agent, ~7,700 by all (of 28,232). Apart, UDP
+ *   connects and addressed sends to new destinations other than the loopback:
+ *   {@linkcode HOST_NET_UDP_DESTINATIONS} per window, {@linkcode HOST_NET_UDP_DESTINATIONS_ALL}
+ *   for all. A stream of datagrams goes through a connected socket (one count).
+ * - **UDP to the loopback is counted per packet**, {@linkcode HOST_NET_DNS_PACKETS} per window
+ *   and {@linkcode HOST_NET_DNS_PACKETS_ALL} for all: a host resolver answers a few lookups a
+ *   second, not a flood (red team 40 sent it 4 million datagrams in 12 s).
  *
  * The programs are cgroup hooks on `connect(2)` (`BPF_CGROUP_INET4_CONNECT`, `INET6_CONNECT`,
- * which also run for `sendto(MSG_FASTOPEN)`) and on an addressed UDP `sendmsg(2)`
- * (`BPF_CGROUP_UDP4_SENDMSG`, `UDP6_SENDMSG`). Needs root (CAP_BPF), cgroup v2 and Linux 5.12.
+ * which also run for `sendto(MSG_FASTOPEN)`), on an addressed UDP `sendmsg(2)`
+ * (`BPF_CGROUP_UDP4_SENDMSG`, `UDP6_SENDMSG`) and on every packet sent
+ * (`BPF_CGROUP_INET_EGRESS`). Needs root (CAP_BPF), cgroup v2 and Linux 5.12. Broadcasts are
+ * refused by the seccomp filter (no `SO_BROADCAST`).
  *
  * @module
  */
@@ -49,6 +63,7 @@ const BPF_CGROUP_INET4_CONNECT = 10;
 const BPF_CGROUP_INET6_CONNECT = 11;
 const BPF_CGROUP_UDP4_SENDMSG = 14;
 const BPF_CGROUP_UDP6_SENDMSG = 15;
+const SOCK_STREAM = 1;
 
 /** The window the connection counts run over: 2 s. */
 export const CONNECT_WINDOW_NS = 2_000_000_000;
@@ -56,7 +71,6 @@ export const CONNECT_WINDOW_NS = 2_000_000_000;
 export const HOST_NET_CONNECTS = 64;
 /** Connections all of one supervisor's host-network agents may open per window together. */
 export const HOST_NET_CONNECTS_ALL = 256;
-const SOCK_STREAM = 1;
 /** The loopback port always open: DNS, for a resolver on the host's loopback. */
 export const DNS_PORT = 53;
 
@@ -143,7 +157,10 @@ export interface OwnAddresses {
   v6: number[][];
 }
 
-/** The most own addresses compared (a host with more is refused the guard, not half-guarded). */
+/**
+ * The most own addresses compared at connect time, for an immediate EPERM; a host with more
+ * still has each closed by the loopback egress check (a connect to one then times out).
+ */
 export const MAX_OWN_ADDRESSES = 64;
 
 /** Four bytes in network order as a little-endian load of them reads. */
@@ -196,26 +213,27 @@ export function ownAddresses(
       v6.set(words.join(","), words);
     }
   }
-  if (v4.size + v6.size > MAX_OWN_ADDRESSES) {
-    throw new Error(
-      `the host has ${
-        v4.size + v6.size
-      } own addresses, more than the ${MAX_OWN_ADDRESSES} the connect guard compares`,
-    );
-  }
-  return { v4: [...v4], v6: [...v6.values()] };
+  // Past the cap the rest are left to the loopback egress check, which needs no list (red team
+  // 40: a host past 64 addresses refused every spawn and kept its poll from ever updating).
+  const list4 = [...v4].slice(0, MAX_OWN_ADDRESSES);
+  return { v4: list4, v6: [...v6.values()].slice(0, MAX_OWN_ADDRESSES - list4.length) };
 }
 
 /**
- * At `local`: the listed ports go on as any other destination (counted, for a connect: red team
- * 37 churned 400,000 connections through an uncounted DNS port), the rest are refused.
+ * At `local`: the listed ports are allowed, the rest refused. A TCP connect to one is counted
+ * as any other (red team 37 churned 400,000 connections through an uncounted DNS port); UDP to
+ * one makes no neighbour entry, and its packets are counted on the way out (`loopbackEgress`).
  */
 function loopbackPorts(ports: number[]): Item[] {
   return [
     label("local"),
     insn(0x61, 2, 6, 24, 0), // r2 = ctx->user_port
-    ...ports.map((p) => jump(JEQ, 2, wirePort(p), "remote")),
+    ...ports.map((p) => jump(JEQ, 2, wirePort(p), "local_ok")),
     jump(JA, 0, 0, "deny"),
+    label("local_ok"),
+    insn(0x61, 2, 6, 32, 0), // r2 = ctx->type
+    jump(JEQ, 2, SOCK_STREAM, "tcp"),
+    jump(JA, 0, 0, "allow"),
   ];
 }
 
@@ -243,13 +261,79 @@ function counted(mapFd: number, cap: number, tag: string): Item[] {
   ];
 }
 
-function program(place: Item[], ports: number[], remote: Item[]): Uint8Array {
+/** `BPF_PROG_TYPE_CGROUP_SKB`: every packet a group's sockets send or receive. */
+const PROG_CGROUP_SKB = 8;
+const BPF_CGROUP_INET_EGRESS = 1;
+/** The loopback device's index, the same in every network namespace. */
+const LOOPBACK_IFINDEX = 1;
+const IPPROTO_TCP = 6;
+const IPPROTO_UDP = 17;
+const BPF_FUNC_SKB_LOAD_BYTES = 26;
+/**
+ * New UDP destinations (connects and addressed sends, the loopback's aside) one agent may open
+ * per window: each may make a neighbour entry (two for IPv6) in the machine-wide tables.
+ */
+export const HOST_NET_UDP_DESTINATIONS = 16;
+/** The same for all of one supervisor's host-network agents together. */
+export const HOST_NET_UDP_DESTINATIONS_ALL = 64;
+/** UDP packets to the host's loopback (DNS) one agent may send per window. */
+export const HOST_NET_DNS_PACKETS = 64;
+/** The same for all of one supervisor's host-network agents together. */
+export const HOST_NET_DNS_PACKETS_ALL = 256;
+
+/**
+ * The route-based half of the guard, on every packet the group's sockets send
+ * (`BPF_CGROUP_INET_EGRESS`): a packet whose route is local leaves through the loopback device
+ * whatever its address (an interface's, one of a `local` route's whole range, an address the
+ * host gained a moment ago), so one that does is dropped unless it is plain TCP or UDP to an
+ * allowed port; and UDP ones (DNS to a resolver on the loopback) are counted per packet, which
+ * a connected socket's sends never were (red team 40 flooded the resolver with 4 million
+ * datagrams in 12 s through one `connect`). An IPv4 header with options, a fragment, or an
+ * IPv6 extension header is dropped on this device: the ports could not be read.
+ */
+function loopbackEgress(ports: number[], dnsOwn: number, dnsAll: number): Uint8Array {
+  const load = (len: number): Item[] => [
+    insn(0xbf, 1, 6, 0, 0), // r1 = skb
+    insn(0xb7, 2, 0, 0, 0), // r2 = 0: the network header
+    insn(0xbf, 3, 10, 0, 0), // r3 = r10
+    insn(0x07, 3, 0, 0, -48), // r3 += -48
+    insn(0xb7, 4, 0, 0, len), // r4 = len
+    insn(0x85, 0, 0, 0, BPF_FUNC_SKB_LOAD_BYTES),
+    jump(JNE, 0, 0, "deny"),
+  ];
   return assemble([
-    insn(0xbf, 6, 1, 0, 0), // r6 = ctx
-    ...place,
-    ...loopbackPorts(ports),
-    label("remote"),
-    ...remote,
+    insn(0xbf, 6, 1, 0, 0), // r6 = skb
+    insn(0x61, 2, 6, 40, 0), // r2 = skb->ifindex
+    jump(JNE, 2, LOOPBACK_IFINDEX, "allow"),
+    insn(0x61, 2, 6, 16, 0), // r2 = skb->protocol (network order)
+    jump(JEQ, 2, 0x0008, "v4"), // ETH_P_IP
+    jump(JEQ, 2, 0xdd86, "v6"), // ETH_P_IPV6
+    jump(JA, 0, 0, "deny"),
+    label("v4"),
+    ...load(24), // the header without options, then the ports
+    insn(0x71, 2, 10, -48, 0), // r2 = version and header length
+    jump(JNE, 2, 0x45, "deny"),
+    insn(0x69, 2, 10, -42, 0), // r2 = flags and fragment offset
+    insn(0x57, 2, 0, 0, 0xff3f), // more fragments, or an offset
+    jump(JNE, 2, 0, "deny"),
+    insn(0x71, 8, 10, -39, 0), // r8 = protocol
+    insn(0x69, 9, 10, -26, 0), // r9 = destination port
+    jump(JA, 0, 0, "ports"),
+    label("v6"),
+    ...load(44),
+    insn(0x71, 2, 10, -48, 0),
+    insn(0x57, 2, 0, 0, 0xf0), // version
+    jump(JNE, 2, 0x60, "deny"),
+    insn(0x71, 8, 10, -42, 0), // r8 = next header
+    insn(0x69, 9, 10, -6, 0), // r9 = destination port
+    label("ports"),
+    ...ports.map((p) => jump(JEQ, 9, wirePort(p), "port_ok")),
+    jump(JA, 0, 0, "deny"),
+    label("port_ok"),
+    jump(JEQ, 8, IPPROTO_TCP, "allow"),
+    jump(JNE, 8, IPPROTO_UDP, "deny"),
+    ...counted(dnsOwn, HOST_NET_DNS_PACKETS, "dns_own"),
+    ...counted(dnsAll, HOST_NET_DNS_PACKETS_ALL, "dns_all"),
     label("allow"),
     ...exitWith(1),
     label("deny"),
@@ -257,8 +341,34 @@ function program(place: Item[], ports: number[], remote: Item[]): Uint8Array {
   ]);
 }
 
-// One counter for every host-network agent of this process: made on first use, kept open.
+/**
+ * One hook's program: `place` sends this host's addresses to `local` (allowed ports only) and
+ * the rest to `remote`, where a TCP connect draws on `tcp` counters and a UDP connect or send on
+ * `udp` ones.
+ */
+function program(place: Item[], ports: number[], tcp: Item[], udp: Item[]): Uint8Array {
+  return assemble([
+    insn(0xbf, 6, 1, 0, 0), // r6 = ctx
+    ...place,
+    ...loopbackPorts(ports),
+    label("remote"),
+    insn(0x61, 2, 6, 32, 0), // r2 = ctx->type
+    jump(JEQ, 2, SOCK_STREAM, "tcp"),
+    ...udp,
+    jump(JA, 0, 0, "allow"),
+    label("tcp"),
+    ...tcp,
+    label("allow"),
+    ...exitWith(1),
+    label("deny"),
+    ...exitWith(0),
+  ]);
+}
+
+// Counters for every host-network agent of this process: made on first use, kept open.
 let sharedCounter: number | undefined;
+let sharedUdp: number | undefined;
+let sharedDns: number | undefined;
 
 /** How often the host's addresses are read again while a guard lives. */
 export const ADDRESS_POLL_MS = 2_000;
@@ -267,6 +377,8 @@ export const ADDRESS_POLL_MS = 2_000;
 interface LiveGuard {
   readonly ports: number[];
   readonly own: number;
+  readonly udp: number;
+  readonly dns: number;
   readonly connects: number;
 }
 
@@ -277,23 +389,29 @@ let poll: ReturnType<typeof setInterval> | undefined;
 function attachAll(dir: string, g: LiveGuard, host: OwnAddresses): void {
   const group = openDir(dir);
   try {
-    // TCP connections are counted (a UDP connect sets a default peer and leaves no TIME_WAIT).
-    const rate = [
-      insn(0x61, 2, 6, 32, 0), // r2 = ctx->type
-      jump(JNE, 2, SOCK_STREAM, "allow"),
+    // Every new destination is counted: a TCP connect (its port sits in TIME_WAIT after), and
+    // apart, a UDP connect or addressed send (each may make a neighbour entry, two for IPv6, in
+    // tables the whole machine shares: red team 40 made 300 in 3 ms).
+    const tcp = [
       ...counted(g.own, g.connects, "own"),
       ...counted(sharedCounter!, HOST_NET_CONNECTS_ALL, "all"),
     ];
-    const programs: [Uint8Array, number][] = [
-      [program(ipv4Place(host), g.ports, rate), BPF_CGROUP_INET4_CONNECT],
-      [program(ipv6Place(host), g.ports, rate), BPF_CGROUP_INET6_CONNECT],
-      [program(ipv4Place(host), g.ports, []), BPF_CGROUP_UDP4_SENDMSG],
-      [program(ipv6Place(host), g.ports, []), BPF_CGROUP_UDP6_SENDMSG],
+    const udp = [
+      ...counted(g.udp, HOST_NET_UDP_DESTINATIONS, "udp_own"),
+      ...counted(sharedUdp!, HOST_NET_UDP_DESTINATIONS_ALL, "udp_all"),
+    ];
+    const place = [ipv4Place(host), ipv6Place(host)];
+    const programs: [Uint8Array, number, number][] = [
+      [program(place[0], g.ports, tcp, udp), BPF_CGROUP_INET4_CONNECT, PROG_CGROUP_SOCK_ADDR],
+      [program(place[1], g.ports, tcp, udp), BPF_CGROUP_INET6_CONNECT, PROG_CGROUP_SOCK_ADDR],
+      [program(place[0], g.ports, tcp, udp), BPF_CGROUP_UDP4_SENDMSG, PROG_CGROUP_SOCK_ADDR],
+      [program(place[1], g.ports, tcp, udp), BPF_CGROUP_UDP6_SENDMSG, PROG_CGROUP_SOCK_ADDR],
+      [loopbackEgress(g.ports, g.dns, sharedDns!), BPF_CGROUP_INET_EGRESS, PROG_CGROUP_SKB],
     ];
     // Attached without flags, a program replaces the group's one of its type at once: a
     // refresh leaves no moment without a guard.
-    for (const [insns, type] of programs) {
-      const prog = loadProgram(PROG_CGROUP_SOCK_ADDR, insns, type, "the connect guard");
+    for (const [insns, type, progType] of programs) {
+      const prog = loadProgram(progType, insns, type, "the connect guard");
       try {
         attachProgram(group, prog, type, `the connect guard to ${dir}`);
       } finally {
@@ -315,7 +433,7 @@ export function refreshConnectGuards(host?: OwnAddresses): void {
   try {
     now = host ?? ownAddresses();
   } catch {
-    return; // more addresses than a program compares: the guards keep what they have
+    return; // the host's interfaces could not be read: the guards keep what they have
   }
   for (const [dir, g] of live) {
     try {
@@ -344,9 +462,14 @@ export function releaseConnectGuard(dir: string): void {
   if (!g) return;
   live.delete(dir);
   closeFd(g.own);
+  closeFd(g.udp);
+  closeFd(g.dns);
   if (live.size === 0 && poll !== undefined) {
     clearInterval(poll);
     poll = undefined;
+    // The next guard starts from its own reading (red team 40: a reading kept from an earlier
+    // agent hid an address gained since from the next one's poll).
+    lastRead = undefined;
   }
 }
 
@@ -359,19 +482,28 @@ export function releaseConnectGuard(dir: string): void {
 export function guardConnects(dir: string, policy: ConnectPolicy): void {
   const host = policy.own ?? ownAddresses();
   sharedCounter ??= createSlotMap(16, "the shared connection count");
-  const g: LiveGuard = {
-    ports: [...new Set([...policy.loopbackPorts, DNS_PORT])],
-    own: createSlotMap(16, "the connection count"),
-    connects: policy.connects ?? HOST_NET_CONNECTS,
-  };
+  sharedUdp ??= createSlotMap(16, "the shared UDP destination count");
+  sharedDns ??= createSlotMap(16, "the shared loopback packet count");
+  const maps: number[] = [];
   try {
+    for (const what of ["connection", "UDP destination", "loopback packet"]) {
+      maps.push(createSlotMap(16, `the ${what} count`));
+    }
+    const [own, udp, dns] = maps;
+    const g: LiveGuard = {
+      ports: [...new Set([...policy.loopbackPorts, DNS_PORT])],
+      own,
+      udp,
+      dns,
+      connects: policy.connects ?? HOST_NET_CONNECTS,
+    };
     attachAll(dir, g, host);
+    releaseConnectGuard(dir);
+    live.set(dir, g);
   } catch (err) {
-    closeFd(g.own);
+    for (const fd of maps) closeFd(fd);
     throw err;
   }
-  releaseConnectGuard(dir);
-  live.set(dir, g);
   if (poll === undefined) {
     lastRead ??= policy.own ? undefined : JSON.stringify(host);
     const timer = setInterval(pollAddresses, ADDRESS_POLL_MS);

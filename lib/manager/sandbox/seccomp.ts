@@ -52,6 +52,8 @@ const AF_INET6 = 10;
 const IPPROTO_TCP = 6;
 const IPPROTO_UDP = 17;
 const SOCK_STREAM = 1;
+const SOL_SOCKET = 1;
+const SO_BROADCAST = 6;
 const SOCK_DGRAM = 2;
 
 /** Syscall numbers of one architecture; absent names do not exist there. */
@@ -63,12 +65,15 @@ interface ArchTable {
   /** `listen(2)` and `bind(2)`: refused only to an agent on the host's network (see `SeccompOptions`). */
   readonly listen: number;
   readonly bind: number;
+  /** `setsockopt(2)`: `SO_BROADCAST` is refused to an agent on the host's network. */
+  readonly setsockopt: number;
 }
 
 const X86_64: ArchTable = {
   audit: 0xc000003e,
   listen: 50,
   bind: 49,
+  setsockopt: 54,
   x32Bit: 0x40000000,
   nr: {
     clone: 56,
@@ -125,6 +130,7 @@ const X86_64: ArchTable = {
 const AARCH64: ArchTable = {
   listen: 201,
   bind: 200,
+  setsockopt: 208,
   audit: 0xc00000b7,
   nr: {
     clone: 220,
@@ -194,7 +200,8 @@ type Label =
   | "ioctl"
   | "socket"
   | "inet"
-  | "protocol";
+  | "protocol"
+  | "setsockopt";
 type Insn =
   | { code: number; k: number; jt?: Label | 0; jf?: Label | 0 }
   | { label: Label };
@@ -216,6 +223,9 @@ export interface SeccompOptions {
    *   datagrams (red team 37).
    * - No netlink: unread routing replies queue in kernel memory no cgroup is charged for (red
    *   team 37 pinned 2 GiB that way); glibc's resolver and `getaddrinfo` fall back without it.
+   * - No `SO_BROADCAST`: without it the kernel refuses a datagram to any broadcast address,
+   *   whose copy this host's own listeners receive (the connect guard's address list knows the
+   *   subnets at spawn only).
    */
   readonly hostNet?: boolean;
 }
@@ -253,9 +263,19 @@ export function seccompFilter(
   if (opts.hostNet) {
     p.push({ code: JEQ_K, k: table.listen, jt: "eperm", jf: 0 });
     p.push({ code: JEQ_K, k: table.bind, jt: "eperm", jf: 0 });
+    p.push({ code: JEQ_K, k: table.setsockopt, jt: "setsockopt", jf: 0 });
+  }
+  p.push({ code: RET_K, k: RET_ALLOW });
+  if (opts.hostNet) {
+    p.push(
+      { label: "setsockopt" },
+      { code: LD_W_ABS, k: OFF_ARG1 },
+      { code: JEQ_K, k: SOL_SOCKET, jt: 0, jf: "allow" },
+      { code: LD_W_ABS, k: OFF_ARG2 },
+      { code: JEQ_K, k: SO_BROADCAST, jt: "eperm", jf: "allow" },
+    );
   }
   p.push(
-    { code: RET_K, k: RET_ALLOW },
     { label: "clone" },
     { code: LD_W_ABS, k: OFF_ARG0 },
     { code: JSET_K, k: CLONE_NAMESPACE_FLAGS, jt: "eperm", jf: "allow" },
