@@ -33,6 +33,7 @@ import {
 } from "./stack.ts";
 import { readSpaceIndex } from "./trust_state.ts";
 import { resumeAbandonedUp, type ResumeState } from "./up_resume.ts";
+import { signalSame } from "./signal_same.ts";
 
 /** What the watchdog restarts: a component's spec without its readiness check. */
 export type WatchedComponent = Pick<ComponentSpec, "id" | "name" | "command" | "args" | "env">;
@@ -356,24 +357,6 @@ export class Watchdog {
       }
     }
   }
-}
-
-// $1 pid, $2 its start time (field 22 of /proc/<pid>/stat), $3 the signal: sent only while
-// that pid is still the process of that start, never to a pid reused since.
-// Builtins only: the watchdog's environment has no PATH.
-const SIGNAL_SAME = 'read -r l <"/proc/$1/stat" || exit 1; p=$1 st=$2 sig=$3; ' +
-  'set -- ${l##*) }; [ "${20}" = "$st" ] && kill "-$sig" "$p"';
-
-/** Signals the process of `rec` (pid and start time). The watchdog may run only /bin/sh. */
-async function signalSame(
-  rec: { pid: number; startTime: number },
-  sig: "TERM" | "KILL",
-): Promise<void> {
-  await new Deno.Command("/bin/sh", {
-    args: ["-c", SIGNAL_SAME, "sh", String(rec.pid), String(rec.startTime), sig],
-    stdout: "null",
-    stderr: "null",
-  }).output().catch(() => {});
 }
 
 /** A broker alive for at least this long may be restarted for a storage fault. */
