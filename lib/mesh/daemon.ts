@@ -64,8 +64,10 @@ export async function startDaemon(spec: DaemonSpec): Promise<StartedDaemon> {
   const wrap = spec.detach
     ? ["/usr/bin/setsid", spec.command]
     : ["/usr/bin/setsid", "/usr/bin/setpriv", "--pdeathsig", "SIGTERM", "--", spec.command];
-  const statFile = `${spec.pidFile}.stat`;
-  await Deno.remove(statFile).catch(() => {});
+  // One stat file per start: two starts of one component at once (two racing commands, or a
+  // command and the watchdog) each read their own wrapper's line (fault pass 14: the loser
+  // read the winner's and recorded its own dead wrapper's pid).
+  const statFile = `${spec.pidFile}.${crypto.randomUUID().slice(0, 8)}.stat`;
   // The wrapper's redirections follow links: each file is made (or found) ours first.
   for (const [file, what] of [[spec.logFile, "log"], [spec.lockFile, "lock"], [statFile, "stat"]]) {
     await ensureOwnFile(file, `The ${what} file of ${spec.name}`);
@@ -96,7 +98,21 @@ export async function startDaemon(spec: DaemonSpec): Promise<StartedDaemon> {
     );
   }
   if (spec.detach) child.unref();
-  const startTime = await wrapperStartTime(statFile, child, spec.name);
+  let startTime: number;
+  try {
+    startTime = await wrapperStartTime(statFile, child, spec.name);
+  } catch (err) {
+    // Nothing this start made is left running unrecorded (fault pass 14: a broker started by
+    // an up that then failed ran on, unwatched, with no pid file).
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // Gone.
+    }
+    throw err;
+  } finally {
+    await Deno.remove(statFile).catch(() => {});
+  }
   const record = await writePidFile(spec.pidFile, child.pid, spec.name, startTime);
   return { record, child };
 }
@@ -110,10 +126,12 @@ async function wrapperStartTime(
   let exited: Deno.CommandStatus | undefined;
   child.status.then((s) => exited = s);
   const deadline = Date.now() + STAT_WAIT_MS;
-  while (Date.now() < deadline) {
+  // Read once more after the deadline: a starter frozen past it (SIGSTOP) finds the line its
+  // wrapper wrote meanwhile (fault pass 14 failed an up that was only paused).
+  for (let last = false; !last;) {
+    last = Date.now() >= deadline;
     const text = await Deno.readTextFile(statFile).catch(() => "");
     if (text.endsWith("\n")) {
-      await Deno.remove(statFile).catch(() => {});
       const start = startTimeFromStat(text.trim());
       if (start !== undefined) return start;
       break;

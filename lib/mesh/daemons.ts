@@ -109,7 +109,9 @@ function logReady(root: string, id: string, re: RegExp, from: number) {
   return async (rec: { pid: number; startTime: number; name: string; startedAt: string }) => {
     const { logFile } = componentFiles(root, id);
     const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline) {
+    // One more look after the deadline: an up frozen past it finds the line written meanwhile.
+    for (let last = false; !last;) {
+      last = Date.now() >= deadline;
       if (!isSameProcess(rec)) throw new Error(`${id} exited during start-up`);
       try {
         await waitLogLine(logFile, from, re, 200);
