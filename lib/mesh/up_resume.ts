@@ -17,7 +17,8 @@ import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import { isLockHeld, startDaemon } from "./daemon.ts";
 import { meshPaths } from "./layout.ts";
-import { readPidFile, stopRecorded } from "./pidfile.ts";
+import { processStartTime, readPidFile, stopRecorded } from "./pidfile.ts";
+import { signalSame } from "./signal_same.ts";
 
 /** How many times an abandoned up is run again before the watchdog gives up. */
 export const UP_RESUMES_MAX = 3;
@@ -29,12 +30,22 @@ export const UP_RESUMES_ENV = "COTAL_UP_RESUMES";
 // files); nothing else of their shell is written down.
 const KEPT_ENV = /^(HOME|PATH|DENO_DIR|XDG_[A-Z_]+|NATS_SERVER|COTAL_[A-Z_]+|NO_COLOR)$/;
 
-/** What a note says: how to run the same up again. */
+/** How often a running up beats (see {@linkcode UP_HUNG_MS}). */
+export const UP_BEAT_MS = 2_000;
+/**
+ * An up whose lock is held but that has not beaten this long is hung (frozen, SIGSTOP): the
+ * watchdog kills it and finishes its work, as it restarts a daemon that stopped beating.
+ */
+export const UP_HUNG_MS = 20_000;
+
+/** What a note says: how to run the same up again, and which process wrote it. */
 interface UpNote {
   command: string;
   args: string[];
   env: Record<string, string>;
   resumes: number;
+  /** The up that wrote it (pid and start time), to be judged hung by its beat. */
+  by?: { pid: number; startTime: number };
 }
 
 function files(root: string) {
@@ -46,6 +57,7 @@ function files(root: string) {
     // The resumed up's own files (its wrapper holds `resumeLock` for the up's life).
     resumeLock: `${dir}/resumed.lock`,
     resumePid: `${dir}/resumed.pid`,
+    beat: `${dir}/up.beat`,
     resumeLog: `${meshPaths(root).logDir}/up-resumed.log`,
   };
 }
@@ -84,14 +96,27 @@ export async function noteUp(
   }
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(Deno.env.toObject())) if (KEPT_ENV.test(k)) env[k] = v;
-  const note: UpNote = { command: run.command, args: run.args, env, resumes };
+  const startTime = processStartTime(Deno.pid);
+  const note: UpNote = {
+    command: run.command,
+    args: run.args,
+    env,
+    resumes,
+    ...(startTime !== undefined ? { by: { pid: Deno.pid, startTime } } : {}),
+  };
   await writeFileAtomic(f.note, JSON.stringify(note, null, 2) + "\n", { what: "The up's note" });
+  const beat = () => Deno.writeTextFile(f.beat, `${Date.now()}\n`).catch(() => {});
+  await beat();
+  const beating = setInterval(beat, UP_BEAT_MS);
+  Deno.unrefTimer(beating);
   return {
     async done() {
+      clearInterval(beating);
       await Deno.remove(f.note).catch(() => {});
       lock.close();
     },
     async failed() {
+      clearInterval(beating);
       if (resumes === 0) await Deno.remove(f.note).catch(() => {});
       lock.close();
     },
@@ -104,6 +129,33 @@ export async function forgetUp(root: string): Promise<void> {
   await Deno.remove(f.note).catch(() => {});
   const rec = await readPidFile(f.resumePid).catch(() => undefined);
   if (rec && await isLockHeld(f.resumeLock)) await stopRecorded(rec, 5_000).catch(() => {});
+}
+
+/**
+ * An up that holds its lock but stopped beating {@linkcode UP_HUNG_MS} ago is killed (fault pass
+ * 14 froze one part-way: the half stack it held stayed so, and every other up was refused);
+ * its note stays, so the next pass resumes it.
+ */
+async function stopHungUp(
+  f: ReturnType<typeof files>,
+  text: string,
+  log: (line: string) => void,
+  now: number,
+): Promise<void> {
+  const beat = Number((await Deno.readTextFile(f.beat).catch(() => "")).trim());
+  if (!Number.isFinite(beat) || now - beat < UP_HUNG_MS) return;
+  let by: UpNote["by"];
+  try {
+    by = (JSON.parse(text) as UpNote).by;
+  } catch {
+    return;
+  }
+  if (!by || !Number.isSafeInteger(by.pid) || by.pid <= 1) return;
+  log(
+    `watchdog: 'cotal up' (pid ${by.pid}) holds its lock but has not beaten for ` +
+      `${Math.round((now - beat) / 1000)} s (frozen); killing it, its work is finished next`,
+  );
+  await signalSame(by, "KILL");
 }
 
 /** The watchdog's memory of its resumes. */
@@ -130,7 +182,11 @@ export async function resumeAbandonedUp(
     state.gaveUp = false;
     return;
   }
-  if (await isLockHeld(f.lock) || await isLockHeld(f.resumeLock)) return;
+  if (await isLockHeld(f.lock)) {
+    await stopHungUp(f, text, log, now);
+    return;
+  }
+  if (await isLockHeld(f.resumeLock)) return;
   if (now - state.lastAt < UP_RESUME_GAP_MS) return;
   let note: UpNote;
   try {

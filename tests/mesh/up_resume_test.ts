@@ -12,9 +12,11 @@ import {
   noteUp,
   resumeAbandonedUp,
   type ResumeState,
+  UP_HUNG_MS,
   UP_RESUME_GAP_MS,
   UP_RESUMES_MAX,
 } from "../../lib/mesh/up_resume.ts";
+import { processStartTime } from "../../lib/mesh/pidfile.ts";
 import { tempDir, waitFor } from "../_harness/broker.ts";
 
 const noteFile = (root: string) => `${meshPaths(root).runDir}/resume/up.json`;
@@ -93,6 +95,53 @@ Deno.test("up resume - a note with a count that is not a whole number is not an 
     assert.equal(await exists(noteFile(root)), false);
     assert.match(said.join("\n"), /is not an up's note; removing it/);
   } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("up resume - an up that holds its lock but stopped beating is killed, and its note kept for the resume", async () => {
+  const root = await tempDir("cotal-uphung-");
+  const dir = `${meshPaths(root).runDir}/resume`;
+  // A process holding the up's lock, as a frozen up does.
+  const holder = new Deno.Command("/usr/bin/flock", {
+    args: ["-x", `${dir}/up.lock`, "/bin/sleep", "60"],
+    stdout: "null",
+    stderr: "null",
+  });
+  let child: Deno.ChildProcess | undefined;
+  try {
+    await Deno.mkdir(dir, { recursive: true });
+    child = holder.spawn();
+    await waitFor(() => isLockHeld(`${dir}/up.lock`), { timeoutMs: 10_000, what: "the lock" });
+    const startTime = processStartTime(child.pid)!;
+    const note = { command: "/bin/true", args: [], env: {}, resumes: 0 };
+    await Deno.writeTextFile(
+      noteFile(root),
+      JSON.stringify({ ...note, by: { pid: child.pid, startTime } }),
+    );
+    const now = Date.now();
+    await Deno.writeTextFile(`${dir}/up.beat`, `${now - UP_HUNG_MS + 5_000}\n`);
+    const said: string[] = [];
+    const state: ResumeState = { lastAt: 0, gaveUp: false };
+    // Beaten 15 s ago: alive.
+    await resumeAbandonedUp(root, state, (l) => said.push(l), now);
+    assert.equal(said.length, 0, said.join("\n"));
+    // 25 s: hung, killed; the note stays for the next pass's resume.
+    await resumeAbandonedUp(root, state, (l) => said.push(l), now + 10_000);
+    assert.match(
+      said.join("\n"),
+      new RegExp(`pid ${child.pid}\\) holds its lock but has not beaten`),
+    );
+    const status = await child.status;
+    assert.equal(status.signal, "SIGKILL");
+    assert.equal(await exists(noteFile(root)), true);
+  } finally {
+    try {
+      child?.kill("SIGKILL");
+    } catch {
+      // Gone.
+    }
+    await child?.status;
     await Deno.remove(root, { recursive: true });
   }
 });
