@@ -43,6 +43,7 @@ export type MeshErrorCode =
   | "several_meshes"
   | "snapshot_failed"
   | "space_add_interrupted"
+  | "space_busy"
   | "space_case_conflict"
   | "space_exists"
   | "space_index_corrupt"

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { noteSpaceCommand } from "./up_resume.ts";
 import { CotalError } from "../errors.ts";
 import { spaceDaemons } from "./space_daemons.ts";
 import { readWatchList, updateWatchList, WATCHDOGS } from "./watchdog.ts";
@@ -89,7 +90,31 @@ export function spaceStreamList(space: string): string[] {
 export async function spaceAdd(
   root: string,
   space: string,
-  opts: { onServing?: () => void; signal?: AbortSignal } = {},
+  opts: {
+    onServing?: () => void;
+    signal?: AbortSignal;
+    /**
+     * How to run this same add again (the CLI's command line): it takes the root's space lock
+     * for its life and leaves a note the watchdog runs again if it is killed part-way.
+     */
+    resume?: { command: string; args: string[] };
+  } = {},
+): Promise<{ created: boolean; completed?: boolean; served: boolean }> {
+  const note = opts.resume ? await noteSpaceCommand(root, opts.resume) : undefined;
+  try {
+    const result = await addSpace(root, space, opts);
+    await note?.done();
+    return result;
+  } catch (err) {
+    await note?.failed();
+    throw err;
+  }
+}
+
+async function addSpace(
+  root: string,
+  space: string,
+  opts: { onServing?: () => void; signal?: AbortSignal },
 ): Promise<{ created: boolean; completed?: boolean; served: boolean }> {
   const before = await readSpaceIndex(root);
   if (before.spaces.includes(space)) {
@@ -98,6 +123,9 @@ export async function spaceAdd(
     // add completes it (fault pass 9 found it refused as "already served", and nothing healed it).
     const live = await runningBroker(root);
     if (live && await spaceIncomplete(root, space)) {
+      // An add killed before the broker re-read its config left it without the account.
+      await renderBrokerConfig(root, live);
+      await reloadBroker(root);
       await serveSpace(root, space, live.url, opts.onServing);
       return { created: false, completed: true, served: true };
     }
@@ -284,8 +312,29 @@ async function deleteStreams(account: SpaceAccountAuth, url: string): Promise<st
 export async function spaceRm(
   root: string,
   space: string,
+  /** As {@linkcode spaceAdd}'s: the space lock, and a note the watchdog runs again. */
+  resume?: { command: string; args: string[] },
+): Promise<{ stopped: string[]; deletedStreams: string[]; removedOnDisk?: boolean }> {
+  const note = resume ? await noteSpaceCommand(root, resume) : undefined;
+  try {
+    const result = await rmSpace(root, space);
+    await note?.done();
+    return result;
+  } catch (err) {
+    await note?.failed();
+    throw err;
+  }
+}
+
+async function rmSpace(
+  root: string,
+  space: string,
 ): Promise<{ stopped: string[]; deletedStreams: string[]; removedOnDisk?: boolean }> {
   const index = await readSpaceIndex(root);
+  if (!index.spaces.includes(space) && await spaceLeftovers(root, space)) {
+    // An rm killed after the space left the index: the rest of it goes now.
+    return await removeSpace(root, space);
+  }
   if (!index.spaces.includes(space)) {
     throw new CotalError(
       "space_unknown",
@@ -300,6 +349,14 @@ export async function spaceRm(
     );
   }
   return await removeSpace(root, space);
+}
+
+/** Whether anything of an unlisted space is left: a daemon's record, or its account. */
+async function spaceLeftovers(root: string, space: string): Promise<boolean> {
+  const key = spaceKeyHex(space);
+  if ((await listComponents(root)).some((c) => c.id.endsWith(`.${key}`))) return true;
+  const store = workspaceSecretStore(root);
+  return (await loadSpaceAccount(store, space).catch(() => undefined)) !== undefined;
 }
 
 /** Stops a space's daemons and removes its streams, account, store dir and index entry. */

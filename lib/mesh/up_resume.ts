@@ -48,19 +48,30 @@ interface UpNote {
   by?: { pid: number; startTime: number };
 }
 
-function files(root: string) {
+/**
+ * The commands that leave a note: `up`, and `space` (a `space add` or `space rm`, one at a
+ * time per root: its lock also keeps two of them from racing).
+ */
+export type NoteKind = "up" | "space";
+
+function files(root: string, kind: NoteKind = "up") {
   const dir = `${meshPaths(root).runDir}/resume`;
+  const resumed = kind === "up" ? "resumed" : `${kind}-resumed`;
   return {
     dir,
-    note: `${dir}/up.json`,
-    lock: `${dir}/up.lock`,
-    // The resumed up's own files (its wrapper holds `resumeLock` for the up's life).
-    resumeLock: `${dir}/resumed.lock`,
-    resumePid: `${dir}/resumed.pid`,
-    beat: `${dir}/up.beat`,
-    resumeLog: `${meshPaths(root).logDir}/up-resumed.log`,
+    note: `${dir}/${kind}.json`,
+    lock: `${dir}/${kind}.lock`,
+    // The resumed command's own files (its wrapper holds `resumeLock` for its life).
+    resumeLock: `${dir}/${resumed}.lock`,
+    resumePid: `${dir}/${resumed}.pid`,
+    beat: `${dir}/${kind}.beat`,
+    resumeLog: `${meshPaths(root).logDir}/${kind}-resumed.log`,
+    said: kind === "up" ? "'cotal up'" : "'cotal space'",
   };
 }
+
+/** How long a `space add` or `space rm` waits for another of the same root to end. */
+export const SPACE_LOCK_WAIT_MS = 60_000;
 
 /** The note of a running up. */
 export interface UpNoteHandle {
@@ -77,22 +88,56 @@ export interface UpNoteHandle {
  * Takes the root's up lock and writes the note (`command` and `args` run the same up again).
  * Refuses with `up_running` while another up of this root holds the lock.
  */
-export async function noteUp(
+export function noteUp(
   root: string,
   run: { command: string; args: string[] },
   /** Resumes before this up (default: its environment's {@linkcode UP_RESUMES_ENV}). */
   resumes = Number(Deno.env.get(UP_RESUMES_ENV) ?? 0) || 0,
 ): Promise<UpNoteHandle> {
-  const f = files(root);
+  return noteCommand(root, "up", run, resumes);
+}
+
+/**
+ * {@linkcode noteUp} for a `space add` or `space rm`: it waits up to
+ * {@linkcode SPACE_LOCK_WAIT_MS} for another of the same root to end (fault pass 14 raced two
+ * adds of one space: one's rollback removed the space the other had just added), then refuses
+ * with `space_busy`.
+ */
+export function noteSpaceCommand(
+  root: string,
+  run: { command: string; args: string[] },
+  resumes = Number(Deno.env.get(UP_RESUMES_ENV) ?? 0) || 0,
+): Promise<UpNoteHandle> {
+  return noteCommand(root, "space", run, resumes);
+}
+
+async function noteCommand(
+  root: string,
+  kind: NoteKind,
+  run: { command: string; args: string[] },
+  resumes: number,
+): Promise<UpNoteHandle> {
+  const f = files(root, kind);
   await Deno.mkdir(f.dir, { recursive: true, mode: 0o700 });
   const lock = await Deno.open(f.lock, { read: true, write: true, create: true, mode: 0o600 });
-  if (!(await lock.tryLock(true))) {
+  const until = Date.now() + (kind === "space" ? SPACE_LOCK_WAIT_MS : 0);
+  while (!(await lock.tryLock(true))) {
+    if (Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 100));
+      continue;
+    }
     lock.close();
-    throw new CotalError(
-      "up_running",
-      `Another 'cotal up' of ${root} is starting its stack now (its own, or one its watchdog ` +
-        "runs to finish an up that was killed); wait for it, then run 'cotal status'.",
-    );
+    throw kind === "up"
+      ? new CotalError(
+        "up_running",
+        `Another 'cotal up' of ${root} is starting its stack now (its own, or one its watchdog ` +
+          "runs to finish an up that was killed); wait for it, then run 'cotal status'.",
+      )
+      : new CotalError(
+        "space_busy",
+        `Another 'cotal space add' or 'space rm' of ${root} has run for over ` +
+          `${SPACE_LOCK_WAIT_MS / 1000} s; wait for it to end, then run this again.`,
+      );
   }
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(Deno.env.toObject())) if (KEPT_ENV.test(k)) env[k] = v;
@@ -104,7 +149,9 @@ export async function noteUp(
     resumes,
     ...(startTime !== undefined ? { by: { pid: Deno.pid, startTime } } : {}),
   };
-  await writeFileAtomic(f.note, JSON.stringify(note, null, 2) + "\n", { what: "The up's note" });
+  await writeFileAtomic(f.note, JSON.stringify(note, null, 2) + "\n", {
+    what: `The note of ${f.said}`,
+  });
   const beat = () => Deno.writeTextFile(f.beat, `${Date.now()}\n`).catch(() => {});
   await beat();
   const beating = setInterval(beat, UP_BEAT_MS);
@@ -123,12 +170,17 @@ export async function noteUp(
   };
 }
 
-/** Removes an up's note and stops a resumed up that runs (`down`, before anything else). */
+/**
+ * Removes the notes of an up and of a space command and stops a resumed one that runs (`down`,
+ * before anything else).
+ */
 export async function forgetUp(root: string): Promise<void> {
-  const f = files(root);
-  await Deno.remove(f.note).catch(() => {});
-  const rec = await readPidFile(f.resumePid).catch(() => undefined);
-  if (rec && await isLockHeld(f.resumeLock)) await stopRecorded(rec, 5_000).catch(() => {});
+  for (const kind of ["up", "space"] as const) {
+    const f = files(root, kind);
+    await Deno.remove(f.note).catch(() => {});
+    const rec = await readPidFile(f.resumePid).catch(() => undefined);
+    if (rec && await isLockHeld(f.resumeLock)) await stopRecorded(rec, 5_000).catch(() => {});
+  }
 }
 
 /**
@@ -152,7 +204,7 @@ async function stopHungUp(
   }
   if (!by || !Number.isSafeInteger(by.pid) || by.pid <= 1) return;
   log(
-    `watchdog: 'cotal up' (pid ${by.pid}) holds its lock but has not beaten for ` +
+    `watchdog: ${f.said} (pid ${by.pid}) holds its lock but has not beaten for ` +
       `${Math.round((now - beat) / 1000)} s (frozen); killing it, its work is finished next`,
   );
   await signalSame(by, "KILL");
@@ -168,13 +220,33 @@ export interface ResumeState {
  * Runs an abandoned up again: a note whose up holds no lock, and no resumed up running.
  * Called on each pass of the stack's first watchdog; says what it does through `log`.
  */
-export async function resumeAbandonedUp(
+export function resumeAbandonedUp(
   root: string,
   state: ResumeState,
   log: (line: string) => void,
   now = Date.now(),
 ): Promise<void> {
-  const f = files(root);
+  return resumeAbandoned(root, "up", state, log, now);
+}
+
+/** {@linkcode resumeAbandonedUp} for a `space add` or `space rm` killed part-way. */
+export function resumeAbandonedSpaceCommand(
+  root: string,
+  state: ResumeState,
+  log: (line: string) => void,
+  now = Date.now(),
+): Promise<void> {
+  return resumeAbandoned(root, "space", state, log, now);
+}
+
+async function resumeAbandoned(
+  root: string,
+  kind: NoteKind,
+  state: ResumeState,
+  log: (line: string) => void,
+  now: number,
+): Promise<void> {
+  const f = files(root, kind);
   let text: string;
   try {
     text = await Deno.readTextFile(f.note);
@@ -197,15 +269,17 @@ export async function resumeAbandonedUp(
       !Number.isInteger(note.resumes) || note.resumes < 0
     ) throw new Error("not a note");
   } catch {
-    log(`watchdog: ${f.note} is not an up's note; removing it`);
+    log(`watchdog: ${f.note} is not a note of ${f.said}; removing it`);
     await Deno.remove(f.note).catch(() => {});
     return;
   }
   if (note.resumes >= UP_RESUMES_MAX) {
     if (!state.gaveUp) {
       log(
-        `watchdog: 'cotal up' did not finish ${note.resumes + 1} times; not running it again: ` +
-          `run 'cotal up --detach --root ${root}' (see ${f.resumeLog})`,
+        `watchdog: ${f.said} did not finish ${note.resumes + 1} times; not running it again: ` +
+          (kind === "up"
+            ? `run 'cotal up --detach --root ${root}' (see ${f.resumeLog})`
+            : `run it again by hand (see ${f.resumeLog})`),
       );
     }
     state.gaveUp = true;
@@ -218,21 +292,19 @@ export async function resumeAbandonedUp(
     await writeFileAtomic(
       f.note,
       JSON.stringify({ ...note, resumes: note.resumes + 1 }, null, 2) + "\n",
-      {
-        what: "The up's note",
-      },
+      { what: `The note of ${f.said}` },
     );
   } catch (err) {
     log(`watchdog: cannot count the resume in ${f.note} (${(err as Error).message}); not resuming`);
     return;
   }
   log(
-    `watchdog: 'cotal up' ended before its stack was up (killed); running it again ` +
+    `watchdog: ${f.said} ended before it finished (killed); running it again ` +
       `(resume ${note.resumes + 1} of ${UP_RESUMES_MAX}, its log: ${f.resumeLog})`,
   );
   try {
     const { record } = await startDaemon({
-      name: "cotal up (resumed)",
+      name: `${f.said.replaceAll("'", "")} (resumed)`,
       command: note.command,
       args: note.args,
       env: { ...note.env, [UP_RESUMES_ENV]: String(note.resumes + 1) },
@@ -241,8 +313,8 @@ export async function resumeAbandonedUp(
       lockFile: f.resumeLock,
       detach: true,
     });
-    log(`watchdog: resumed up runs (pid ${record.pid})`);
+    log(`watchdog: resumed ${kind === "up" ? "up" : "space command"} runs (pid ${record.pid})`);
   } catch (err) {
-    log(`watchdog: could not run 'cotal up' again (${(err as Error).message})`);
+    log(`watchdog: could not run ${f.said} again (${(err as Error).message})`);
   }
 }

@@ -32,7 +32,7 @@ import {
   readMeshRecord,
 } from "./stack.ts";
 import { readSpaceIndex } from "./trust_state.ts";
-import { resumeAbandonedUp, type ResumeState } from "./up_resume.ts";
+import { resumeAbandonedSpaceCommand, resumeAbandonedUp, type ResumeState } from "./up_resume.ts";
 import { signalSame } from "./signal_same.ts";
 
 /** What the watchdog restarts: a component's spec without its readiness check. */
@@ -300,10 +300,13 @@ export class Watchdog {
 
   /** The first watchdog's resumes of an up that was killed part-way. */
   readonly #resume: ResumeState = { lastAt: 0, gaveUp: false };
+  /** Its resumes of a `space add` or `space rm` killed part-way. */
+  readonly #resumeSpace: ResumeState = { lastAt: 0, gaveUp: false };
 
   async #pass(now: number): Promise<void> {
     if (this.#detach && this.#self === "watchdog") {
       await resumeAbandonedUp(this.root, this.#resume, this.#log, now);
+      await resumeAbandonedSpaceCommand(this.root, this.#resumeSpace, this.#log, now);
     }
     const { spaces } = await readSpaceIndex(this.root).catch(() => ({ spaces: [] as string[] }));
     for (const c of await readWatchList(this.root)) {

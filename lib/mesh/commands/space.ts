@@ -16,6 +16,7 @@ import { CotalError } from "../../errors.ts";
 import { assertValidSpaceName } from "../names.ts";
 import { spaceAdd, spaceList, spaceRm } from "../space.ts";
 import { spaceBackup, spaceRestore } from "../backup.ts";
+import { cliCommand } from "../daemons.ts";
 
 import { resolveExistingRoot, resolveRoot, ROOT_FLAG } from "./common.ts";
 
@@ -39,7 +40,11 @@ export const spaceAddCommand = defineCommand({
     const interrupted = new AbortController();
     const stop = () => interrupted.abort();
     for (const sig of INTERRUPTS) Deno.addSignalListener(sig, stop);
-    const result = await spaceAdd(root, space, { signal: interrupted.signal }).finally(() => {
+    const result = await spaceAdd(root, space, {
+      signal: interrupted.signal,
+      // The root spelled out: the watchdog runs it again from its own directory.
+      resume: cliCommand([...Deno.args, ...(values.root ? [] : ["--root", root])]),
+    }).finally(() => {
       for (const sig of INTERRUPTS) Deno.removeSignalListener(sig, stop);
       live.done();
     });
@@ -95,7 +100,16 @@ export const spaceRmCommand = defineCommand({
         throw new CotalError("cancelled", `Nothing removed: the answer was not '${space}'.`);
       }
     }
-    const result = await spaceRm(root, space);
+    // Run again as confirmed, if the watchdog has to finish it.
+    const result = await spaceRm(
+      root,
+      space,
+      cliCommand([
+        ...Deno.args.filter((a) => a !== "--yes"),
+        "--yes",
+        ...(values.root ? [] : ["--root", root]),
+      ]),
+    );
     printResult(
       denoIo(),
       { json: values.json === true },
