@@ -125,6 +125,7 @@ export const JNE = 0x55; // if dst != imm (64-bit)
 export const JEQ32 = 0x16; // if (u32)dst == (u32)imm
 export const JNE32 = 0x56; // if (u32)dst != (u32)imm
 export const JGE = 0x35; // if dst >= imm (unsigned)
+export const JGT = 0x25; // if dst > imm (unsigned)
 export const JLT = 0xa5; // if dst < imm (unsigned)
 export const jump = (code: number, dst: number, imm: number, to: string): Item => ({
   code,
