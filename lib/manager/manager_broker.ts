@@ -102,7 +102,7 @@ export async function startSupervisorEndpoint(opts: {
     card: {
       name: "manager",
       kind: "endpoint",
-      description: "the space's supervisor (starts and stops agents)",
+      description: "the space's supervisor, which starts and stops agents",
       ...opts.principal,
     },
     creds: opts.creds,
