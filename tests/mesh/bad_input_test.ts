@@ -112,6 +112,16 @@ Deno.test("mesh - mint --out refuses a directory, a missing directory and an exi
     const agent = await cotal(["mint", "--root", root, "--profile", "agent", "--actor", "a1"]);
     assert.equal(agent.code, 0, agent.stderr);
     assert.match(agent.stderr, /lifecycle uid [a-z0-9]{26,32} /);
+    // Without --actor an agent cred is local.agent, provisioned or not (newcomer pass 12 got
+    // local.operator unless --provision was given).
+    const plain = await cotal(["mint", "--root", root, "--profile", "agent", "--json"]);
+    assert.equal(plain.code, 0, plain.stderr);
+    assert.equal(JSON.parse(plain.stdout).principal, "local.agent");
+    // A lifetime refused names the flag, not an internal option.
+    const zero = await cotal(["mint", "--root", root, "--profile", "observer", "--ttl", "0"]);
+    assert.equal(zero.code, 2, zero.stderr);
+    assert.match(zero.stderr, /--ttl: /);
+    assert.doesNotMatch(zero.stderr, /expiresInSeconds/);
     // Its help names the profiles, not array indices.
     assert.match(
       (await cotal(["mint", "--help"])).stdout,

@@ -59,6 +59,8 @@ export interface MintReport {
   profile: string;
   /** The cred's user public key (its JWT `sub`). */
   subject: string;
+  /** Who it speaks as (`local.<actor>`), for the profiles that carry a principal. */
+  principal?: string;
   /** ISO time the cred stops working. */
   expiresAt: string;
   /** The inbox prefix a NATS client must use (its grants cover only that). */
@@ -87,7 +89,11 @@ export const mintCommand = defineCommand({
       required: true,
       description: `one of (default lifetime): ${profileList()}`,
     },
-    actor: { type: "string", description: "the actor name (owner is 'local')" },
+    actor: {
+      type: "string",
+      description:
+        "the actor name (owner is 'local'; default: agent for --profile agent, else operator)",
+    },
     lifecycle: {
       type: "string",
       value: "uid",
@@ -155,13 +161,22 @@ export const mintCommand = defineCommand({
       })
       : mintForRoot(root, space, {
         profile: values.profile,
-        actor: values.actor === undefined ? undefined : localActor(values.actor),
+        // One default per profile, provisioned or not (newcomer pass 12 got local.operator
+        // without --provision and local.agent with it).
+        actor: values.actor !== undefined
+          ? localActor(values.actor)
+          : values.profile === "agent"
+          ? "agent"
+          : undefined,
         expiresInSeconds: parseTtl(values.ttl),
         ...(lifecycleUid ? { lifecycleUid } : {}),
       })).catch((err) => {
         // A --ttl past the profile's cap is a usage mistake like any other flag's.
         throw isCotalError(err) && err.code === "invalid_lifetime"
-          ? new CotalError("usage", `--ttl: ${err.message}`)
+          ? new CotalError(
+            "usage",
+            `--ttl: ${err.message.replace(/ ?\bexpiresInSeconds\b/g, "")}`,
+          )
           : err;
       });
     const { jwt } = await parseCreds(creds);
@@ -181,6 +196,7 @@ export const mintCommand = defineCommand({
     const report: MintReport = {
       profile: values.profile,
       subject: claims.sub,
+      ...(principal ? { principal: `${principal.owner}.${principal.actor}` } : {}),
       expiresAt: new Date((claims.exp ?? 0) * 1000).toISOString(),
       inboxPrefix: `_INBOX_${claims.sub}`,
       ...(values.profile === "observer" || values.profile === "admin"
