@@ -338,7 +338,7 @@ Deno.test("mesh - up over a stack another foreground up runs and heals is refuse
     assert.equal(unknown.code, 1);
     assert.match(
       unknown.stderr,
-      /No log for "delivery\.nope" .*; the logs are: .*delivery\.default/,
+      /No log for "delivery\.nope" .*; the logs are: .*delivery\.default.*\(an agent's own output is 'cotal attach <name>'\)/,
     );
   } finally {
     if (!killed) fg.kill("SIGINT");

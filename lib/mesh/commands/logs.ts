@@ -121,7 +121,7 @@ export const logsCommand = defineCommand({
         "log_unknown",
         `No log for ${JSON.stringify(positionals[0])} under ${root}; the logs are: ${
           named.map(([k]) => k).join(", ") || "none yet"
-        }.`,
+        } (an agent's own output is 'cotal attach <name>').`,
       );
     }
     const lines = await tail(path, n);
