@@ -142,7 +142,7 @@ export function allocateName(
     if (taken(req.name)) {
       throw new CotalError(
         "name_taken",
-        `An agent named ${req.name} (or a name differing only by case) is already running in this space; pick another name or despawn it.`,
+        `An agent named ${req.name} (or a name differing only by case) is already in this space, running or retired ('cotal ps' shows which); pick another name or despawn it.`,
       );
     }
     return req.name;

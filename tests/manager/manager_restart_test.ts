@@ -59,7 +59,10 @@ Deno.test("manager - a crashing agent is restarted within its limit, then retire
   // A retired agent keeps its name until it is despawned; then the name is free again.
   await assert.rejects(
     ctl.request("spawn", { agent: "module", module: src, name: "crasher" }),
-    (e) => isCotalError(e, "name_taken") && /already running/.test(e.message),
+    // Said as it is: the name is a retired agent's, not a running one's (newcomer pass 12).
+    (e) =>
+      isCotalError(e, "name_taken") &&
+      /running or retired \('cotal ps' shows which\)/.test(e.message),
   );
   await ctl.request("despawn", { name: "crasher" });
   assert.equal(await find(), undefined);
