@@ -37,6 +37,9 @@ for my $p (7001, 7002) {
 }
 socket(my $u, PF_INET6, SOCK_DGRAM, 0) or die; setsockopt($u, IPPROTO_IPV6, IPV6_V6ONLY, 0);
 bind($u, pack_sockaddr_in6(7003, inet_pton(AF_INET6, "::"))) or die "bind 7003: $!";
+# A resolver's UDP port, for the probes that send DNS.
+socket(my $dns, PF_INET6, SOCK_DGRAM, 0) or die; setsockopt($dns, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+bind($dns, pack_sockaddr_in6(53, inet_pton(AF_INET6, "::"))) or die "bind 53: $!";
 print "ready\\n"; $| = 1;
 # Accept and close at once, so the prober's connects never back up.
 my $rin = ''; vec($rin, fileno($_), 1) = 1 for @keep;
@@ -354,15 +357,18 @@ Deno.test({
 });
 
 // Local by route, not by the address list: a `local` route's range, this namespace's own veth
-// address (not listed), then a remote address; and 100 datagrams through one connected socket
-// to an allowed loopback port (as to a resolver's: the listener's UDP port stands in for 53).
+// address (not listed), then a remote address; TCP to the loopback's DNS port and UDP to its
+// relay port (each allowed the other way only); and 100 datagrams through one connected socket
+// to the loopback's DNS port.
 const ROUTE_PROBE = `${PROBE_SUBS}
 tcp("local-route", PF_INET, $v4->("10.41.3.3", 7002));
 udp("local-route-udp", PF_INET, $v4->("10.41.3.3", 7002));
 tcp("own-unlisted", PF_INET, $v4->("10.253.9.10", 7002));
 tcp("own-unlisted-v6", PF_INET6, $v6->("fd53::10", 7002));
 tcp("remote", PF_INET, $v4->("10.253.9.1", 7002));
-socket(my $d, PF_INET, SOCK_DGRAM, 0) or die; connect($d, $v4->("127.0.0.1", 7003)) or die "dns connect: $!";
+tcp("dns-tcp", PF_INET, $v4->("127.0.0.1", 53));
+udp("udp-to-tcp-port", PF_INET, $v4->("127.0.0.1", 7001));
+socket(my $d, PF_INET, SOCK_DGRAM, 0) or die; connect($d, $v4->("127.0.0.1", 53)) or die "dns connect: $!";
 my $n = 0;
 for (1..100) { defined(send($d, "q", 0)) or do { print "dns stopped: $!\\n"; last }; $n++ }
 print "dns sent $n\\n";
@@ -370,11 +376,11 @@ print "dns sent $n\\n";
 
 Deno.test({
   name:
-    "connect guard - every address the host's routes call local is closed by the loopback egress check, listed or not, and UDP to the loopback is counted per packet (red team 40)",
+    "connect guard - every address the host's routes call local is closed by the loopback egress check, listed or not; the loopback takes TCP to the relay and UDP to DNS alone, counted per packet (red teams 40, 42)",
   ignore: !canGuard,
   async fn() {
     const none = { v4: [], v6: [] };
-    const out = await inGuardedNs(ROUTE_PROBE, [], { loopbackPorts: [7003], own: none });
+    const out = await inGuardedNs(ROUTE_PROBE, [], { loopbackPorts: [7001], own: none });
     const eperm = "Operation not permitted";
     assert.equal(
       out,
@@ -384,6 +390,8 @@ Deno.test({
         "own-unlisted timeout",
         "own-unlisted-v6 timeout",
         "remote ok",
+        `dns-tcp ${eperm}`,
+        `udp-to-tcp-port ${eperm}`,
         `dns stopped: ${eperm}`,
         `dns sent ${HOST_NET_DNS_PACKETS}`,
         "",

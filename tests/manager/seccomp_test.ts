@@ -132,6 +132,12 @@ Deno.test("seccomp - x86_64: namespaces, mounts, kernel surface refused; ordinar
     assert.equal(verdict(arch, nr, [3, SOL_SOCKET, SO_BROADCAST]), ALLOW);
     assert.equal(verdict(arch, nr, [3, SOL_SOCKET, 2 /* SO_REUSEADDR */], undefined, host), ALLOW);
     assert.equal(verdict(arch, nr, [3, 6, /* IPPROTO_TCP */ SO_BROADCAST], undefined, host), ALLOW);
+    // IPV6_FLOWLABEL_MGR: one machine-wide table (red team 42 took all 3,072 unprivileged
+    // labels from a sandbox), refused to every agent; other IPv6 options stay.
+    for (const opts of [{}, host]) {
+      assert.equal(verdict(arch, nr, [3, 41, 32], undefined, opts), errno(1));
+      assert.equal(verdict(arch, nr, [3, 41, 26], undefined, opts), ALLOW); // IPV6_V6ONLY
+    }
   }
   // x32 numbers and foreign architectures (32-bit entry points).
   assert.equal(verdict("x86_64", 0x40000000 + 272), errno(1));

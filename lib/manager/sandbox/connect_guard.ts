@@ -2,8 +2,9 @@
  * Where an agent on the host's network (`--net host`) may connect or send, and how often it
  * may open a connection: the allowlist half of its network guard (`bind_guard.ts` is the other).
  *
- * - **The host's own loopback is closed** but for the ports it needs: its relay to the broker
- *   and DNS (port 53, where a host resolver such as systemd-resolved listens). Every other
+ * - **The host's own loopback is closed** but for the ports it needs: TCP to its relay to the
+ *   broker, UDP to DNS (port 53, where a host resolver such as systemd-resolved listens; not
+ *   TCP, which red team 42 flooded the resolver through). Every other
  *   loopback listener (the broker's monitoring port, a sibling's relay, the operator's
  *   databases and dev servers) is refused with EPERM, for TCP connects and UDP sends to any
  *   `127.0.0.0/8`, `0.0.0.0`, `::1`, `::` or IPv4-mapped address of them. Red team 23 flooded a
@@ -77,7 +78,7 @@ export const DNS_PORT = 53;
 
 /** Where a loopback connect or send may go, and which counters a connect draws on. */
 export interface ConnectPolicy {
-  /** Loopback ports the agent may reach (its relay's); DNS is always added. */
+  /** Loopback ports the agent may reach over TCP (its relay's); UDP reaches DNS (53) alone. */
   loopbackPorts: number[];
   /** This host's own addresses (default: read now, {@linkcode ownAddresses}). */
   own?: OwnAddresses;
@@ -224,20 +225,25 @@ export function ownAddresses(
 }
 
 /**
- * At `local`: the listed ports are allowed, the rest refused. A TCP connect to one is counted
- * as any other (red team 37 churned 400,000 connections through an uncounted DNS port); UDP to
- * one makes no neighbour entry, and its packets are counted on the way out (`loopbackEgress`).
+ * At `local`: TCP to the listed ports (the relay's) and UDP to DNS are allowed, the rest
+ * refused. A TCP connect is counted as any other (red team 37 churned 400,000 connections
+ * through an uncounted port); UDP to DNS makes no neighbour entry, and its packets are counted
+ * on the way out (`loopbackEgress`). TCP to DNS is refused: one connection carries any number
+ * of queries, and held ones fill a resolver's connection slots (red team 42 sent 1.4 million
+ * queries in 3 s and held 128 connections, systemd-resolved's all); a lookup whose UDP answer
+ * is truncated fails instead.
  */
-function loopbackPorts(ports: number[]): Item[] {
+function loopbackPorts(tcpPorts: number[]): Item[] {
   return [
     label("local"),
     insn(0x61, 2, 6, 24, 0), // r2 = ctx->user_port
-    ...ports.map((p) => jump(JEQ, 2, wirePort(p), "local_ok")),
+    insn(0x61, 3, 6, 32, 0), // r3 = ctx->type
+    jump(JEQ, 3, SOCK_STREAM, "local_tcp"),
+    jump(JEQ, 2, wirePort(DNS_PORT), "allow"),
     jump(JA, 0, 0, "deny"),
-    label("local_ok"),
-    insn(0x61, 2, 6, 32, 0), // r2 = ctx->type
-    jump(JEQ, 2, SOCK_STREAM, "tcp"),
-    jump(JA, 0, 0, "allow"),
+    label("local_tcp"),
+    ...tcpPorts.map((p) => jump(JEQ, 2, wirePort(p), "tcp")),
+    jump(JA, 0, 0, "deny"),
   ];
 }
 
@@ -289,13 +295,13 @@ export const HOST_NET_DNS_PACKETS_ALL = 256;
  * The route-based half of the guard, on every packet the group's sockets send
  * (`BPF_CGROUP_INET_EGRESS`): a packet whose route is local leaves through the loopback device
  * whatever its address (an interface's, one of a `local` route's whole range, an address the
- * host gained a moment ago), so one that does is dropped unless it is plain TCP or UDP to an
- * allowed port; and UDP ones (DNS to a resolver on the loopback) are counted per packet, which
+ * host gained a moment ago), so one that does is dropped unless it is plain TCP to a relay
+ * port or plain UDP to DNS; and UDP ones (DNS to a resolver on the loopback) are counted per packet, which
  * a connected socket's sends never were (red team 40 flooded the resolver with 4 million
  * datagrams in 12 s through one `connect`). An IPv4 header with options, a fragment, or an
  * IPv6 extension header is dropped on this device: the ports could not be read.
  */
-function loopbackEgress(ports: number[], dnsOwn: number, dnsAll: number): Uint8Array {
+function loopbackEgress(tcpPorts: number[], dnsOwn: number, dnsAll: number): Uint8Array {
   const load = (len: number): Item[] => [
     insn(0xbf, 1, 6, 0, 0), // r1 = skb
     insn(0xb7, 2, 0, 0, 0), // r2 = 0: the network header
@@ -331,11 +337,9 @@ function loopbackEgress(ports: number[], dnsOwn: number, dnsAll: number): Uint8A
     insn(0x71, 8, 10, -42, 0), // r8 = next header
     insn(0x69, 9, 10, -6, 0), // r9 = destination port
     label("ports"),
-    ...ports.map((p) => jump(JEQ, 9, wirePort(p), "port_ok")),
-    jump(JA, 0, 0, "deny"),
-    label("port_ok"),
-    jump(JEQ, 8, IPPROTO_TCP, "allow"),
+    jump(JEQ, 8, IPPROTO_TCP, "tcp_ports"),
     jump(JNE, 8, IPPROTO_UDP, "deny"),
+    jump(JNE, 9, wirePort(DNS_PORT), "deny"),
     // A segmented UDP send (UDP_SEGMENT, by option or per call) is one packet here and many
     // datagrams to the listener: red team 41 got 64 through for each one counted. A resolver's
     // client never segments.
@@ -343,6 +347,10 @@ function loopbackEgress(ports: number[], dnsOwn: number, dnsAll: number): Uint8A
     jump(JGT, 2, 1, "deny"),
     ...counted(dnsOwn, HOST_NET_DNS_PACKETS, "dns_own"),
     ...counted(dnsAll, HOST_NET_DNS_PACKETS_ALL, "dns_all"),
+    jump(JA, 0, 0, "allow"),
+    label("tcp_ports"),
+    ...tcpPorts.map((p) => jump(JEQ, 9, wirePort(p), "allow")),
+    jump(JA, 0, 0, "deny"),
     label("allow"),
     ...exitWith(1),
     label("deny"),
@@ -500,7 +508,7 @@ export function guardConnects(dir: string, policy: ConnectPolicy): void {
     }
     const [own, udp, dns] = maps;
     const g: LiveGuard = {
-      ports: [...new Set([...policy.loopbackPorts, DNS_PORT])],
+      ports: [...new Set(policy.loopbackPorts)],
       own,
       udp,
       dns,

@@ -9,7 +9,7 @@
  * `setns`, namespace flags on `clone`, and `clone3`, whose flags a filter cannot read), every
  * mount call, kernel modules, kexec, reboot, swap, accounting, the kernel log, raw I/O ports,
  * BPF, perf events, userfaultfd, io_uring, kernel AIO contexts (a host-wide pool an agent could
- * drain), the kernel keyring, file handles, `TIOCSTI` and
+ * drain), the kernel keyring, file handles, IPv6 flow labels (a machine-wide table), `TIOCSTI` and
  * `TIOCLINUX` (typing into a terminal), socket families other than unix, IPv4 and IPv6, every
  * foreign architecture (32-bit entry points) and x32 syscall numbers; and an agent on the host's
  * network gets TCP and UDP only and may neither bind nor listen (see `SeccompOptions`).
@@ -53,6 +53,8 @@ const IPPROTO_TCP = 6;
 const IPPROTO_UDP = 17;
 const SOCK_STREAM = 1;
 const SOL_SOCKET = 1;
+const SOL_IPV6 = 41;
+const IPV6_FLOWLABEL_MGR = 32;
 const SO_BROADCAST = 6;
 const SOCK_DGRAM = 2;
 
@@ -65,7 +67,10 @@ interface ArchTable {
   /** `listen(2)` and `bind(2)`: refused only to an agent on the host's network (see `SeccompOptions`). */
   readonly listen: number;
   readonly bind: number;
-  /** `setsockopt(2)`: `SO_BROADCAST` is refused to an agent on the host's network. */
+  /**
+   * `setsockopt(2)`: `IPV6_FLOWLABEL_MGR` is refused to every agent, `SO_BROADCAST` to one on
+   * the host's network.
+   */
   readonly setsockopt: number;
 }
 
@@ -201,7 +206,8 @@ type Label =
   | "socket"
   | "inet"
   | "protocol"
-  | "setsockopt";
+  | "setsockopt"
+  | "setsockopt_ipv6";
 type Insn =
   | { code: number; k: number; jt?: Label | 0; jf?: Label | 0 }
   | { label: Label };
@@ -263,18 +269,27 @@ export function seccompFilter(
   if (opts.hostNet) {
     p.push({ code: JEQ_K, k: table.listen, jt: "eperm", jf: 0 });
     p.push({ code: JEQ_K, k: table.bind, jt: "eperm", jf: 0 });
-    p.push({ code: JEQ_K, k: table.setsockopt, jt: "setsockopt", jf: 0 });
   }
+  p.push({ code: JEQ_K, k: table.setsockopt, jt: "setsockopt", jf: 0 });
   p.push({ code: RET_K, k: RET_ALLOW });
-  if (opts.hostNet) {
-    p.push(
-      { label: "setsockopt" },
-      { code: LD_W_ABS, k: OFF_ARG1 },
-      { code: JEQ_K, k: SOL_SOCKET, jt: 0, jf: "allow" },
-      { code: LD_W_ABS, k: OFF_ARG2 },
-      { code: JEQ_K, k: SO_BROADCAST, jt: "eperm", jf: "allow" },
-    );
-  }
+  // IPv6 flow labels live in one table for the whole machine (3,072 for unprivileged users,
+  // no cgroup counts them, each may outlive its socket by 150 s): red team 42 took every one
+  // from a sandbox, so no unprivileged process on the host could get one.
+  p.push(
+    { label: "setsockopt" },
+    { code: LD_W_ABS, k: OFF_ARG1 },
+    { code: JEQ_K, k: SOL_IPV6, jt: "setsockopt_ipv6", jf: 0 },
+    ...(opts.hostNet
+      ? [
+        { code: JEQ_K, k: SOL_SOCKET, jt: 0, jf: "allow" } as Insn,
+        { code: LD_W_ABS, k: OFF_ARG2 },
+        { code: JEQ_K, k: SO_BROADCAST, jt: "eperm", jf: "allow" } as Insn,
+      ]
+      : [{ code: RET_K, k: RET_ALLOW }]),
+    { label: "setsockopt_ipv6" },
+    { code: LD_W_ABS, k: OFF_ARG2 },
+    { code: JEQ_K, k: IPV6_FLOWLABEL_MGR, jt: "eperm", jf: "allow" },
+  );
   p.push(
     { label: "clone" },
     { code: LD_W_ABS, k: OFF_ARG0 },
