@@ -93,7 +93,7 @@ Deno.test("up resume - a note with a count that is not a whole number is not an 
     const said: string[] = [];
     await resumeAbandonedUp(root, { lastAt: 0, gaveUp: false }, (l) => said.push(l));
     assert.equal(await exists(noteFile(root)), false);
-    assert.match(said.join("\n"), /is not an up's note; removing it/);
+    assert.match(said.join("\n"), /is not a note of 'cotal up'; removing it/);
   } finally {
     await Deno.remove(root, { recursive: true });
   }
