@@ -128,6 +128,29 @@ Deno.test("protocol guard - an agent's consumer goes when idle: durable, or idle
   assert.equal(feed(ok).refused, undefined);
 });
 
+Deno.test("protocol guard - a pull's idle heartbeat is at least a second and its wait at most five minutes (red team 43)", () => {
+  const pull = (body: string) =>
+    `PUB $JS.API.CONSUMER.MSG.NEXT.DM_s.dm_x _INBOX_UAGENT.p ${body.length}\r\n${body}\r\n`;
+  // What red team 43 sent: a heartbeat every nanosecond to a pull waiting an hour.
+  const heartbeat = /idle_heartbeat is 0 or at least 1 s/;
+  refused(pull('{"batch":1,"expires":3600000000000,"idle_heartbeat":1}'), heartbeat);
+  refused(pull('{"batch":1,"expires":30000000000,"idle_heartbeat":999999999}'), heartbeat);
+  refused(pull('{"batch":1,"idle_heartbeat":"1s"}'), heartbeat);
+  const wait = /a pull waits at most 300 s/;
+  refused(pull('{"batch":1,"expires":300000000001}'), wait);
+  refused(pull('{"batch":1,"expires":-1}'), wait);
+  // What nats.js's consume() asks for (30 s, a heartbeat at half) and a plain pull pass.
+  for (
+    const ok of [
+      '{"batch":100,"expires":30000000000,"idle_heartbeat":15000000000}',
+      '{"batch":1,"no_wait":true}',
+      '{"batch":1,"expires":2000000000,"idle_heartbeat":0}',
+    ]
+  ) {
+    assert.equal(feed(pull(ok)).refused, undefined, ok);
+  }
+});
+
 Deno.test("protocol guard - a stream info may not list subjects or deletions (amplified answers)", () => {
   const info = (body: string) =>
     `PUB $JS.API.STREAM.INFO.CHAT_s _INBOX_UAGENT.i ${body.length}\r\n${body}\r\n`;
