@@ -326,6 +326,15 @@ export async function readModuleSource(path: string): Promise<Uint8Array> {
   if (before.size > MAX_MODULE_BYTES) throw bad("is too large");
   const data = readNoFollow(path, MAX_MODULE_BYTES);
   if (data === "over") throw bad("is too large");
+  if (data === "link") {
+    // Every component, not the last alone: a directory above it swapped for a link by an agent
+    // that may write there would point a root supervisor at a file of its choosing (red team 43).
+    throw new CotalError(
+      "bad_module",
+      `The agent module ${JSON.stringify(path)} is reached through a symlink; name it by its ` +
+        "real path (what 'realpath' prints).",
+    );
+  }
   const after = await Deno.lstat(path).catch(() => undefined);
   if (!data || !after?.isFile || after.ino !== before.ino || after.dev !== before.dev) {
     throw bad("changed while it was read");

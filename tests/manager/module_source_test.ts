@@ -18,6 +18,11 @@ Deno.test("manager - a spawn's module must be a regular file: symlink, FIFO, dir
   );
 
   await Deno.symlink(good, `${dir}/link.ts`);
+  // A directory above the file that is a link (an agent's workdir swapped under a persona's
+  // module: red team 43) is refused too, with the way out.
+  await Deno.mkdir(`${dir}/real`);
+  await Deno.writeTextFile(`${dir}/real/agent.ts`, "export function run() {}\n");
+  await Deno.symlink(`${dir}/real`, `${dir}/linked`);
   const fifo = `${dir}/fifo.ts`;
   const mk = await new Deno.Command("mkfifo", { args: [fifo] }).output();
   assert.ok(mk.success, "mkfifo");
@@ -28,6 +33,7 @@ Deno.test("manager - a spawn's module must be a regular file: symlink, FIFO, dir
   f.close();
   const cases: [string, RegExp][] = [
     [`${dir}/link.ts`, /is a symlink/],
+    [`${dir}/linked/agent.ts`, /is reached through a symlink; name it by its real path/],
     [fifo, /is not a regular file/],
     [`${dir}/dir.ts`, /is not a regular file/],
     [big, /is too large/],

@@ -29,6 +29,8 @@ const EINTR = 4;
 const EBADF = 9;
 const ENOENT = 2;
 const EEXIST = 17;
+const ENOSYS = 38;
+const ELOOP = 40;
 
 const SYMBOLS = {
   open: { parameters: ["buffer", "i32", "i32"], result: "i32" },
@@ -47,6 +49,12 @@ const SYMBOLS = {
   close_range: { parameters: ["u32", "u32", "i32"], result: "i32", optional: true },
   // syscall(2) is variadic; its arguments are passed like fixed ones on x86_64/aarch64.
   syscall: { parameters: ["i64", "i64", "buffer", "i64"], result: "i64" },
+  // The same syscall(2) with four arguments, for openat2 (dirfd, path, how, size).
+  syscall4: {
+    name: "syscall",
+    parameters: ["i64", "i64", "buffer", "buffer", "i64"],
+    result: "i64",
+  },
   __errno_location: { parameters: [], result: "pointer" },
   // stdio's own stream for fd 0, whose lock is the process-wide one below.
   stdin: { type: "pointer" },
@@ -211,15 +219,38 @@ export function readSmallFile(path: string): string | undefined {
   }
 }
 
+const SYS_OPENAT2 = 437; // one number on every architecture
+const AT_FDCWD = -100;
+const RESOLVE_NO_SYMLINKS = 0x04;
+
 /**
- * Reads at most `max` bytes of `path` without following a symlink in its last component and
- * without blocking (a FIFO opens and reads as empty instead of waiting for a writer).
- * Undefined when it cannot be opened; `over` when it holds more than `max` bytes.
+ * `open(2)` of `path` following no symlink in any of its components (`openat2` with
+ * `RESOLVE_NO_SYMLINKS`, Linux 5.6; before that, none in the last one only). -1 when refused.
  */
-export function readNoFollow(path: string, max: number): Uint8Array | "over" | undefined {
+function openNoLinks(path: string, flags: number): number {
   const c = libc();
-  const fd = c.open(cstr(path), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0);
-  if (fd < 0) return undefined;
+  const how = new Uint8Array(24); // struct open_how: flags, mode, resolve
+  const v = new DataView(how.buffer);
+  v.setBigUint64(0, BigInt(flags), true);
+  v.setBigUint64(16, BigInt(RESOLVE_NO_SYMLINKS), true);
+  const fd = Number(
+    c.syscall4(BigInt(SYS_OPENAT2), BigInt(AT_FDCWD), cstr(path), how, BigInt(how.length)),
+  );
+  if (fd >= 0) return fd;
+  return errno() === ENOSYS ? c.open(cstr(path), flags | O_NOFOLLOW, 0) : -1;
+}
+
+/**
+ * Reads at most `max` bytes of `path` without following a symlink in any of its components (a
+ * directory above it swapped for a link by whoever may write there included: red team 43) and
+ * without blocking (a FIFO opens and reads as empty instead of waiting for a writer).
+ * Undefined when it cannot be opened; `over` when it holds more than `max` bytes; `link` when
+ * a component is a symlink.
+ */
+export function readNoFollow(path: string, max: number): Uint8Array | "over" | "link" | undefined {
+  const c = libc();
+  const fd = openNoLinks(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return errno() === ELOOP ? "link" : undefined;
   try {
     const out = new Uint8Array(max + 1);
     let at = 0;
