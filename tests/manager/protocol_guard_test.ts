@@ -31,7 +31,7 @@ const CLIENT = [
   "PUB cotal.s.chat.local.a.general 5\r\nhello\r\n",
   "PUB $JS.API.INFO _INBOX_UAGENT.abc 0\r\n\r\n",
   "HPUB cotal.s.inst.local.b.local.a _INBOX_UAGENT.r1 12 17\r\nNATS/1.0\r\n\r\nhello\r\n",
-  'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 79\r\n{"stream_name":"CHAT_s","config":{"name":"h","inactive_threshold":30000000000}}\r\n',
+  'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 99\r\n{"stream_name":"CHAT_s","config":{"name":"h","inactive_threshold":30000000000,"ack_policy":"none"}}\r\n',
   "PUB $JS.API.STREAM.INFO.KV_x _INBOX_UAGENT.i 0\r\n\r\n",
   "UNSUB 1 5\r\n",
   "UNSUB 2\r\n",
@@ -124,8 +124,24 @@ Deno.test("protocol guard - an agent's consumer goes when idle: durable, or idle
   refused(create('{"config":{"name":"h","inactive_threshold":1e300}}'), idle);
   refused(create("{}"), idle);
   // What a history read asks for passes.
-  const ok = create('{"config":{"name":"h","inactive_threshold":30000000000,"mem_storage":true}}');
+  const ok = create(
+    '{"config":{"name":"h","inactive_threshold":30000000000,"mem_storage":true,"ack_policy":"none"}}',
+  );
   assert.equal(feed(ok).refused, undefined);
+  // Acked, it would be redelivered at an ack_wait the agent names (red team 44: 1 ms, no cap).
+  const acked = /has ack_policy "none"/;
+  for (
+    const policy of [
+      '"ack_policy":"explicit","ack_wait":1000000,"max_deliver":-1',
+      '"ack_policy":"all"',
+      "",
+    ]
+  ) {
+    const cfg = `{"config":{"name":"h","inactive_threshold":30000000000${
+      policy ? "," + policy : ""
+    }}}`;
+    refused(create(cfg), acked);
+  }
 });
 
 Deno.test("protocol guard - a pull's idle heartbeat is at least a second and its wait at most five minutes (red team 43)", () => {
@@ -251,14 +267,14 @@ Deno.test("protocol guard - the byte-level reading of canonical PUB lines decide
 Deno.test("protocol guard - the broker reads the JetStream API body the guard checked (red team 5: M, O, N)", () => {
   // A repeated key: JSON.parse keeps the last, nats-server merges the first into the struct.
   const dup =
-    '{"config":{"deliver_subject":"cotal.s.inst.local.a.local.a","name":"h"},"config":{"inactive_threshold":1}}';
+    '{"config":{"deliver_subject":"cotal.s.inst.local.a.local.a","name":"h"},"config":{"inactive_threshold":1,"ack_policy":"none"}}';
   const r = feed(
     `PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c ${dup.length}\r\n${dup}\r\n`,
   );
   assert.equal(r.refused, undefined);
   assert.equal(
     r.out,
-    'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 35\r\n{"config":{"inactive_threshold":1}}\r\n',
+    'PUB $JS.API.CONSUMER.CREATE.CHAT_s.h.f _INBOX_UAGENT.c 55\r\n{"config":{"inactive_threshold":1,"ack_policy":"none"}}\r\n',
   );
   // Headers stay, the body is re-serialized, the sizes follow.
   const h = "NATS/1.0\r\nX: 1\r\n\r\n";

@@ -79,7 +79,7 @@ export async function run(ctx) {
     const body = '{"stream_name":"' + T.chatStream + '","config":{"name":"' + hist +
       '","filter_subject":"' + T.histFilter + '","deliver_subject":"' + T.aclKey +
       '"},"config":{"name":"' + hist + '","filter_subject":"' + T.histFilter +
-      '","inactive_threshold":30000000000}}';
+      '","inactive_threshold":30000000000,"ack_policy":"none"}}';
     const r = await nc.request(
       "$JS.API.CONSUMER.CREATE." + T.chatStream + "." + hist + "." + T.histFilter,
       body,

@@ -78,6 +78,12 @@ export function checkApiBody(subject: string, body: Uint8Array): Uint8Array | un
         } s`,
       );
     }
+    // Its consumers read history, ack-less (lib/endpoint/history.ts): one that waits for acks is
+    // redelivered at its ack_wait, which the agent would name (red team 44 asked for 1 ms with
+    // no delivery cap and never acked: 1.1 GB of its channel's history resent in 10 s).
+    if (cfg.ack_policy !== "none") {
+      refuse('a consumer of an agent has ack_policy "none" (agents read history ack-less)');
+    }
   }
   if (api.startsWith("CONSUMER.MSG.NEXT.")) checkPull(r);
   return enc.encode(JSON.stringify(r));

@@ -14,8 +14,9 @@
  *   differently;
  * - a reply subject only under the agent's own inbox (`_INBOX_<id>.`), the one place its
  *   credentials may subscribe;
- * - a consumer create only for a consumer that goes away by itself: no `deliver_subject`, no
- *   `durable_name`, and an `inactive_threshold` of at most `GUARD_MAX_CONSUMER_IDLE_NS`
+ * - a consumer create only for a consumer that goes away by itself and is never redelivered:
+ *   no `deliver_subject`, no `durable_name`, `ack_policy` `none`, and an `inactive_threshold`
+ *   of at most `GUARD_MAX_CONSUMER_IDLE_NS`
  *   (its fields in plain lowercase, the only spelling the guard and the broker read alike); a
  *   consumer an agent left behind would hold one of the stream's consumer slots for good, and
  *   enough of them (one per lifecycle) would refuse every history read in the space;
