@@ -11,7 +11,7 @@ import { writeFileAtomic } from "../atomic_file.ts";
 import { CotalError } from "../errors.ts";
 import { ensureBwrap } from "../manager/mod.ts";
 import { spaceKeyHex } from "../workspace/mod.ts";
-import { recordFromLock, startDaemon } from "./daemon.ts";
+import { isLockHeld, recordFromLock, startDaemon } from "./daemon.ts";
 import { ensureMeshDirs, meshPaths } from "./layout.ts";
 import {
   isSameProcess,
@@ -136,16 +136,28 @@ export async function ensureComponent(
       const record = await writePidFile(pidFile, held.pid, spec.name, held.startTime);
       return { record, started: false };
     }
-    const { record, child } = await startDaemon({
-      name: spec.name,
-      command: spec.command,
-      args: spec.args,
-      env: spec.env,
-      logFile,
-      pidFile,
-      lockFile,
-      detach,
-    });
+    let started: Awaited<ReturnType<typeof startDaemon>>;
+    try {
+      started = await startDaemon({
+        name: spec.name,
+        command: spec.command,
+        args: spec.args,
+        env: spec.env,
+        logFile,
+        pidFile,
+        lockFile,
+        detach,
+      });
+    } catch (err) {
+      // Another start won the lock meanwhile (the watchdog, which lists a space's daemons
+      // before `space add` starts them): the next round adopts it.
+      if (attempt < START_ATTEMPTS && await isLockHeld(lockFile)) {
+        await new Promise((r) => setTimeout(r, 250)); // its line into the lock
+        continue;
+      }
+      throw err;
+    }
+    const { record, child } = started;
     try {
       await onStarted?.();
       await spec.ready?.(record);

@@ -80,3 +80,15 @@ Deno.test("ensure component - one that runs but is never ready fails at the firs
     assert.equal(await starts(root), 1, "a component that ran is not started again");
   });
 });
+
+Deno.test("ensure component - two starts of one component at once: one starts it, the other adopts it (a space add and the watchdog)", async () => {
+  await withRoot(async (root) => {
+    const [a, b] = await Promise.all([
+      ensureComponent(root, spec(root, 0), true),
+      ensureComponent(root, spec(root, 0), true),
+    ]);
+    assert.deepEqual([a.started, b.started].sort(), [false, true]);
+    assert.equal(a.record.pid, b.record.pid);
+    assert.ok(isSameProcess(a.record));
+  });
+});
