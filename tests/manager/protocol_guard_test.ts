@@ -142,6 +142,29 @@ Deno.test("protocol guard - an agent's consumer goes when idle: durable, or idle
     }}}`;
     refused(create(cfg), acked);
   }
+  // Past the fields a history read names, nothing (an allowlist: each field found was another
+  // amplifier).
+  for (
+    const extra of [
+      '"max_deliver":5',
+      '"ack_wait":1000000',
+      '"max_waiting":1',
+      '"sample_freq":"100%"',
+    ]
+  ) {
+    refused(
+      create(
+        `{"config":{"name":"h","inactive_threshold":30000000000,"ack_policy":"none",${extra}}}`,
+      ),
+      /a consumer of an agent may not set \w+ \(it may set name, /,
+    );
+  }
+  refused(
+    create(
+      '{"config":{"name":"h","inactive_threshold":30000000000,"ack_policy":"none"},"pedantic":true}',
+    ),
+    /a consumer create may not set pedantic/,
+  );
 });
 
 Deno.test("protocol guard - a pull's idle heartbeat is at least a second and its wait at most five minutes (red team 43)", () => {
@@ -155,6 +178,7 @@ Deno.test("protocol guard - a pull's idle heartbeat is at least a second and its
   const wait = /a pull waits at most 300 s/;
   refused(pull('{"batch":1,"expires":300000000001}'), wait);
   refused(pull('{"batch":1,"expires":-1}'), wait);
+  refused(pull('{"batch":1,"group":"g","min_pending":1}'), /a pull may not set group/);
   // What nats.js's consume() asks for (30 s, a heartbeat at half) and a plain pull pass.
   for (
     const ok of [

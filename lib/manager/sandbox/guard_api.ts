@@ -31,6 +31,44 @@ export const GUARD_MIN_PULL_HEARTBEAT_NS = 1e9;
 export const GUARD_MAX_PULL_EXPIRES_NS = 300 * 1e9;
 
 /**
+ * The fields an agent's consumer may set: what a history read names (lib/endpoint/history.ts).
+ * An allowlist, not the host minus what was found: each field past these was an amplifier (a
+ * deliver subject, a durable name, an ack wait of 1 ms with no delivery cap: red teams 4, 20a,
+ * 44), and the next unread one would be another.
+ */
+export const GUARD_CONSUMER_FIELDS: ReadonlySet<string> = new Set([
+  "name",
+  "description",
+  "filter_subject",
+  "filter_subjects",
+  "ack_policy",
+  "replay_policy",
+  "inactive_threshold",
+  "mem_storage",
+  "num_replicas",
+  "deliver_policy",
+  "opt_start_seq",
+  "opt_start_time",
+  "headers_only",
+]);
+/** The fields a pull may set (what nats.js's fetch and consume send). */
+export const GUARD_PULL_FIELDS: ReadonlySet<string> = new Set([
+  "batch",
+  "expires",
+  "no_wait",
+  "max_bytes",
+  "idle_heartbeat",
+]);
+
+function onlyFields(r: Record<string, unknown>, allowed: ReadonlySet<string>, what: string) {
+  for (const k of Object.keys(r)) {
+    if (!allowed.has(k)) {
+      refuse(`${what} may not set ${k} (it may set ${[...allowed].join(", ")})`);
+    }
+  }
+}
+
+/**
  * A JetStream API request body, checked and re-serialized (undefined for any other subject).
  * What the broker reads is then exactly what was checked: a repeated key (which nats-server's
  * decoder merges into what it already read, where `JSON.parse` keeps only the last) or any
@@ -61,6 +99,7 @@ export function checkApiBody(subject: string, body: Uint8Array): Uint8Array | un
   }
   if (api.startsWith("CONSUMER.CREATE.")) {
     const cfg = r.config === undefined ? {} : plainKeys(r.config, "a consumer config");
+    onlyFields(r, new Set(["stream_name", "config", "action"]), "a consumer create");
     if (cfg.deliver_subject !== undefined) {
       refuse("a consumer of an agent has no deliver subject (agents read by pulling)");
     }
@@ -84,12 +123,14 @@ export function checkApiBody(subject: string, body: Uint8Array): Uint8Array | un
     if (cfg.ack_policy !== "none") {
       refuse('a consumer of an agent has ack_policy "none" (agents read history ack-less)');
     }
+    onlyFields(cfg, GUARD_CONSUMER_FIELDS, "a consumer of an agent");
   }
   if (api.startsWith("CONSUMER.MSG.NEXT.")) checkPull(r);
   return enc.encode(JSON.stringify(r));
 }
 
 function checkPull(r: Record<string, unknown>): void {
+  onlyFields(r, GUARD_PULL_FIELDS, "a pull");
   const whole = (v: unknown): v is number =>
     typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
   const hb = r.idle_heartbeat;
