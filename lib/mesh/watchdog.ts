@@ -132,6 +132,10 @@ interface Track {
   restarts: number;
   /** The broker's probes in a row that found it silent. */
   silent: number;
+  /** When it was first on the list (-Infinity: already at this watchdog's first pass). */
+  firstSeen: number;
+  /** Whether this watchdog has seen it running. */
+  seenUp?: boolean;
 }
 
 /**
@@ -303,7 +307,18 @@ export class Watchdog {
   /** Its resumes of a `space add` or `space rm` killed part-way. */
   readonly #resumeSpace: ResumeState = { lastAt: 0, gaveUp: false };
 
+  /** Passes made: what is on the list at the first is healed at once (a watchdog restarted). */
+  #passes = 0;
+
   async #pass(now: number): Promise<void> {
+    try {
+      await this.#passOnce(now);
+    } finally {
+      this.#passes++;
+    }
+  }
+
+  async #passOnce(now: number): Promise<void> {
     if (this.#detach && this.#self === "watchdog") {
       await resumeAbandonedUp(this.root, this.#resume, this.#log, now);
       await resumeAbandonedSpaceCommand(this.root, this.#resumeSpace, this.#log, now);
@@ -316,7 +331,14 @@ export class Watchdog {
       const said = componentLabel(c.id, spaces);
       const files = componentFiles(this.root, c.id);
       const t = this.#tracks.get(c.id) ??
-        { failures: 0, deadSince: 0, upSince: now, restarts: 0, silent: 0 };
+        {
+          failures: 0,
+          deadSince: 0,
+          upSince: now,
+          restarts: 0,
+          silent: 0,
+          firstSeen: this.#passes === 0 ? -Infinity : now,
+        };
       this.#tracks.set(c.id, t);
       // The broker rotates its own log; every other daemon's is capped here.
       if (c.id !== "nats-server") {
@@ -325,12 +347,17 @@ export class Watchdog {
         }).catch((err) => this.#log(`watchdog: could not cap ${said}'s log (${err.message})`));
       }
       if (await isLockHeld(files.lockFile)) {
+        t.seenUp = true;
         if (c.id === "nats-server" && await this.#storageFault(files, now - t.upSince)) continue;
         if (await this.#hung(c, t, files, said, now)) continue;
         if (t.deadSince) t.deadSince = 0;
         if (t.failures && now - t.upSince >= RESTART_RESET_MS) t.failures = 0;
         continue;
       }
+      // An entry added since, never seen running, may be one its lister is starting now (`space add` lists a
+      // space's daemons before it starts them): a start beside its own raced it, and the loser's
+      // wrapper, waiting on the lock, came up after the winner was stopped.
+      if (!t.seenUp && now - t.firstSeen < LISTED_GRACE_MS) continue;
       const wait = Math.min(RESTART_BASE_MS * 2 ** t.failures, RESTART_CAP_MS);
       if (!t.deadSince) t.deadSince = now;
       if (now - t.deadSince < wait) continue;
@@ -361,6 +388,12 @@ export class Watchdog {
     }
   }
 }
+
+/**
+ * How long the watchdog leaves a listed component it has never seen running to whoever listed
+ * it, before starting it itself (a killed `space add` is finished after this).
+ */
+export const LISTED_GRACE_MS = 15_000;
 
 /** A broker alive for at least this long may be restarted for a storage fault. */
 export const FAULT_RESTART_MIN_UP_MS = 1_000;

@@ -6,9 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { isSameProcess, type PidRecord, readPidFile } from "../../lib/mesh/pidfile.ts";
-import { componentFiles } from "../../lib/mesh/stack.ts";
+import { componentFiles, stopComponent } from "../../lib/mesh/stack.ts";
 import { startDaemon } from "../../lib/mesh/daemon.ts";
-import { Watchdog, writeWatchList } from "../../lib/mesh/watchdog.ts";
+import { LISTED_GRACE_MS, Watchdog, writeWatchList } from "../../lib/mesh/watchdog.ts";
 import { spaceKeyHex } from "../../lib/workspace/mod.ts";
 import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
 
@@ -183,6 +183,35 @@ Deno.test("mesh - the watchdog backs off a component that keeps dying, and says 
     );
     assert.match(lines.join("\n"), /restarted flaky \(pid \d+\)/);
   } finally {
+    await removeTempDir(root);
+  }
+});
+
+Deno.test("mesh - a component listed after the watchdog's first pass is left to its lister for a grace; one listed before is started at once", async () => {
+  const root = await tempDir("cotal-wdgrace-");
+  try {
+    await Deno.mkdir(`${root}/run`, { recursive: true });
+    await Deno.mkdir(`${root}/logs`, { recursive: true });
+    const sleeper = (id: string) => ({ id, name: id, command: "/bin/sleep", args: ["30"] });
+    await writeWatchList(root, [sleeper("early")]);
+    const dog = new Watchdog({ root, detach: true, log: () => {} });
+    let now = 1_000_000;
+    await dog.check(now);
+    now += 300; // the first restart's 250 ms
+    await dog.check(now);
+    assert.equal(dog.restarts().early, 1, "on the list at the first pass: started at once");
+    // Listed later and never seen running, as `space add` lists a space's daemons before it
+    // starts them: a start beside the lister's raced it (CI's space_interrupted_test).
+    await writeWatchList(root, [sleeper("early"), sleeper("late")]);
+    for (; now < 1_000_000 + LISTED_GRACE_MS - 1_000; now += 1_000) await dog.check(now);
+    assert.equal(dog.restarts().late ?? 0, 0, "left to its lister within the grace");
+    now += 2_000;
+    await dog.check(now);
+    now += 300; // then its first restart's 250 ms
+    await dog.check(now);
+    assert.equal(dog.restarts().late, 1, "started once the grace is past");
+  } finally {
+    for (const id of ["early", "late"]) await stopComponent(root, id).catch(() => {});
     await removeTempDir(root);
   }
 });
