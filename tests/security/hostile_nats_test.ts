@@ -70,7 +70,12 @@ export async function run(ctx) {
   const answers = {};
   for (const k of ["readDurable", "pullDurable", "mint", "spawn"]) {
     try {
-      const r = await nc.request(attempts[k], JSON.stringify({ v: 1, id: nonce, command: k, args: { profile: "admin" } }), { timeout: 1500 });
+      // A well-formed pull for the durable (the relay refuses a pull body with other fields
+      // before the broker sees it): the broker's grant is what this asks.
+      const body = k === "pullDurable"
+        ? JSON.stringify({ batch: 1 })
+        : JSON.stringify({ v: 1, id: nonce, command: k, args: { profile: "admin" } });
+      const r = await nc.request(attempts[k], body, { timeout: 1500 });
       answers[k] = "answered: " + new TextDecoder().decode(r.data).slice(0, 200);
     } catch (err) {
       answers[k] = "refused: " + (err.code ?? err.message);
