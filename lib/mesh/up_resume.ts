@@ -194,8 +194,10 @@ async function stopHungUp(
   log: (line: string) => void,
   now: number,
 ): Promise<void> {
-  const beat = Number((await Deno.readTextFile(f.beat).catch(() => "")).trim());
-  if (!Number.isFinite(beat) || now - beat < UP_HUNG_MS) return;
+  const text_ = (await Deno.readTextFile(f.beat).catch(() => "")).trim();
+  const beat = Number(text_);
+  // No beat yet (the up is between its note and its first beat): not judged.
+  if (!text_ || !Number.isFinite(beat) || now - beat < UP_HUNG_MS) return;
   let by: UpNote["by"];
   try {
     by = (JSON.parse(text) as UpNote).by;
@@ -255,7 +257,9 @@ async function resumeAbandoned(
     return;
   }
   if (await isLockHeld(f.lock)) {
-    await stopHungUp(f, text, log, now);
+    // Only an up is judged hung: a space command waits on the broker's reload, which a flooded
+    // log can slow, and it holds nothing the stack needs meanwhile.
+    if (kind === "up") await stopHungUp(f, text, log, now);
     return;
   }
   if (await isLockHeld(f.resumeLock)) return;
