@@ -3,7 +3,8 @@
  * `cotal` through `nsenter --net`), as red teams 34-39 did (`../rt38_fixtures/stack.ts`), with
  * its base under `/tmp/rt40/` and its broker port in 49000-49899. `setup` lists the `ip`
  * commands that shape the namespace ("the host's network") before `cotal up`; the agent's
- * workdir holds this directory's python3 fixtures.
+ * workdir holds this directory's python3 fixtures. Red teams 41-44 use it with a base dir, port
+ * range and fixtures dir of their own ({@linkcode nsStack}).
  */
 import assert from "node:assert/strict";
 
@@ -33,16 +34,36 @@ export interface Rt40Stack {
   close(): Promise<void>;
 }
 
-export async function rt40Stack(
+/** Where one red team's stacks live: a base dir, a broker port range, its fixtures. */
+export interface NsStackPlace {
+  /** Every stack's base goes under it (`/tmp/rt40`). */
+  dir: string;
+  /** The first of 880 broker ports, taken 4 apart. */
+  portBase: number;
+  /** The dir the named fixture files are copied from. */
+  fixtures: string;
+}
+
+export function rt40Stack(
   tag: string,
   files: string[],
   setup: string[][] = [],
 ): Promise<Rt40Stack> {
-  await Deno.mkdir("/tmp/rt40", { recursive: true });
-  const base = `/tmp/rt40/s-${tag}-${crypto.randomUUID().slice(0, 6)}`;
+  return nsStack({ dir: "/tmp/rt40", portBase: 49_000, fixtures: HERE }, tag, files, setup);
+}
+
+/** The stack at `place`: see the module's comment. */
+export async function nsStack(
+  place: NsStackPlace,
+  tag: string,
+  files: string[],
+  setup: string[][] = [],
+): Promise<Rt40Stack> {
+  await Deno.mkdir(place.dir, { recursive: true });
+  const base = `${place.dir}/s-${tag}-${crypto.randomUUID().slice(0, 6)}`;
   const root = `${base}/root`;
   const work = `${base}/w`;
-  const port = String(49_000 + 4 * Math.floor(Math.random() * 220));
+  const port = String(place.portBase + 4 * Math.floor(Math.random() * 220));
   const holderProc = new Deno.Command("unshare", {
     args: ["--net", "sleep", "900"],
     stdout: "null",
@@ -90,7 +111,7 @@ export async function rt40Stack(
     await Deno.chmod(work, 0o755);
     await Deno.chown(`${work}/a`, null, 1500000000);
     await Deno.chmod(`${work}/a`, 0o2777);
-    for (const f of files) await Deno.copyFile(`${HERE}${f}`, `${work}/a/${f}`);
+    for (const f of files) await Deno.copyFile(`${place.fixtures}${f}`, `${work}/a/${f}`);
   } catch (e) {
     await close();
     throw e;
