@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { NatsConnection } from "nats";
+import { Events, type NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import { connectWhenUp } from "../nats/mod.ts";
 import { credsAuthenticatorFast, mintCreds, newIdentity, requestTrustOf } from "../trust/mod.ts";
@@ -71,13 +71,33 @@ export async function runSigner(opts: RunSignerOptions): Promise<RunningSigner> 
       `The signer could not connect to ${opts.servers.join(", ")}: ${(err as Error).message}`,
     );
   }
-  const served = serveSigner({
+  const served = await serveSigner({
     nc,
     auth: opts.auth,
     trust: await requestTrustOf(opts.auth),
     audit,
+    log,
+  }).catch(async (err) => {
+    await nc.close().catch(() => {});
+    throw new CotalError(
+      "broker_connect_failed",
+      `The signer could not open its rail's stream on ${opts.servers.join(", ")}: ${
+        (err as Error)?.message ?? err
+      }`,
+    );
   });
   await nc.flush();
+  // An operator reading the journal sees each cut (a broker restart, or the broker cutting a
+  // connection it could not write to fast enough) and the reconnect after it.
+  let disconnects = 0;
+  (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === Events.Disconnect) {
+        disconnects++;
+        log(`cotal-signer lost its broker connection (${disconnects} so far); reconnecting`);
+      } else if (s.type === Events.Reconnect) log("cotal-signer reconnected to the broker");
+    }
+  })().catch(() => {});
   log(`cotal-signer up for space ${opts.auth.space} (audit ${opts.auditPath})`);
   let renewals = 0;
   let stopped = false;

@@ -11,7 +11,7 @@
  *
  * @module
  */
-import type { Msg, NatsConnection, Subscription } from "nats";
+import type { MsgHdrs, NatsConnection } from "nats";
 import { CotalError } from "../errors.ts";
 import type { CotalErrorCode } from "../error_codes/mod.ts";
 import {
@@ -28,6 +28,14 @@ import type { MintAuth, MintOpts, Principal, Profile } from "../trust/mod.ts";
 import type { AuditEntry, AuditLog } from "./audit.ts";
 import { CallerRate, SIGNER_CALLERS, SIGNER_POLICY, SIGNER_RESERVED_ACTORS } from "./policy.ts";
 import { headersOf, UNDECODABLE } from "../nats/mod.ts";
+import { MAX_SIGN_REQUEST_BYTES, pullSignRail } from "./rail.ts";
+
+/** What the signer reads of a request pulled from its rail. */
+interface RailMessage {
+  readonly subject: string;
+  readonly data: Uint8Array;
+  readonly headers?: MsgHdrs;
+}
 
 /** The string every signer request's proof covers. */
 export const SIGN_CONTEXT = "cotal-sign-request-v1";
@@ -62,8 +70,7 @@ const WIRE_OPTS: ReadonlySet<string> = new Set([
   "expiresInSeconds",
 ]);
 
-/** The largest request body taken (an agent's grant lists are the long part). */
-export const MAX_SIGN_REQUEST_BYTES = 64 * 1024;
+export { MAX_SIGN_REQUEST_BYTES };
 
 /** What {@linkcode serveSigner} needs. */
 export interface SignerServeOptions {
@@ -72,6 +79,8 @@ export interface SignerServeOptions {
   readonly trust: RequestTrust;
   readonly audit: AuditLog;
   readonly now?: () => number;
+  /** Where the rail's own trouble is said (losing and re-making its stream). */
+  readonly log?: (line: string) => void;
 }
 
 /** Counts since start. */
@@ -231,16 +240,17 @@ function refusedEntry(
 }
 
 /**
- * Serves the signer rail of `auth`'s space on `nc` until the returned `stop()`. Each request
+ * Serves the signer rail of `auth`'s space on `nc` (pulled from its stream, lib/signer/rail.ts)
+ * until the returned `stop()`; resolves once the first pull is open. Each request
  * is refused (and audited) unless its proof verifies for an admitted caller profile, the caller
  * is within its rate, the policy lets that caller profile ask for the profile, the TTL is within
  * the policy's cap, a self-only profile is asked for the caller's own key and principal, and no
  * agent or control-caller speaks as a reserved name.
  */
-export function serveSigner(opts: SignerServeOptions): {
+export async function serveSigner(opts: SignerServeOptions): Promise<{
   stop(): Promise<void>;
   readonly stats: SignerStats;
-} {
+}> {
   const { nc, auth, audit } = opts;
   const root = spaceNames(auth.space).root;
   const verifier = signVerifier(opts);
@@ -250,7 +260,7 @@ export function serveSigner(opts: SignerServeOptions): {
 
   let inFlight = 0;
   const inFlightBy = new Map<string, number>();
-  const handle = async (m: Msg): Promise<void> => {
+  const handle = async (m: RailMessage): Promise<void> => {
     const [owner, actor, nonce, ...extra] = m.subject.slice(prefix.length).split(".");
     if (!owner || !actor || !nonce || extra.length) return;
     const caller = `${owner}.${actor}`;
@@ -339,15 +349,11 @@ export function serveSigner(opts: SignerServeOptions): {
     }
   };
 
-  const sub: Subscription = nc.subscribe(signRail.request(root, "*", "*", "*"), {
-    queue: "signer",
-    // A handler never throws (a throw would end this subscription's read loop).
-    callback: (_err, m) => void handle(m).catch(() => {}),
-  });
+  const pull = await pullSignRail(nc, auth.space, handle, opts.log ?? (() => {}));
   return {
     stats,
     async stop() {
-      sub.unsubscribe();
+      await pull.stop();
       await nc.flush().catch(() => {});
       audit.flush();
     },

@@ -11,7 +11,8 @@ import { token } from "./space_token.ts";
 export interface SpaceNames {
   /** `cotal.<token>`: the subject root. */
   root: string;
-  streams: { chat: string; dm: string; task: string; inbox: string; dlv: string };
+  /** The message streams, and `sign`: the signer rail's (lib/signer/rail.ts). */
+  streams: { chat: string; dm: string; task: string; inbox: string; dlv: string; sign: string };
   buckets: {
     presence: string;
     channels: string;
@@ -35,6 +36,7 @@ export function spaceNames(space: string): SpaceNames {
       task: `TASK_${s}`,
       inbox: `INBOX_${s}`,
       dlv: `DLV_${s}`,
+      sign: `SIGN_${s}`,
     },
     buckets: {
       presence: `cotal_presence_${s}`,

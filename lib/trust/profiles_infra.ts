@@ -46,13 +46,23 @@ export function supervisorGrants(ctx: GrantContext, g: GrantSet): void {
 }
 
 /**
- * The signer daemon (lib/signer): takes every caller's request on the signer rail (a queue
- * group), answers on the reply rail. Nothing else: no JetStream, no messaging plane.
+ * The signer daemon (lib/signer): pulls every caller's request from the signer rail's stream
+ * (which it creates and keeps), answers on the reply rail. Nothing else: no other stream, no
+ * messaging plane, no core subscription of the request rail (the broker would push a flood at
+ * it).
  */
 export function signerGrants(ctx: GrantContext, g: GrantSet): void {
   const P = ctx.names.root;
+  const st = ctx.names.streams.sign;
   g.pub(signRail.reply(P, "*", "*", "*"));
-  g.sub(signRail.request(P, "*", "*", "*"));
+  g.pub(JS_INFO, js.streamInfo(st), js.streamCreate(st), js.streamUpdate(st));
+  g.pub(
+    `$JS.API.CONSUMER.CREATE.${st}.signer`,
+    `$JS.API.CONSUMER.CREATE.${st}.signer.>`,
+    js.durableCreate(st, "signer"),
+    js.consumerInfo(st, "signer"),
+    js.msgNext(st, "signer"),
+  );
 }
 
 /**

@@ -11,6 +11,7 @@ import type { NatsConnection } from "nats";
 import { CotalError, isCotalError } from "../../lib/errors.ts";
 import { denoRunFlags } from "../../lib/permissions.ts";
 import { readAudit, remoteSigner, SIGN_CONTEXT, signerAuditPath } from "../../lib/signer/mod.ts";
+import { MAX_SIGN_REQUEST_BYTES } from "../../lib/signer/rail.ts";
 import { signRail, spaceNames } from "../../lib/trust/grant_names.ts";
 import {
   mintCreds,
@@ -51,14 +52,20 @@ async function sized(
     ? await proveRequest(await requestProver(creds), SIGN_CONTEXT, subject, body)
     : undefined;
   nc.publish(subject, body, headers ? { headers } : {});
-  for await (const m of reply) {
-    const a = JSON.parse(new TextDecoder().decode(m.data));
-    if (a.ok) return;
-    throw new CotalError(a.error.code, a.error.message);
+  const timer = setTimeout(() => reply.unsubscribe(), 3_000);
+  try {
+    for await (const m of reply) {
+      const a = JSON.parse(new TextDecoder().decode(m.data));
+      if (a.ok) return;
+      throw new CotalError(a.error.code, a.error.message);
+    }
+  } finally {
+    clearTimeout(timer);
   }
+  throw new Error("no answer within 3 s");
 }
 
-Deno.test("signer - red team 13: reserved names in any case and as a deprovision target are refused; a megabyte body is refused before its proof is checked", async () => {
+Deno.test("signer - red team 13: reserved names in any case and as a deprovision target are refused; a body over the cap is refused before its proof is checked, and a megabyte one never reaches the signer", async () => {
   await using s = await startDeliverySpace({ prefix: "signrt" });
   const daemon = startSigner(s);
   const creds = await mintCreds(s.auth, newIdentity(), "supervisor", { principal: SUPERVISOR });
@@ -95,10 +102,13 @@ Deno.test("signer - red team 13: reserved names in any case and as a deprovision
       }),
       /BEGIN NATS USER JWT/,
     );
-    // 1 MB: with no proof at all refused as such, proven refused for its size; neither has a
-    // hash or a signature check spent on it.
-    await refusedWith(sized(s, nc, undefined, 1_000_000), "signer_unauthenticated");
-    await refusedWith(sized(s, nc, creds, 1_000_000), "signer_bad_request");
+    // Over the body cap but within the rail's message cap: with no proof at all refused as
+    // such, proven refused for its size; neither has a hash or a signature check spent on it.
+    const over = MAX_SIGN_REQUEST_BYTES + 1_000;
+    await refusedWith(sized(s, nc, undefined, over), "signer_unauthenticated");
+    await refusedWith(sized(s, nc, creds, over), "signer_bad_request");
+    // 1 MB never reaches the signer: the rail's stream refuses it (tests/signer/signer_flood_test.ts).
+    await assert.rejects(sized(s, nc, creds, 1_000_000), /no answer within 3 s/);
     // One caller's flood fills its own slots (and then its rate); another caller is served.
     const other = { owner: "local", actor: "manager_other" };
     const otherCreds = await mintCreds(s.auth, newIdentity(), "supervisor", { principal: other });
