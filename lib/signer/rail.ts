@@ -84,8 +84,10 @@ export function signRailConsumerConfig(): Partial<ConsumerConfig> & { durable_na
   return {
     durable_name: SIGN_RAIL_DURABLE,
     ack_policy: AckPolicy.None,
-    // A new durable starts at new requests: older ones were re-sent if they still matter.
-    deliver_policy: DeliverPolicy.New,
+    // A durable is new with its stream (at start, or after a broker restart lost both): it
+    // reads what arrived between the two creates too. Nothing is older than 30 s, and a request
+    // read twice is refused as a replay.
+    deliver_policy: DeliverPolicy.All,
     max_waiting: 16,
   };
 }
