@@ -11,7 +11,11 @@ import { SIGN_RAIL_DURABLE, signRailStream } from "../../lib/signer/rail.ts";
 import { mintCreds, mintWith, newIdentity } from "../../lib/trust/mod.ts";
 import { connectBroker } from "../../lib/wire/connect.ts";
 import { newLifecycleUid } from "../../lib/wire/names.ts";
-import { type DaemonProcess, type DeliverySpace, startDeliverySpace } from "../delivery/_helpers.ts";
+import {
+  type DaemonProcess,
+  type DeliverySpace,
+  startDeliverySpace,
+} from "../delivery/_helpers.ts";
 import { startSigner } from "../signer/_signer.ts";
 
 export const SUPERVISOR = { owner: "local", actor: "manager_rt45" };

@@ -36,7 +36,10 @@ Deno.test({
       const t0 = Date.now();
       // 2,000 at once (the burst), then 1,000 a second until the memory is full.
       while (sent < FILL + 2_000) {
-        const due = Math.min(FILL + 2_000, 2_000 + Math.floor((Date.now() - t0) / 1000 * PER_SECOND));
+        const due = Math.min(
+          FILL + 2_000,
+          2_000 + Math.floor((Date.now() - t0) / 1000 * PER_SECOND),
+        );
         while (sent < due) {
           const subject = signRail.request(root, SUPERVISOR.owner, SUPERVISOR.actor, `j${sent++}`);
           const headers = await proveRequest(prover, SIGN_CONTEXT, subject, body);

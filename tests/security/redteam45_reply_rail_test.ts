@@ -52,7 +52,9 @@ Deno.test("redteam45 FINDING - large broker answers a member aims at the supervi
     }));
     flooding = false;
     await loop.done;
-    console.log(`${sent} reads in 15 s; supervisor cut ${cuts} times; honest ${JSON.stringify(loop.tally)}`);
+    console.log(
+      `${sent} reads in 15 s; supervisor cut ${cuts} times; honest ${JSON.stringify(loop.tally)}`,
+    );
     assert.equal(cuts, 0, "the supervisor's connection was cut");
     assert.equal(loop.tally.failed, 0, `honest requests failed: ${JSON.stringify(loop.tally)}`);
   } finally {
