@@ -67,6 +67,7 @@ export type ManagerErrorCode =
   | "sandbox_unavailable"
   | "sandbox_workdir_not_writable"
   | "seccomp_unsupported"
+  | "signer_rail_unknown"
   | "signer_unreachable"
   | "spawn_bad_args"
   | "spawn_busy"

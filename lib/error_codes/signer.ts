@@ -13,6 +13,7 @@ export type SignerErrorCode =
   | "signer_failed"
   | "signer_not_self"
   | "signer_profile_refused"
+  | "signer_rail_unknown"
   | "signer_rate_limited"
   | "signer_reserved_name"
   | "signer_ttl_refused"

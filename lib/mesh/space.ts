@@ -8,7 +8,7 @@ import { noteSpaceCommand } from "./up_resume.ts";
 import { CotalError } from "../errors.ts";
 import { spaceDaemons } from "./space_daemons.ts";
 import { readWatchList, updateWatchList, WATCHDOGS } from "./watchdog.ts";
-import { mintCreds, newIdentity, type SpaceAccountAuth } from "../trust/mod.ts";
+import { mintCreds, newIdentity, type SpaceAccountAuth, spaceNames } from "../trust/mod.ts";
 import { bucketNames, connectBroker, streamNames } from "../wire/mod.ts";
 import {
   type SecretStore,
@@ -291,7 +291,8 @@ async function deleteStreams(account: SpaceAccountAuth, url: string): Promise<st
   const deleted: string[] = [];
   try {
     const jsm = await nc.jetstreamManager();
-    for (const name of spaceStreamList(account.space)) {
+    // The signer rail's stream too: it is on disk, and no one else may delete it.
+    for (const name of [...spaceStreamList(account.space), spaceNames(account.space).signStream]) {
       try {
         await jsm.streams.delete(name);
         deleted.push(name);

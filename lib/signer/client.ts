@@ -15,6 +15,7 @@ import {
 } from "../trust/mod.ts";
 import type { CredentialSigner, SignRequest } from "../trust/mod.ts";
 import { SIGN_CONTEXT, type SignWireRequest } from "./serve.ts";
+import { decodeJwtUnverified, parseCreds } from "../nats/mod.ts";
 
 /** How long a signing request waits for the signer by default. */
 export const SIGN_TIMEOUT_MS = 10_000;
@@ -60,6 +61,26 @@ export interface RemoteSigner extends CredentialSigner {
   close(): void;
 }
 
+/** The rail token `creds`' grants carry, or a refusal saying the creds cannot reach the rail. */
+async function railTokenOf(creds: string, root: string): Promise<string> {
+  let token: string | undefined;
+  try {
+    const claims = decodeJwtUnverified((await parseCreds(creds)).jwt);
+    token = claims.nats.type === "user"
+      ? signRail.tokenIn(root, claims.nats.pub?.allow)
+      : undefined;
+  } catch {
+    token = undefined;
+  }
+  if (!token) {
+    throw new CotalError(
+      "signer_rail_unknown",
+      "The caller's creds grant no way to the signer's rail (they are not a supervisor's of this space, or were signed before the rail had a token); sign them again (cotal up does, as does the signer at its start).",
+    );
+  }
+  return token;
+}
+
 /**
  * Asks the space's signer for each JWT.
  *
@@ -74,18 +95,30 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
   const { owner, actor } = opts.principal;
   const timeoutMs = opts.timeoutMs ?? SIGN_TIMEOUT_MS;
   const waiting = new Map<string, (body: unknown) => void>();
-  const replyPrefix = `${root}.sign.reply.${owner}.${actor}.`;
-  const sub = opts.nc.subscribe(signRail.reply(root, owner, actor, "*"), {
-    callback: (_err, m) => {
-      const done = waiting.get(m.subject.slice(replyPrefix.length));
-      if (!done) return;
-      try {
-        done(JSON.parse(new TextDecoder().decode(m.data)));
-      } catch {
-        // Not an answer of the signer's: keep waiting for the real one.
-      }
-    },
-  });
+  // The reply rail names the rail's token, which the caller learns from its own creds' grants
+  // (lib/trust/sign_rail_token.ts); subscribed on the first request, again if the token changes
+  // (the space's signing key was rotated).
+  let rail: { token: string; sub: { unsubscribe(): void } } | undefined;
+  let closed = false;
+  const railFor = async (creds: string): Promise<string> => {
+    const token = await railTokenOf(creds, root);
+    if (rail?.token === token) return token;
+    rail?.sub.unsubscribe();
+    const replyPrefix = `${root}.sign.reply.${token}.${owner}.${actor}.`;
+    const sub = opts.nc.subscribe(signRail.reply(root, token, owner, actor, "*"), {
+      callback: (_err, m) => {
+        const done = waiting.get(m.subject.slice(replyPrefix.length));
+        if (!done) return;
+        try {
+          done(JSON.parse(new TextDecoder().decode(m.data)));
+        } catch {
+          // Not an answer of the signer's: keep waiting for the real one.
+        }
+      },
+    });
+    rail = { token, sub };
+    return token;
+  };
 
   // The caller's key, imported once per creds text (they change only on renewal).
   let prover: { creds: string; prover: Promise<RequestProver> } | undefined;
@@ -118,12 +151,15 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
     try {
       const answer = await new Promise<unknown>((resolve, reject) => {
         const send = async () => {
+          if (closed) return;
+          const creds = await opts.creds();
+          const token = await railFor(creds);
           const nonce = crypto.randomUUID().replaceAll("-", "");
-          const subject = signRail.request(root, owner, actor, nonce);
+          const subject = signRail.request(root, token, owner, actor, nonce);
           nonces.push(nonce);
           waiting.set(nonce, resolve);
           const headers = await proveRequest(
-            await proverFor(await opts.creds()),
+            await proverFor(creds),
             SIGN_CONTEXT,
             subject,
             data,
@@ -168,6 +204,9 @@ export function remoteSigner(opts: RemoteSignerOptions): RemoteSigner {
     space: opts.space,
     where: "remote",
     sign,
-    close: () => sub.unsubscribe(),
+    close: () => {
+      closed = true;
+      rail?.sub.unsubscribe();
+    },
   };
 }

@@ -5,7 +5,7 @@
  * @module
  */
 import { TokenBuckets } from "../rate.ts";
-import type { Profile } from "../trust/mod.ts";
+import { type Profile, REQUEST_PROOF_WINDOW_MS } from "../trust/mod.ts";
 
 /** How one requested profile is bounded. */
 export interface ProfileRule {
@@ -41,6 +41,15 @@ export const SIGNER_CALLERS: readonly string[] = Object.freeze(Object.keys(SIGNE
 
 /** Requests one caller may make: a steady rate and a burst (a token bucket). */
 export const SIGNER_RATE = Object.freeze({ perSecond: 1_000, burst: 2_000 });
+
+/**
+ * The nonces remembered per caller: all that {@linkcode SIGNER_RATE} lets a caller send while a
+ * nonce is kept (twice the proof window), so the rate, not the memory, is what refuses a flood.
+ * At the shared default (100,000) a caller at its full rate filled it, and every request under
+ * its name, an honest supervisor's too, was refused for 20 s after the flood stopped (red team 45).
+ */
+export const SIGNER_REPLAY_CAP = SIGNER_RATE.burst +
+  SIGNER_RATE.perSecond * Math.ceil((2 * REQUEST_PROOF_WINDOW_MS) / 1000);
 
 /** Principal names no signed credential may speak as (the mesh's own roles). */
 export const SIGNER_RESERVED_ACTORS: readonly string[] = Object.freeze([

@@ -53,18 +53,25 @@ export const SIGN_RAIL_LIMITS = Object.freeze({
 
 /** The rail stream's name for `space`. */
 export function signRailStream(space: string): string {
-  return spaceNames(space).streams.sign;
+  return spaceNames(space).signStream;
 }
 
 /** The rail stream's config for `space`. */
-export function signRailStreamConfig(space: string): Partial<StreamConfig> & { name: string } {
+export function signRailStreamConfig(
+  space: string,
+  token: string,
+): Partial<StreamConfig> & { name: string } {
   const root = spaceNames(space).root;
   return {
     name: signRailStream(space),
-    subjects: [signRail.request(root, "*", "*", "*")],
+    // Only the subjects of the rail's token: a broker answer a member aims at a subject it can
+    // name is stored nowhere (lib/trust/sign_rail_token.ts).
+    subjects: [signRail.request(root, token, "*", "*", "*")],
     retention: RetentionPolicy.Limits,
-    // Requests live seconds: a broker restart losing them costs a caller one re-send (2 s).
-    storage: StorageType.Memory,
+    // On disk, so the stream outlives a broker restart: a memory stream was gone after one, and
+    // a provisioner cred (which a supervisor may ask for) could take its subjects into another
+    // stream before the signer made it again (red team 45). Its caps keep the writes small.
+    storage: StorageType.File,
     num_replicas: 1,
     max_msg_size: SIGN_RAIL_LIMITS.maxMsgBytes,
     max_bytes: SIGN_RAIL_LIMITS.maxBytes,
@@ -99,8 +106,9 @@ export function signRailConsumerConfig(): Partial<ConsumerConfig> & { durable_na
 export async function ensureSignRail(
   jsm: JetStreamManager,
   space: string,
+  token: string,
 ): Promise<"made" | "kept"> {
-  const cfg = signRailStreamConfig(space);
+  const cfg = signRailStreamConfig(space, token);
   let made = false;
   try {
     const have = await jsm.streams.info(cfg.name);
@@ -151,6 +159,7 @@ const RAIL_RETRY_MS = 1_000;
 export async function pullSignRail(
   nc: NatsConnection,
   space: string,
+  token: string,
   handle: (m: JsMsg) => Promise<void>,
   log: (line: string) => void,
 ): Promise<SignRailPull> {
@@ -170,7 +179,7 @@ export async function pullSignRail(
   let opens = 0;
   const open = async (): Promise<ConsumerMessages> => {
     const jsm = await nc.jetstreamManager({ timeout: RAIL_API_TIMEOUT_MS });
-    if (await ensureSignRail(jsm, space) === "made" && opens > 0) {
+    if (await ensureSignRail(jsm, space, token) === "made" && opens > 0) {
       log(`cotal-signer made its rail's stream ${stream} again (the broker had lost it)`);
     }
     opens++;

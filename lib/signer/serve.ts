@@ -21,12 +21,19 @@ import {
   RequestVerifier,
   resolveExpiry,
   signRail,
+  signRailTokenFor,
   signUserJwt,
   spaceNames,
 } from "../trust/mod.ts";
 import type { MintAuth, MintOpts, Principal, Profile } from "../trust/mod.ts";
 import type { AuditEntry, AuditLog } from "./audit.ts";
-import { CallerRate, SIGNER_CALLERS, SIGNER_POLICY, SIGNER_RESERVED_ACTORS } from "./policy.ts";
+import {
+  CallerRate,
+  SIGNER_CALLERS,
+  SIGNER_POLICY,
+  SIGNER_REPLAY_CAP,
+  SIGNER_RESERVED_ACTORS,
+} from "./policy.ts";
 import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 import { MAX_SIGN_REQUEST_BYTES, pullSignRail } from "./rail.ts";
 
@@ -202,7 +209,7 @@ function signVerifier(opts: SignerServeOptions): RequestVerifier {
     code: "signer_unauthenticated",
     what: "signing request",
     hint: "Ask with a remote signer holding the caller's own creds of this space.",
-  }, opts.now ? { now: opts.now } : {});
+  }, { replayCapPerCaller: SIGNER_REPLAY_CAP, ...(opts.now ? { now: opts.now } : {}) });
 }
 
 /**
@@ -256,7 +263,8 @@ export async function serveSigner(opts: SignerServeOptions): Promise<{
   const verifier = signVerifier(opts);
   const rate = new CallerRate(opts.now);
   const stats: SignerStats = { allowed: 0, refused: 0 };
-  const prefix = `${root}.sign.req.`;
+  const token = await signRailTokenFor(auth);
+  const prefix = `${root}.sign.req.${token}.`;
 
   let inFlight = 0;
   const inFlightBy = new Map<string, number>();
@@ -266,7 +274,7 @@ export async function serveSigner(opts: SignerServeOptions): Promise<{
     const caller = `${owner}.${actor}`;
     const answer = (body: unknown) =>
       nc.publish(
-        signRail.reply(root, owner, actor, nonce),
+        signRail.reply(root, token, owner, actor, nonce),
         new TextEncoder().encode(JSON.stringify(body)),
       );
     let callerProfile: string | undefined;
@@ -349,7 +357,7 @@ export async function serveSigner(opts: SignerServeOptions): Promise<{
     }
   };
 
-  const pull = await pullSignRail(nc, auth.space, handle, opts.log ?? (() => {}));
+  const pull = await pullSignRail(nc, auth.space, token, handle, opts.log ?? (() => {}));
   return {
     stats,
     async stop() {

@@ -11,8 +11,9 @@ import { token } from "./space_token.ts";
 export interface SpaceNames {
   /** `cotal.<token>`: the subject root. */
   root: string;
-  /** The message streams, and `sign`: the signer rail's (lib/signer/rail.ts). */
-  streams: { chat: string; dm: string; task: string; inbox: string; dlv: string; sign: string };
+  streams: { chat: string; dm: string; task: string; inbox: string; dlv: string };
+  /** The signer rail's stream (lib/signer/rail.ts): the signer's own, none of the space's data. */
+  signStream: string;
   buckets: {
     presence: string;
     channels: string;
@@ -36,8 +37,8 @@ export function spaceNames(space: string): SpaceNames {
       task: `TASK_${s}`,
       inbox: `INBOX_${s}`,
       dlv: `DLV_${s}`,
-      sign: `SIGN_${s}`,
     },
+    signStream: `SIGN_${s}`,
     buckets: {
       presence: `cotal_presence_${s}`,
       channels: `cotal_channels_${s}`,
@@ -149,8 +150,21 @@ export function kvKey(bucket: string, key: string): string {
  * never from a reply subject the caller names).
  */
 export const signRail = {
-  request: (root: string, owner: string, actor: string, nonce: string) =>
-    `${root}.sign.req.${owner}.${actor}.${nonce}`,
-  reply: (root: string, owner: string, actor: string, nonce: string) =>
-    `${root}.sign.reply.${owner}.${actor}.${nonce}`,
+  request: (root: string, token: string, owner: string, actor: string, nonce: string) =>
+    `${root}.sign.req.${token}.${owner}.${actor}.${nonce}`,
+  reply: (root: string, token: string, owner: string, actor: string, nonce: string) =>
+    `${root}.sign.reply.${token}.${owner}.${actor}.${nonce}`,
+  /**
+   * The rail token a cred's publish grants carry (lib/trust/sign_rail_token.ts), or undefined
+   * when the cred may not reach the rail.
+   */
+  tokenIn: (root: string, pubAllow: readonly string[] | undefined): string | undefined => {
+    const prefix = `${root}.sign.req.`;
+    for (const s of pubAllow ?? []) {
+      if (!s.startsWith(prefix)) continue;
+      const t = s.slice(prefix.length).split(".")[0];
+      if (/^[0-9a-f]{32}$/.test(t)) return t;
+    }
+    return undefined;
+  },
 } as const;

@@ -10,6 +10,7 @@ import { resolveExpiry } from "./lifetimes.ts";
 import { syncSigner } from "./sync_keys.ts";
 import { isProfile, permissionsFor, PROFILES } from "./profiles.ts";
 import type { Identity, MintAuth, MintOpts, Permissions, Principal, Profile } from "./types.ts";
+import { signRailToken as signRailTokenOf } from "./sign_rail_token.ts";
 
 /**
  * The broker's `max_control_line` ({@linkcode serverConfig} renders it). A user JWT rides the
@@ -36,6 +37,15 @@ export function accountSigner(account: MintAuth["account"]): Promise<Signer> {
   signer.catch(() => signers.delete(account));
   return signer;
 }
+
+/** The signer rail's token of `auth`'s space (lib/trust/sign_rail_token.ts). */
+export async function signRailTokenFor(auth: MintAuth): Promise<string> {
+  checkSigner(auth);
+  return await signRailTokenOf(await accountSigner(auth.account), auth.space);
+}
+
+/** The profiles whose grants reach the signer's rail (its callers and the signer). */
+const RAIL_PROFILES: ReadonlySet<Profile> = new Set<Profile>(["supervisor", "signer"]);
 
 /** The CONNZ-visible tags that attribute a connection to its principal. */
 export function principalTags(p: Principal): string[] {
@@ -254,7 +264,11 @@ export async function signUserJwtWith(
   const now = Math.floor(Date.now() / 1000);
   const exp = resolveExpiry(profile, opts, now);
   const connId = opts.connId ?? publicKey;
-  const perms = permissionsFor(account.space, profile, { ...opts, connId });
+  // Only the two ends of the signer's rail carry its token, computed here by the signing key.
+  const signRailToken = RAIL_PROFILES.has(profile)
+    ? await signRailTokenOf(signer, account.space)
+    : undefined;
+  const perms = permissionsFor(account.space, profile, { ...opts, connId, signRailToken });
   assertExplicitPermissions(perms, profile);
   const principal = opts.principal ?? { owner: "local", actor: connId };
   const jwt = await encodeJwt(

@@ -106,10 +106,11 @@ export {
   RequestVerifier,
 } from "./request_proof.ts";
 export { signRail } from "./grant_names.ts";
+export { isSignRailToken, signRailToken } from "./sign_rail_token.ts";
 
 // For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
 export { jwtSubject, nonceProver } from "./connect_auth.ts";
 export { spaceNames } from "./grant_names.ts";
-export { calloutUserName, principalFromCalloutName } from "./mint.ts";
+export { calloutUserName, principalFromCalloutName, signRailTokenFor } from "./mint.ts";
 export { PROOF_HEADER } from "./request_proof.ts";
 export { syncVerifier } from "./sync_keys.ts";

@@ -18,6 +18,11 @@ export interface GrantContext {
   allowPublish: readonly string[];
   role?: string;
   deprovisionTarget?: { owner: string; actor: string; lifecycleUid: string };
+  /**
+   * The signer rail's token (lib/trust/sign_rail_token.ts): the supervisor's and the signer's
+   * rail grants name it; without it they get none.
+   */
+  signRailToken?: string;
 }
 
 /** Collects allow and deny subjects in first-seen order, each once. */

@@ -8,6 +8,7 @@ import type { CotalErrorCode } from "../error_codes/mod.ts";
 import { spaceNames } from "./grant_names.ts";
 import * as token from "./space_token.ts";
 import { type GrantContext, GrantSet } from "./profile_context.ts";
+import { isSignRailToken } from "./sign_rail_token.ts";
 import {
   adminGrants,
   agentGrants,
@@ -60,6 +61,11 @@ export function isProfile(p: unknown): p is Profile {
 /** Options of {@linkcode permissionsFor}: the mint options plus the (required) connection id. */
 export interface PermissionOpts extends Omit<MintOpts, "expiresAt" | "expiresInSeconds"> {
   connId: string;
+  /**
+   * The signer rail's token (lib/trust/sign_rail_token.ts), which only a holder of the space's
+   * signing key computes: the supervisor's and the signer's rail grants need it.
+   */
+  signRailToken?: string;
 }
 
 function refuse(code: CotalErrorCode, message: string): never {
@@ -142,6 +148,7 @@ export function permissionsFor(space: string, profile: Profile, opts: Permission
     allowPublish: channels(opts.allowPublish, "allowPublish", true),
     role: opts.role,
     deprovisionTarget: opts.deprovisionTarget && { ...opts.deprovisionTarget },
+    ...(isSignRailToken(opts.signRailToken) ? { signRailToken: opts.signRailToken } : {}),
   };
   const g = new GrantSet();
   GRANTS[profile](ctx, g);

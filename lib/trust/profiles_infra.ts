@@ -41,8 +41,11 @@ export function supervisorGrants(ctx: GrantContext, g: GrantSet): void {
   g.pub(`${P}.eps.manager.*.*.out`);
   g.sub(`${P}.eps.manager.*.*.in`);
   // The signer's rail, as itself: with a remote signer the manager holds no signing seed.
-  g.pub(signRail.request(P, o, a, "*"));
-  g.sub(signRail.reply(P, o, a, "*"));
+  const t = ctx.signRailToken;
+  if (t) {
+    g.pub(signRail.request(P, t, o, a, "*"));
+    g.sub(signRail.reply(P, t, o, a, "*"));
+  }
 }
 
 /**
@@ -53,8 +56,8 @@ export function supervisorGrants(ctx: GrantContext, g: GrantSet): void {
  */
 export function signerGrants(ctx: GrantContext, g: GrantSet): void {
   const P = ctx.names.root;
-  const st = ctx.names.streams.sign;
-  g.pub(signRail.reply(P, "*", "*", "*"));
+  const st = ctx.names.signStream;
+  if (ctx.signRailToken) g.pub(signRail.reply(P, ctx.signRailToken, "*", "*", "*"));
   g.pub(JS_INFO, js.streamInfo(st), js.streamCreate(st), js.streamUpdate(st));
   g.pub(
     `$JS.API.CONSUMER.CREATE.${st}.signer`,
@@ -201,7 +204,7 @@ export function channelWriterGrants(ctx: GrantContext, g: GrantSet): void {
 export function teardownGrants(ctx: GrantContext, g: GrantSet): void {
   const { names: n } = ctx;
   g.pub(JS_INFO);
-  for (const st of [...allStreams(ctx), ...allBucketStreams(ctx)]) {
+  for (const st of [...allStreams(ctx), ...allBucketStreams(ctx), n.signStream]) {
     g.pub(js.streamInfo(st), js.streamDelete(st));
   }
   g.pub(js.streamPurge(n.streams.chat), kvKey(n.buckets.channels, ">"));

@@ -95,7 +95,8 @@ Deno.test("mesh - space add while a sibling keeps serving: no message lost acros
       0,
     );
     const rm = await spaceRm(root, "beta");
-    assert.deepEqual(rm.deletedStreams.sort(), spaceStreamList("beta").sort());
+    // The signer rail's stream (on disk, the signer's own) goes with the space.
+    assert.deepEqual(rm.deletedStreams.sort(), [...spaceStreamList("beta"), "SIGN_beta"].sort());
     assert.deepEqual((await spaceList(root)).map((s) => s.space), ["alpha"]);
     // beta's creds no longer connect; alpha still serves.
     const refused = await expectRefused(() =>

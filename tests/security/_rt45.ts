@@ -115,3 +115,13 @@ export async function railState(
     pending: ci.num_pending,
   };
 }
+
+/**
+ * A subject of the supervisor's rail as a member can name it: the rail's subjects carry a token
+ * only the space's signing key computes (lib/trust/sign_rail_token.ts), so a member aims at the
+ * token-less form red team 45 first used (even `i`) or at a token it made up (odd `i`).
+ */
+export function guessed(root: string, side: "req" | "reply", i: number): string {
+  const made = i % 2 === 0 ? "" : `${"0123456789abcdef".repeat(2)}.`;
+  return `${root}.sign.${side}.${made}${SUPERVISOR.owner}.${SUPERVISOR.actor}.g${i}`;
+}

@@ -5,6 +5,7 @@
  * here at the real processes on a real broker; each keeps serving.
  */
 import assert from "node:assert/strict";
+import { signRailTokenFor } from "../../lib/trust/mod.ts";
 import { headers, type NatsConnection } from "nats";
 import { deliveryRequest } from "../../lib/delivery/mod.ts";
 import { ctlSubject } from "../../lib/wire/mod.ts";
@@ -41,7 +42,13 @@ Deno.test("security - undecodable headers on the signer's rail: refused, and the
     await signer.waitForLine(/cotal-signer up for space/);
     await sendBadHeaders(
       nc,
-      signRail.request(spaceNames(s.space).root, SUPERVISOR.owner, SUPERVISOR.actor, "n1"),
+      signRail.request(
+        spaceNames(s.space).root,
+        await signRailTokenFor(s.auth),
+        SUPERVISOR.owner,
+        SUPERVISOR.actor,
+        "n1",
+      ),
     );
     const via = remoteSigner({ nc, space: s.space, principal: SUPERVISOR, creds: () => creds });
     const agent = await mintWith(via, newIdentity(), "agent", {

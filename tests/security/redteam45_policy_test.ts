@@ -10,6 +10,7 @@
  * is signed, but it stays under `<root>.chat.*.*.`: within the policy, so not asked here).
  */
 import assert from "node:assert/strict";
+import { signRailTokenFor } from "../../lib/trust/mod.ts";
 import { CotalError } from "../../lib/errors.ts";
 import { SIGN_CONTEXT } from "../../lib/signer/mod.ts";
 import { signRail, spaceNames } from "../../lib/trust/grant_names.ts";
@@ -21,11 +22,16 @@ import { honestMint, type Rt45Stack, startRt45, SUPERVISOR } from "./_rt45.ts";
 async function rawAsk(st: Rt45Stack, raw: string): Promise<{ ok: boolean; code?: string }> {
   const root = spaceNames(st.s.space).root;
   const nonce = crypto.randomUUID().replaceAll("-", "");
-  const subject = signRail.request(root, SUPERVISOR.owner, SUPERVISOR.actor, nonce);
+  // The compromised supervisor's creds carry the rail's token.
+  const token = await signRailTokenFor(st.s.auth);
+  const subject = signRail.request(root, token, SUPERVISOR.owner, SUPERVISOR.actor, nonce);
   const body = new TextEncoder().encode(raw);
-  const sub = st.supNc.subscribe(signRail.reply(root, SUPERVISOR.owner, SUPERVISOR.actor, nonce), {
-    max: 1,
-  });
+  const sub = st.supNc.subscribe(
+    signRail.reply(root, token, SUPERVISOR.owner, SUPERVISOR.actor, nonce),
+    {
+      max: 1,
+    },
+  );
   const timer = setTimeout(() => sub.unsubscribe(), 5_000);
   const headers = await proveRequest(await requestProver(st.supCreds), SIGN_CONTEXT, subject, body);
   st.supNc.publish(subject, body, { headers });

@@ -12,15 +12,19 @@
  * 250 ms and more); the signer logged "could not open its rail (subjects overlap with an existing
  * stream); retrying" every 10 s, and every honest request for 20 s after the attacker closed its
  * connection timed out (signer_unreachable). It lasts until an operator puts CHAT's subjects back.
+ *
+ * Fixed (`lib/signer/rail.ts`): the rail's stream is on disk, so it outlives the restart and
+ * the broker refuses CHAT's update (its subjects would overlap).
  */
 import assert from "node:assert/strict";
+import { signRailTokenFor } from "../../lib/trust/mod.ts";
 import type { NatsConnection } from "nats";
 import { signRail, spaceNames } from "../../lib/trust/grant_names.ts";
 import { mintWith, newIdentity } from "../../lib/trust/mod.ts";
 import { connectBroker } from "../../lib/wire/connect.ts";
 import { honestMint, startRt45 } from "./_rt45.ts";
 
-Deno.test("redteam45 FINDING - a provisioner cred from the signer cannot squat the rail's subjects across a broker restart and stop signing for good", async () => {
+Deno.test("redteam45 (found, fixed) - a provisioner cred from the signer cannot squat the rail's subjects across a broker restart and stop signing for good", async () => {
   const st = await startRt45("rt45sq", 4_000);
   let attacker: NatsConnection | undefined;
   try {
@@ -30,7 +34,8 @@ Deno.test("redteam45 FINDING - a provisioner cred from the signer cannot squat t
     const provCreds = await mintWith(st.signer, id, "provisioner");
     const n = spaceNames(st.s.space);
     const chat = n.streams.chat;
-    const squat = signRail.request(n.root, "*", "*", "*");
+    // The compromised supervisor's creds carry the rail's token.
+    const squat = signRail.request(n.root, await signRailTokenFor(st.s.auth), "*", "*", "*");
 
     await st.s.killBroker();
     await st.s.startBroker();

@@ -11,8 +11,13 @@
  * flood stopped every honest request was refused (signer_unauthenticated, "too many requests
  * inside the window"). The cap (100,000) is below what the rate lets one caller send in the
  * memory's 120 s (122,000). Runs with COTAL_SLOW_TESTS=1 (about 2 minutes).
+ *
+ * Fixed (`SIGNER_REPLAY_CAP`, lib/signer/policy.ts): the signer's replay memory holds all the
+ * caller's rate allows while a nonce is kept (122,000), so the rate refuses a flood, not the
+ * memory.
  */
 import assert from "node:assert/strict";
+import { signRailTokenFor } from "../../lib/trust/mod.ts";
 import { SIGN_CONTEXT } from "../../lib/signer/mod.ts";
 import { signRail, spaceNames } from "../../lib/trust/grant_names.ts";
 import { proveRequest, requestProver } from "../../lib/trust/mod.ts";
@@ -23,13 +28,15 @@ const PER_SECOND = 1_000;
 
 Deno.test({
   name:
-    "redteam45 FINDING - a supervisor's cred filling its replay memory does not keep the honest supervisor unsigned after the flood stops",
+    "redteam45 (found, fixed) - a supervisor's cred filling its replay memory does not keep the honest supervisor unsigned after the flood stops",
   ignore: Deno.env.get("COTAL_SLOW_TESTS") !== "1",
   async fn() {
     const st = await startRt45("rt45rp", 5_000);
     try {
       assert.equal(await honestMint(st.signer), undefined, "honest request before");
       const root = spaceNames(st.s.space).root;
+      // The compromised supervisor's creds carry the rail's token.
+      const token = await signRailTokenFor(st.s.auth);
       const prover = await requestProver(st.supCreds);
       const body = new TextEncoder().encode("{}");
       let sent = 0;
@@ -41,7 +48,13 @@ Deno.test({
           2_000 + Math.floor((Date.now() - t0) / 1000 * PER_SECOND),
         );
         while (sent < due) {
-          const subject = signRail.request(root, SUPERVISOR.owner, SUPERVISOR.actor, `j${sent++}`);
+          const subject = signRail.request(
+            root,
+            token,
+            SUPERVISOR.owner,
+            SUPERVISOR.actor,
+            `j${sent++}`,
+          );
           const headers = await proveRequest(prover, SIGN_CONTEXT, subject, body);
           st.supNc.publish(subject, body, { headers });
         }

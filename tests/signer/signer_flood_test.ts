@@ -6,6 +6,7 @@
  * (lib/signer/rail.ts).
  */
 import assert from "node:assert/strict";
+import { signRailTokenFor } from "../../lib/trust/mod.ts";
 import { headers as natsHeaders, type NatsConnection } from "nats";
 import { remoteSigner } from "../../lib/signer/mod.ts";
 import { SIGN_RAIL_LIMITS, signRailStream } from "../../lib/signer/rail.ts";
@@ -18,6 +19,19 @@ import { startSigner } from "./_signer.ts";
 
 const SUPERVISOR = { owner: "local", actor: "manager_fl" };
 
+/** Every directory under `dir`, depth first. */
+async function* walk(
+  dir: string,
+): AsyncGenerator<{ path: string; name: string; isDirectory: boolean }> {
+  for await (const e of Deno.readDir(dir)) {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory) {
+      yield { path, name: e.name, isDirectory: true };
+      yield* walk(path);
+    }
+  }
+}
+
 /** `count` messages of `bytes` on the supervisor's rail from `conns`, as fast as they go. */
 async function flood(
   s: DeliverySpace,
@@ -27,6 +41,8 @@ async function flood(
   proofHeader: boolean,
 ): Promise<void> {
   const root = spaceNames(s.space).root;
+  // A compromised supervisor: its creds carry the rail's token.
+  const token = await signRailTokenFor(s.auth);
   const body = new Uint8Array(proofHeader ? 10 : bytes).fill(120);
   const h = natsHeaders();
   // A header as large as the body: the proof header's name, so the signer takes it for a proof.
@@ -35,7 +51,7 @@ async function flood(
     for (let i = 0; i < count / conns.length; i++) {
       const nonce = crypto.randomUUID().replaceAll("-", "");
       c.publish(
-        signRail.request(root, SUPERVISOR.owner, SUPERVISOR.actor, nonce),
+        signRail.request(root, token, SUPERVISOR.owner, SUPERVISOR.actor, nonce),
         body,
         proofHeader ? { headers: h } : {},
       );
@@ -93,7 +109,7 @@ for (const proofHeader of [false, true]) {
   });
 }
 
-Deno.test("signer - the rail's stream refuses a message over its cap before the signer reads it, and a broker restart's lost stream is made again", async () => {
+Deno.test("signer - the rail's stream refuses a message over its cap before the signer reads it, a broker restart keeps it, and one lost with the broker's store is made again", async () => {
   await using s = await startDeliverySpace({ prefix: "signrl" });
   const daemon = startSigner(s);
   const creds = await mintCreds(s.auth, newIdentity(), "supervisor", { principal: SUPERVISOR });
@@ -103,7 +119,8 @@ Deno.test("signer - the rail's stream refuses a message over its cap before the 
   try {
     await daemon.waitForLine(/cotal-signer up for space/);
     const root = spaceNames(s.space).root;
-    const subject = signRail.request(root, SUPERVISOR.owner, SUPERVISOR.actor, "n1");
+    const token = await signRailTokenFor(s.auth);
+    const subject = signRail.request(root, token, SUPERVISOR.owner, SUPERVISOR.actor, "n1");
     // A publish that asks for the stream's answer hears the refusal.
     const big = new Uint8Array(SIGN_RAIL_LIMITS.maxMsgBytes + 1);
     await assert.rejects(
@@ -129,15 +146,34 @@ Deno.test("signer - the rail's stream refuses a message over its cap before the 
       lifecycleUid: newLifecycleUid(),
     });
 
+    // A restart keeps the stream (on disk): nothing is made again, and the rail serves.
     await nc.close();
     await s.killBroker();
     await s.startBroker();
     await daemon.waitForLine(/reconnected to the broker/, 30_000);
-    await daemon.waitForLine(/made its rail's stream \S+ again/, 30_000);
     nc = await connectBroker({ servers: s.url, creds });
     // Within the remote signer's own deadline (it re-sends every 2 s).
     await mintWith(signer(), newIdentity(), "agent", {
       principal: { owner: "local", actor: "a2" },
+      lifecycleUid: newLifecycleUid(),
+    });
+    assert.doesNotMatch(daemon.stderr(), /made its rail's stream/);
+
+    // A broker that comes back without it (its store lost): the signer makes it again.
+    await nc.close();
+    const storeDir = s.broker.storeDir;
+    await s.killBroker();
+    const found: string[] = [];
+    for await (const e of walk(storeDir)) {
+      if (e.name === signRailStream(s.space)) found.push(e.path);
+    }
+    assert.equal(found.length, 1, "the rail's stream dir was not found in the broker's store");
+    await Deno.remove(found[0], { recursive: true });
+    await s.startBroker();
+    await daemon.waitForLine(/made its rail's stream \S+ again/, 30_000);
+    nc = await connectBroker({ servers: s.url, creds });
+    await mintWith(signer(), newIdentity(), "agent", {
+      principal: { owner: "local", actor: "a3" },
       lifecycleUid: newLifecycleUid(),
     });
   } finally {

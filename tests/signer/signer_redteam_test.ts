@@ -7,6 +7,7 @@
  * tests/mesh/systemd_store_test.ts.
  */
 import assert from "node:assert/strict";
+import { signRailTokenFor } from "../../lib/trust/mod.ts";
 import type { NatsConnection } from "nats";
 import { CotalError, isCotalError } from "../../lib/errors.ts";
 import { denoRunFlags } from "../../lib/permissions.ts";
@@ -40,14 +41,18 @@ async function sized(
 ): Promise<void> {
   const root = spaceNames(s.space).root;
   const nonce = crypto.randomUUID().replaceAll("-", "");
-  const subject = signRail.request(root, SUPERVISOR.owner, SUPERVISOR.actor, nonce);
+  const token = await signRailTokenFor(s.auth);
+  const subject = signRail.request(root, token, SUPERVISOR.owner, SUPERVISOR.actor, nonce);
   const body = new TextEncoder().encode(
     JSON.stringify({ v: 1, publicKey: newIdentity().id, profile: "provisioner", pad: "" })
       .replace('"pad":""', `"pad":"${"x".repeat(bytes)}"`),
   );
-  const reply = nc.subscribe(signRail.reply(root, SUPERVISOR.owner, SUPERVISOR.actor, nonce), {
-    max: 1,
-  });
+  const reply = nc.subscribe(
+    signRail.reply(root, token, SUPERVISOR.owner, SUPERVISOR.actor, nonce),
+    {
+      max: 1,
+    },
+  );
   const headers = creds
     ? await proveRequest(await requestProver(creds), SIGN_CONTEXT, subject, body)
     : undefined;

@@ -9,6 +9,7 @@
  */
 import type { CotalErrorCode } from "../../lib/error_codes/mod.ts";
 import assert from "node:assert/strict";
+import { signRailTokenFor } from "../../lib/trust/mod.ts";
 import type { NatsConnection } from "nats";
 import { CotalError, isCotalError } from "../../lib/errors.ts";
 import { readAudit, remoteSigner, SIGN_CONTEXT, signerAuditPath } from "../../lib/signer/mod.ts";
@@ -177,7 +178,13 @@ Deno.test("signer - what the policy does not allow is refused, audited, and the 
       }
       return "";
     })();
-    const rail = signRail.request(spaceNames(s.space).root, "local", "worker", "n1");
+    const rail = signRail.request(
+      spaceNames(s.space).root,
+      await signRailTokenFor(s.auth),
+      "local",
+      "worker",
+      "n1",
+    );
     an.publish(rail, "{}");
     await an.flush();
     const timeout = new Promise<string>((r) => setTimeout(() => r("none"), 5000));
@@ -278,13 +285,17 @@ async function rawRequest(
 ): Promise<string> {
   const root = spaceNames(s.space).root;
   const nonce = crypto.randomUUID().replaceAll("-", "");
-  const subject = signRail.request(root, SUPERVISOR.owner, SUPERVISOR.actor, nonce);
+  const token = await signRailTokenFor(s.auth);
+  const subject = signRail.request(root, token, SUPERVISOR.owner, SUPERVISOR.actor, nonce);
   const body = new TextEncoder().encode(
     JSON.stringify({ v: 1, publicKey: newIdentity().id, profile: "provisioner" }),
   );
-  const reply = nc.subscribe(signRail.reply(root, SUPERVISOR.owner, SUPERVISOR.actor, nonce), {
-    max: 1,
-  });
+  const reply = nc.subscribe(
+    signRail.reply(root, token, SUPERVISOR.owner, SUPERVISOR.actor, nonce),
+    {
+      max: 1,
+    },
+  );
   const headers = creds
     ? await proveRequest(await requestProver(creds), SIGN_CONTEXT, subject, body)
     : undefined;
