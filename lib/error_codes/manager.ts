@@ -67,7 +67,6 @@ export type ManagerErrorCode =
   | "sandbox_unavailable"
   | "sandbox_workdir_not_writable"
   | "seccomp_unsupported"
-  | "signer_rail_unknown"
   | "signer_unreachable"
   | "spawn_bad_args"
   | "spawn_busy"
