@@ -57,8 +57,12 @@ Deno.test("redteam46 FINDING - a member's oversize presence rows do not cut the 
     await loop.done;
     const after = await honestMint(st.signer);
     console.log(
-      `mallory sent ${sent} rows (${(sent * row.length / 2 ** 20).toFixed(0)} MiB), supervisor saw ${seen}; ` +
-        `honest during: ${JSON.stringify(loop.tally)}; cuts: ${cuts.slice(0, 3).join(" | ") || "none"}; after: ${after ?? "ok"}`,
+      `mallory sent ${sent} rows (${
+        (sent * row.length / 2 ** 20).toFixed(0)
+      } MiB), supervisor saw ${seen}; ` +
+        `honest during: ${JSON.stringify(loop.tally)}; cuts: ${
+          cuts.slice(0, 3).join(" | ") || "none"
+        }; after: ${after ?? "ok"}`,
     );
     assert.deepEqual(cuts, []);
     assert.equal(after, undefined);
