@@ -142,21 +142,33 @@ function list(l: { allow: string[]; deny: string[] }) {
 }
 
 /**
+ * The largest message a member's connection may publish, headers included: twice the largest
+ * post, DM or task (64 KiB), room for every header a member sends. The broker's own limit is
+ * 1 MiB, and it copies a message to every core subscriber before any stream refuses it: one
+ * agent cred publishing 1 MiB rows on its own presence key from 8 connections got every
+ * presence watcher (the supervisor's roster among them) cut as a slow consumer 3 times in 15 s,
+ * while 128 KiB rows at a higher byte rate (13.7 GiB in 15 s) cut none (red team 46).
+ */
+export const MEMBER_MAX_PAYLOAD_BYTES = 128 * 1024;
+
+/**
  * Per-connection limits signed into the credentials of the profiles that speak as a member or
  * for the operator (frozen): an agent's endpoint holds a few dozen subscriptions (its inbox, its
  * channels, two bucket watches), an observer's tail or a CLI call fewer, and each one costs the
  * broker memory. Unbounded, one observer cred held 200,000 on one connection, +300 MiB of broker
- * memory (red team 20a). The daemons' profiles carry none: they are the operator's own.
+ * memory (red team 20a). Members also publish at most {@linkcode MEMBER_MAX_PAYLOAD_BYTES} a
+ * message. The daemons' profiles carry none: they are the operator's own.
  */
-export const CONNECTION_LIMITS: Readonly<Partial<Record<Profile, Readonly<{ subs: number }>>>> =
-  Object.freeze({
-    agent: Object.freeze({ subs: 1000 }),
-    observer: Object.freeze({ subs: 1000 }),
-    probe: Object.freeze({ subs: 100 }),
-    "control-caller": Object.freeze({ subs: 100 }),
-    admin: Object.freeze({ subs: 10_000 }),
-    operator: Object.freeze({ subs: 10_000 }),
-  });
+export const CONNECTION_LIMITS: Readonly<
+  Partial<Record<Profile, Readonly<{ subs: number; payload?: number }>>>
+> = Object.freeze({
+  agent: Object.freeze({ subs: 1000, payload: MEMBER_MAX_PAYLOAD_BYTES }),
+  observer: Object.freeze({ subs: 1000, payload: MEMBER_MAX_PAYLOAD_BYTES }),
+  probe: Object.freeze({ subs: 100, payload: MEMBER_MAX_PAYLOAD_BYTES }),
+  "control-caller": Object.freeze({ subs: 100 }),
+  admin: Object.freeze({ subs: 10_000 }),
+  operator: Object.freeze({ subs: 10_000 }),
+});
 
 /**
  * Mints a `profile` credential for `identity` in `auth`'s space and returns the creds file

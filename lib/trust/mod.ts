@@ -30,6 +30,7 @@ export {
   assertExplicitPermissions,
   CONNECTION_LIMITS,
   MAX_CONTROL_LINE,
+  MEMBER_MAX_PAYLOAD_BYTES,
   mintCreds,
   principalFromTags,
   principalTags,

@@ -11,6 +11,7 @@ import {
   createBrokerAuth,
   createSpaceAuth,
   hasSpaceLimits,
+  MEMBER_MAX_PAYLOAD_BYTES,
   mintCreds,
   newIdentity,
   newLifecycleUid,
@@ -127,6 +128,52 @@ Deno.test("trust - an agent's connection holds at most 1000 subscriptions", asyn
     for (let i = 0; i < 100; i++) alice.subscribe(`${n.P}.chat.*.*.general`);
     await alice.flush().catch(() => {});
     await waitFor(() => errors.length === 100, { what: "the broker's refusals" });
+  } finally {
+    await alice.close().catch(() => {});
+  }
+});
+
+Deno.test("trust - an agent's connection publishes at most 128 KiB a message; the broker closes one that sends more", async () => {
+  assert.equal(CONNECTION_LIMITS.agent?.payload, MEMBER_MAX_PAYLOAD_BYTES);
+  const space = uniqueSpace("payload");
+  const auth = await createSpaceAuth(space);
+  await using broker = await startAuthBroker(auth, [auth]);
+  const uid = newLifecycleUid();
+  await provisionSpace(broker.url, auth, [{ owner: "local", actor: "alice", uid }]);
+  const creds = await mintCreds(auth, newIdentity(), "agent", {
+    principal: { owner: "local", actor: "alice" },
+    lifecycleUid: uid,
+    allowSubscribe: ["general"],
+  });
+  const presence = `$KV.${names(space).presence}.local.alice`;
+  const alice = await connectCreds(broker.url, creds);
+  try {
+    // At the cap: taken (the presence bucket refuses a row that large, on its own terms).
+    alice.publish(presence, new Uint8Array(MEMBER_MAX_PAYLOAD_BYTES));
+    await alice.flush();
+    assert.equal(alice.isClosed(), false);
+    // The broker tells the client its cap, so npm:nats refuses one byte more itself.
+    assert.equal(alice.info?.max_payload, MEMBER_MAX_PAYLOAD_BYTES);
+    assert.throws(
+      () => alice.publish(presence, new Uint8Array(MEMBER_MAX_PAYLOAD_BYTES + 1)),
+      /MAX_PAYLOAD_EXCEEDED/,
+    );
+    // A client that ignores it (a hostile one): the broker ends the connection, saying why.
+    const said: string[] = [];
+    (async () => {
+      for await (const st of alice.status()) {
+        said.push(`${st.type} ${(st.data as unknown as Error)?.message ?? String(st.data)}`);
+      }
+    })().catch(() => {});
+    (alice.info as { max_payload: number }).max_payload = 1024 * 1024;
+    alice.publish(presence, new Uint8Array(MEMBER_MAX_PAYLOAD_BYTES + 1));
+    // npm:nats names the broker's `-ERR 'Maximum Payload Violation'` a protocol error.
+    await waitFor(() => said.some((l) => l === "error NATS_PROTOCOL_ERR"), {
+      what: "the broker's Maximum Payload Violation",
+    });
+    await waitFor(() => said.some((l) => l.startsWith("disconnect")), {
+      what: "the broker closing the connection",
+    });
   } finally {
     await alice.close().catch(() => {});
   }
