@@ -301,6 +301,10 @@ export async function serveSigner(opts: SignerServeOptions): Promise<{
       if (m.data.length > MAX_SIGN_REQUEST_BYTES) {
         refuse("signer_bad_request", `The request is over ${MAX_SIGN_REQUEST_BYTES} bytes.`);
       }
+      // A nonce this caller already used is a replay, proof or not: refused before the check.
+      if (verifier.used({ owner, actor }, nonce)) {
+        refuse("signer_unauthenticated", "The signing request's nonce was used before (a replay).");
+      }
       const claims = await verifier.verify(
         m.subject,
         m.data,

@@ -198,6 +198,15 @@ export class RequestVerifier {
   }
 
   /**
+   * Whether `caller` used `nonce` in a proven request inside the window: a copy of it is a
+   * replay whether its proof verifies or not, so a rail may refuse it before spending a proof
+   * check on it (one proven request re-sent at wire speed cost the signer a check per copy).
+   */
+  used(caller: { owner: string; actor: string }, nonce: string): boolean {
+    return this.#seen.get(`${caller.owner}.${caller.actor}`)?.has(nonce) ?? false;
+  }
+
+  /**
    * Refuses a nonce `caller` used before inside the window (a replay), or one past the caller's
    * cap, and remembers it otherwise. Call it only for a proven request.
    */

@@ -22,3 +22,19 @@ export async function resignedUntil(auth: SpaceAuth, creds: string, exp: number)
 export function resignedFor(auth: SpaceAuth, creds: string, ttl: number): Promise<string> {
   return resignedUntil(auth, creds, Math.floor(Date.now() / 1000) + ttl);
 }
+
+/**
+ * `creds` re-signed without the per-message cap member profiles carry since red team 46
+ * (`MEMBER_MAX_PAYLOAD_BYTES`): what a member cred signed before the cap may still send until
+ * it expires, up to the broker's 1 MiB.
+ */
+export async function resignedWithoutPayloadCap(auth: SpaceAuth, creds: string): Promise<string> {
+  const { jwt, seed } = await parseCreds(creds);
+  const claims = decodeJwtUnverified(jwt) as unknown as { nats: Record<string, unknown> };
+  const { payload: _cap, ...nats } = claims.nats;
+  const signer = await accountSigner(auth.account);
+  const again = await encodeJwt({ ...claims, nats } as never, signer, {
+    iat: Math.floor(Date.now() / 1000),
+  });
+  return await renderCreds(again, seed);
+}

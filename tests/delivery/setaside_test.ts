@@ -6,6 +6,7 @@
  * - twice its backlog of posts to an offline member: it reads its backlog, then a gap marker
  *   with the count and range of the other 1,000.
  */
+import { resignedWithoutPayloadCap } from "../_harness/short_creds.ts";
 import assert from "node:assert/strict";
 import { headers as natsHeaders } from "nats";
 import { waitFor } from "../_harness/broker.ts";
@@ -29,7 +30,8 @@ Deno.test("delivery - posts of every size and malformed payloads: the daemon liv
   const daemon = startDaemonProcess(s);
   const alice = await s.agent("alice");
   const bob = await s.agent("bob");
-  const an = await connectAs(s.url, alice.creds);
+  // A cred signed before members' 128 KiB cap: posts up to the broker's 1 MiB reach CHAT.
+  const an = await connectAs(s.url, await resignedWithoutPayloadCap(s.auth, alice.creds));
   const bn = await connectAs(s.url, bob.creds);
   const prov = await connectAs(s.url, await s.mint("provisioner"));
   try {

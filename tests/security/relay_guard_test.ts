@@ -87,9 +87,10 @@ export async function run(ctx) {
     );
     report.M_dup_answer = new TextDecoder().decode(r.data).slice(0, 300);
   });
-  // Red team 5, N: a stream info of a megabyte of keys, to keep the guard parsing.
+  // Red team 5, N: a stream info of many keys, to keep the guard parsing (100 KB: a member's
+  // cred publishes at most 128 KiB a message).
   await attempt("N_big", (nc) => {
-    const keys = Array.from({ length: 20000 }, (_, i) => '"k' + i + '":1').join(",");
+    const keys = Array.from({ length: 10000 }, (_, i) => '"k' + i + '":1').join(",");
     nc.publish("$JS.API.STREAM.INFO." + T.chatStream, "{" + keys + "}", { reply: "_INBOX_" + nkey + ".b" });
   });
   // Raw bytes, lowercase and tabs, before any CONNECT.

@@ -45,7 +45,7 @@ export async function run(ctx) {
       .then(() => report.taskAcked++, (e) => report.errors.push(String(e.message ?? e)));
   }
   // A DM past what DM keeps, to a real peer.
-  report.big = await js.publish(P + ".inst.local.peer." + me, new Uint8Array(200 * 1024))
+  report.big = await js.publish(P + ".inst.local.peer." + me, new Uint8Array(100 * 1024))
     .then(() => "stored", (e) => JSON.stringify(e.api_error ?? String(e.message ?? e)));
   await nc.close();
   await Deno.writeTextFile(ctx.agentDir + "/report.json", JSON.stringify(report));
