@@ -72,6 +72,13 @@ function files(root: string, kind: NoteKind = "up") {
 
 /** How long a `space add` or `space rm` waits for another of the same root to end. */
 export const SPACE_LOCK_WAIT_MS = 60_000;
+/**
+ * How long an `up` waits for the up lock before it says another up runs: the watchdog's check
+ * of that lock (`isLockHeld`) takes and releases it in an instant, and an up that came at that
+ * instant was refused in CI (`tests/mesh/broker_settings_test.ts`). A real up holds it for
+ * seconds, so a refusal comes one second later than before.
+ */
+export const UP_LOCK_WAIT_MS = 1_000;
 
 /** The note of a running up. */
 export interface UpNoteHandle {
@@ -120,10 +127,10 @@ async function noteCommand(
   const f = files(root, kind);
   await Deno.mkdir(f.dir, { recursive: true, mode: 0o700 });
   const lock = await Deno.open(f.lock, { read: true, write: true, create: true, mode: 0o600 });
-  const until = Date.now() + (kind === "space" ? SPACE_LOCK_WAIT_MS : 0);
+  const until = Date.now() + (kind === "space" ? SPACE_LOCK_WAIT_MS : UP_LOCK_WAIT_MS);
   while (!(await lock.tryLock(true))) {
     if (Date.now() < until) {
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, kind === "space" ? 100 : 20));
       continue;
     }
     lock.close();

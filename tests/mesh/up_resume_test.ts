@@ -6,6 +6,7 @@
  * killed and resumed, is in `tests/faults/faultpass12_up_killed_test.ts` and fault pass 13.
  */
 import assert from "node:assert/strict";
+import { isCotalError } from "../../lib/errors.ts";
 import { isLockHeld } from "../../lib/mesh/daemon.ts";
 import { meshPaths } from "../../lib/mesh/layout.ts";
 import {
@@ -142,6 +143,32 @@ Deno.test("up resume - an up that holds its lock but stopped beating is killed, 
       // Gone.
     }
     await child?.status;
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("up resume - an up that comes while the watchdog checks the up lock is not refused; one that meets a running up is", async () => {
+  const root = await tempDir("cotal-upprobe-");
+  try {
+    await Deno.mkdir(`${meshPaths(root).runDir}/resume`, { recursive: true });
+    const run = { command: "/bin/true", args: [] };
+    const lockFile = `${meshPaths(root).runDir}/resume/up.lock`;
+    await Deno.writeTextFile(lockFile, "");
+    // A check like the watchdog's holds the lock for a moment (here 200 ms, to be seen).
+    const probe = await Deno.open(lockFile, { read: true });
+    assert.equal(await probe.tryLock(true), true);
+    const released = new Promise((r) => setTimeout(r, 200)).then(() => probe.close());
+    const up = await noteUp(root, run, 0);
+    await released;
+    await up.done();
+    // A running up (the lock held past the wait): refused, saying so.
+    const running = await noteUp(root, run, 0);
+    await assert.rejects(
+      noteUp(root, run, 0),
+      (e) => isCotalError(e, "up_running") && /Another 'cotal up'/.test((e as Error).message),
+    );
+    await running.done();
+  } finally {
     await Deno.remove(root, { recursive: true });
   }
 });
