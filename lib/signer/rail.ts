@@ -153,7 +153,7 @@ const RAIL_RETRY_MS = 1_000;
 /**
  * Pulls `space`'s rail on `nc`, calling `handle` for each request with at most
  * {@linkcode SIGN_PULL_WINDOW} in hand; resolves once the first pull is open. The stream and the
- * durable are made again whenever the pull loses them (a broker restart drops a memory stream)
+ * durable are made again whenever the pull loses them (a broker that lost its store)
  * and after every reconnect. `handle` must not throw.
  */
 export async function pullSignRail(
