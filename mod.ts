@@ -53,7 +53,7 @@ export type {
   SecretStoreComposition,
 } from "./lib/workspace/mod.ts";
 export { createRuntime, Manager } from "./lib/manager/mod.ts";
-export type { ManagerOptions } from "./lib/manager/mod.ts";
+export type { ManagerOptions, ManagerUserAuth } from "./lib/manager/mod.ts";
 
 // Provisioning and minting
 export {

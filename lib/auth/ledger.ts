@@ -39,6 +39,11 @@ export interface ActorGrant {
   role?: string;
   /** A human note on the grant. */
   label?: string;
+  /**
+   * The lifecycle the row is for: a supervisor grants each agent lifecycle its own, so the row
+   * and the agent's durables name the same one. Default: a fresh one, on every grant.
+   */
+  lifecycleUid?: string;
 }
 
 /** A ledger row as stored and returned. */
@@ -236,7 +241,7 @@ function rowFromGrant(g: ActorGrant): ActorRow {
     allowSubscribe: aclList("allowSubscribe", g.allowSubscribe),
     allowPublish: aclList("allowPublish", g.allowPublish),
     scope: g.scope === undefined ? [] : [...g.scope],
-    lifecycleUid: newLifecycleUid(),
+    lifecycleUid: g.lifecycleUid ?? newLifecycleUid(),
     grantedAt: Math.floor(Date.now() / 1000),
   };
   if (g.role !== undefined) row.role = g.role;

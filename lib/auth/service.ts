@@ -12,7 +12,8 @@ import { Events, type NatsConnection } from "nats";
 import { connect } from "../nats/mod.ts";
 import type { ParsedArgs } from "../command_types.ts";
 import { CotalError, isCotalError } from "../errors.ts";
-import { credsAuthenticatorFast } from "../trust/mod.ts";
+import { credsAuthenticatorFast, requestTrustOf } from "../trust/mod.ts";
+import { createAgentBearerHandler, supervisedOwner } from "./agent_bearers.ts";
 import { FsSecretStore, workspaceSecretStore } from "../workspace/mod.ts";
 import type { SecretStore } from "../workspace/mod.ts";
 import { type AuthCallout, type CalloutDecision, startAuthCallout } from "./callout.ts";
@@ -97,6 +98,15 @@ export async function runAuthService(
       ledger,
       tokenIssuer: m.issuer,
     });
+    const agents = createAgentBearerHandler({
+      space: cfg.space,
+      trust: await requestTrustOf({ account: m.serviceKeys.dataAccount }),
+      ledger,
+      issuer: m.issuer,
+      owner: await supervisedOwner(m.ownerSecret),
+      sentinelCreds: m.callout.sentinelCreds,
+      log,
+    });
     m.ownerSecret.fill(0);
     let calloutUp = true;
     (async () => {
@@ -114,6 +124,7 @@ export async function runAuthService(
       bridge,
       log,
       calloutUp: () => calloutUp,
+      agents,
     });
     server = listen(cfg, handler);
     const host = server.addr.hostname.includes(":")

@@ -1,6 +1,7 @@
 /**
- * The auth service's loopback HTTP face: `GET /health`, `GET /jwks` and `POST /exchange`
- * (an IdP token for a Cotal bearer), JSON only, with no CORS. The exchange is guarded by a
+ * The auth service's loopback HTTP face: `GET /health`, `GET /jwks`, `POST /exchange`
+ * (an IdP token for a Cotal bearer) and `POST /agents` (a supervisor's agents' bearers, proven by
+ * its cred instead of the capability), JSON only, with no CORS. The exchange is guarded by a
  * capability only processes that can read `auth-service.json` hold; a browser is refused by
  * its `Origin` header before anything else, and bodies are capped at 64 KiB.
  *
@@ -12,6 +13,7 @@ import { isCotalError } from "../errors.ts";
 import type { IdpBridge } from "./idp_bridge.ts";
 import type { UserTokenIssuer } from "./issuer.ts";
 import { isPlainObject } from "./jwks.ts";
+import { AGENT_BEARER_PATH } from "../trust/mod.ts";
 
 /** Largest exchange body read, in bytes (a larger one gets 413). */
 export const MAX_EXCHANGE_BODY_BYTES = 64 * 1024;
@@ -35,6 +37,8 @@ export interface ExchangeHandlerOptions {
   log?: (event: AuthServiceEvent) => void;
   /** False while the callout cannot answer (its broker connection is down): health is 503. */
   calloutUp?: () => boolean;
+  /** `POST /agents`: a user-mode supervisor's requests (lib/auth/agent_bearers.ts). */
+  agents?: (req: Request) => Promise<Response>;
 }
 
 type Route = (req: Request) => Promise<Response>;
@@ -62,6 +66,7 @@ export function createExchangeHandler(
     ["/health", new Map([["GET", health]])],
     ["/jwks", new Map([["GET", jwks]])],
     ["/exchange", new Map([["POST", exchange]])],
+    ...(opts.agents ? [[AGENT_BEARER_PATH, new Map([["POST", opts.agents]])] as const] : []),
   ]);
 
   function health(): Promise<Response> {

@@ -10,6 +10,8 @@ import type { TokenRefusalReason } from "./mod.ts";
 export type AuthErrorCode =
   | "actor_bad_name"
   | "actor_not_granted"
+  | "agent_bearer_bad_request"
+  | "agent_bearer_stale"
   | "auth_callout_missing"
   | "auth_material_missing"
   | "auth_service_broker_lost"
@@ -34,6 +36,7 @@ export type AuthErrorCode =
   | "callout_missing_xkey"
   | "callout_no_token"
   | "callout_record_malformed"
+  | "idp"
   | "idp_bad_options"
   | "idp_discovery_mismatch"
   | "idp_fetch_failed"

@@ -7,6 +7,7 @@
 /** The codes `lib/manager/` throws. */
 export type ManagerErrorCode =
   | "agent_bad_module"
+  | "agent_bearer_unavailable"
   | "agent_bearer_unsupported"
   | "agent_ids_exhausted"
   | "agent_ids_invalid"

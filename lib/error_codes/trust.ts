@@ -7,6 +7,7 @@
 /** The codes `lib/trust/` throws. */
 export type TrustErrorCode =
   | "account_mismatch"
+  | "agent_bearer_refused"
   | "corrupt_trust_record"
   | "creds_bad_format"
   | "creds_mismatch"

@@ -282,6 +282,7 @@ export async function prepareAgent(
       // which lets in only the holder of its launch creds.
       proveKey: nonceProver(p.identity.seed),
       callerKey: { verify: syncVerifier(standIn.id) },
+      ...(ctx.bearers ? { bearer: ctx.bearers.presenter(p) } : {}),
       standInSeed: standIn.seed,
       seccomp: bwrap,
       ...(opts.spawn ? { spawn: opts.spawn } : {}),

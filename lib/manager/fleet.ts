@@ -428,6 +428,8 @@ export class Fleet {
   }
 
   #scheduleAgentRenewal(agent: ManagedAgent, ttlSeconds?: number): void {
+    // In user mode the agent has no cred to renew: its bearers are (agent_bearers.ts).
+    if (this.#host.ctx.bearers) return;
     scheduleAgentRenewal(agent, {
       ctx: this.#host.ctx,
       store: this.#host.store,

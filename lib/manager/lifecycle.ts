@@ -10,7 +10,7 @@
 import { CotalError, isCotalError } from "../errors.ts";
 import type { DeploymentLayout } from "../permissions.ts";
 import { type CredentialSigner, mintWith, newIdentity } from "../trust/mod.ts";
-import { deprovisionAgent, provisionAgent } from "../wire/mod.ts";
+import { deprovisionAgent, provisionAgent, provisionAgentDurables } from "../wire/mod.ts";
 import type { Principal } from "../wire/mod.ts";
 import { spaceSecretKey } from "../workspace/mod.ts";
 import type { SecretStore } from "../workspace/mod.ts";
@@ -18,6 +18,7 @@ import { LAUNCH_FORMAT, type LaunchSandbox, writeLaunchMaterial } from "./launch
 import type { AgentPlan } from "./managed_agent.ts";
 import { removeTree } from "./remove_tree.ts";
 import type { JsonObject } from "./control_rail.ts";
+import { type AgentBearers, agentDescriptorCreds } from "./agent_bearers.ts";
 
 /** What the lifecycle functions need from their manager. */
 export interface LifecycleContext {
@@ -31,6 +32,12 @@ export interface LifecycleContext {
   readonly root: string;
   readonly layout: DeploymentLayout;
   readonly log: (line: string) => void;
+  /**
+   * User mode: agents are admitted by the space's auth callout on bearers its auth service
+   * issues (lib/manager/agent_bearers.ts), under the owner it keeps for them; no agent cred is
+   * minted or stored.
+   */
+  readonly bearers?: AgentBearers;
 }
 
 /**
@@ -146,7 +153,9 @@ export async function writeAgentLaunch(
 
 /**
  * Provisions the agent's broker footprint (durables, ACL row) through a one-shot provisioner
- * cred and returns its agent creds, also kept in the store.
+ * cred and returns its agent creds, also kept in the store. In user mode it grants the agent's
+ * ledger row instead of minting, and returns its launch JWT (which connects only through its
+ * relay): nothing is stored.
  */
 export async function provisionFootprint(
   ctx: LifecycleContext,
@@ -155,6 +164,21 @@ export async function provisionFootprint(
   ttlSeconds?: number,
 ): Promise<string> {
   const provisioner = await mintWith(ctx.signer, newIdentity(), "provisioner");
+  if (ctx.bearers) {
+    await provisionAgentDurables({
+      servers: [...ctx.servers],
+      creds: provisioner,
+      space: ctx.space,
+      principal: plan.principal,
+      lifecycleUid: plan.lifecycleUid,
+      ...(subscribe ? { subscribe } : {}),
+      allowSubscribe: plan.channels.allowSubscribe,
+      allowPublish: plan.channels.allowPublish,
+      ...(plan.role ? { role: plan.role } : {}),
+    });
+    await ctx.bearers.grant(plan);
+    return await agentDescriptorCreds(plan);
+  }
   const p = await provisionAgent({
     servers: [...ctx.servers],
     creds: provisioner,
@@ -203,6 +227,13 @@ export async function teardownFootprint(
     aclPurged = r.aclPurged;
   } catch (err) {
     errors.push(`deprovision: ${isCotalError(err) ? err.code : "failed"}`);
+  }
+  if (ctx.bearers) {
+    try {
+      await ctx.bearers.revoke(a.principal.actor, a.lifecycleUid);
+    } catch (err) {
+      errors.push(`ledger row: ${isCotalError(err) ? err.code : "revoke failed"}`);
+    }
   }
   try {
     await ctx.store.delete(a.credsKey);

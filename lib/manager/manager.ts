@@ -24,6 +24,8 @@ import { HolderLock, workspaceSecretStore } from "../workspace/mod.ts";
 import type { SecretStore } from "../workspace/mod.ts";
 import { ControlVerifier } from "./control_auth.ts";
 import { type ManagerSigning, managerSigning } from "./manager_signer.ts";
+import { AgentBearers } from "./agent_bearers.ts";
+import { requestProver } from "../trust/mod.ts";
 import { AttachSessions } from "./attach.ts";
 import { CONTROL_VERSION, type JsonObject } from "./control_rail.ts";
 import "./harness_connectors.ts";
@@ -69,6 +71,8 @@ export class Manager {
   readonly #log: (line: string) => void;
   #state: State = "idle";
   #signing?: ManagerSigning;
+  /** User mode: its agents' bearers from the space's auth service. */
+  #bearers?: AgentBearers;
   #verifier?: ControlVerifier;
   #creds = "";
   #nc?: NatsConnection;
@@ -157,6 +161,7 @@ export class Manager {
       root: this.root,
       layout: this.#layout(),
       log: this.#log,
+      ...(this.#bearers ? { bearers: this.#bearers } : {}),
     };
   }
 
@@ -198,6 +203,14 @@ export class Manager {
       this.#nc = await this.#connect();
       this.#signing.attach(this.#nc, () => this.#creds);
       this.#watchConnection(this.#nc);
+      if (this.#opts.userAuth) {
+        this.#bearers = await AgentBearers.open({
+          ...this.#opts.userAuth,
+          principal: this.#principal,
+          prover: () => requestProver(this.#creds),
+          log: this.#log,
+        });
+      }
       this.#holderLock = await this.#openHolderLock();
       this.#lease = await ManagerLease.acquire(this.#nc, this.space, {
         instanceId: this.instanceId,
@@ -366,6 +379,7 @@ export class Manager {
       runtime: this.#runtime?.name ?? "",
       isolation: this.#sandbox?.summary ?? "",
       ...(this.#signing ? { signing: this.#signing.where } : {}),
+      agentAuth: this.#opts.userAuth ? "user" : "creds",
       agents: this.#fleet.size,
       sessions: this.#sessions?.size ?? 0,
       uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,
@@ -412,6 +426,7 @@ export class Manager {
     this.#sessions?.endAll("manager-stop");
     await Promise.allSettled([...this.#inflight]);
     await this.#fleet.stopAll(this.#keepAgents, this.#signing !== undefined);
+    this.#bearers?.close();
     await this.#lease?.release();
     this.#holderLock?.close();
     await this.#endpoint?.stop().catch(() => {});

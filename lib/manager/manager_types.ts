@@ -9,6 +9,7 @@ import type { SecretStore } from "../workspace/mod.ts";
 import type { IsolationMode } from "./sandbox/isolation.ts";
 import type { AgentIdRange } from "./sandbox/ids.ts";
 import type { AgentLimits } from "./sandbox/limits.ts";
+import type { ManagerUserAuth } from "./agent_bearers.ts";
 
 /** Creds a manager re-signs for its daemons are checked this often (TTL/4 of 24 h). */
 export const DAEMON_REMINT_INTERVAL_MS = 6 * 60 * 60 * 1000;
@@ -67,6 +68,13 @@ export interface ManagerOptions {
    * [SUPERVISOR_CRED] })` itself, again after `nextResignDelayMs(results, ...)`.
    */
   readonly signer?: "local" | "remote";
+  /**
+   * User mode: the space's auth service (`cotal-auth-service`) grants each agent a ledger row
+   * and issues its bearers, which the manager keeps in memory and its relay presents at each
+   * connect (the auth callout admits the agent). No agent cred is minted or written. Absent:
+   * agents get static creds the manager mints (the default).
+   */
+  readonly userAuth?: ManagerUserAuth;
   /** `bwrap` (default) or `deno-only` (the operator's explicit opt-in). */
   readonly isolation?: IsolationMode;
   /**
@@ -122,6 +130,8 @@ export interface ManagerStatus {
   readonly isolation: string;
   /** Where its credentials are signed: `local` (it holds the seeds) or `remote` (cotal-signer). */
   readonly signing?: "local" | "remote";
+  /** How its agents are admitted: `creds` it mints, or `user`: bearers of the auth service. */
+  readonly agentAuth?: "creds" | "user";
   /** Agents it runs. */
   readonly agents: number;
   /** Attach sessions open. */

@@ -24,6 +24,7 @@ export {
   type ManagerStatus,
 } from "./manager_types.ts";
 export { type AgentRow, type AgentStatus } from "./managed_agent.ts";
+export { type ManagerUserAuth } from "./agent_bearers.ts";
 export { ManagerClient } from "./control_client.ts";
 export { ensureBwrap, findBwrap } from "./sandbox/bwrap.ts";
 export { ISOLATION_MODES, type IsolationMode } from "./sandbox/isolation.ts";

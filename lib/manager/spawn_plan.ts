@@ -266,7 +266,8 @@ export async function planSpawn(input: SpawnPlanInput): Promise<AgentPlan> {
   const lifecycleUid = input.lifecycleUid ?? newLifecycleUid();
   return {
     name,
-    principal: { owner: "local", actor: name },
+    // In user mode the auth service names the owner its supervised agents are granted under.
+    principal: { owner: ctx.bearers?.owner ?? "local", actor: name },
     lifecycleUid,
     identity: newIdentity(),
     connector: input.connector.name,

@@ -16,7 +16,7 @@ export {
   type RemoteSignerOptions,
   type SignerConnection,
 } from "./client.ts";
-export { type ProfileRule, SIGNER_POLICY } from "./policy.ts";
+export { isReservedActor, type ProfileRule, SIGNER_POLICY } from "./policy.ts";
 export { type RunningSigner, runSigner, type RunSignerOptions } from "./run.ts";
 export { SIGN_CONTEXT, type SignerStats } from "./serve.ts";
 

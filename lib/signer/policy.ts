@@ -64,6 +64,13 @@ export const SIGNER_RESERVED_ACTORS: readonly string[] = Object.freeze([
   "status",
 ]);
 
+/** A name that is, or reads as, one of the mesh's own (any case: `Manager` looks the same). */
+export function isReservedActor(actor: unknown): boolean {
+  if (typeof actor !== "string") return false;
+  const a = actor.toLowerCase();
+  return SIGNER_RESERVED_ACTORS.some((r) => a === r || a.startsWith(`${r}_`));
+}
+
 /** A token bucket per caller key, at {@linkcode SIGNER_RATE}. */
 export class CallerRate extends TokenBuckets {
   constructor(now: () => number = Date.now) {

@@ -29,10 +29,10 @@ import type { MintAuth, MintOpts, Principal, Profile } from "../trust/mod.ts";
 import type { AuditEntry, AuditLog } from "./audit.ts";
 import {
   CallerRate,
+  isReservedActor,
   SIGNER_CALLERS,
   SIGNER_POLICY,
   SIGNER_REPLAY_CAP,
-  SIGNER_RESERVED_ACTORS,
 } from "./policy.ts";
 import { headersOf, UNDECODABLE } from "../nats/mod.ts";
 import { MAX_SIGN_REQUEST_BYTES, pullSignRail } from "./rail.ts";
@@ -135,13 +135,6 @@ function samePrincipal(a: Principal | undefined, b: { owner: string; actor: stri
   return !!a && a.owner === b.owner && a.actor === b.actor;
 }
 
-/** A name that is, or reads as, one of the mesh's own (any case: `Manager` looks the same). */
-function reserved(actor: unknown): boolean {
-  if (typeof actor !== "string") return false;
-  const a = actor.toLowerCase();
-  return SIGNER_RESERVED_ACTORS.some((r) => a === r || a.startsWith(`${r}_`));
-}
-
 /**
  * Requests handled at once, for one caller name and in all; past either a request is refused at
  * once (`signer_busy`), before its proof is checked, so a flood cannot queue work (or memory)
@@ -189,7 +182,7 @@ function checkRequest(
     }
   } else {
     for (const named of [o.principal?.actor, o.deprovisionTarget?.actor]) {
-      if (reserved(named)) {
+      if (isReservedActor(named)) {
         refuse(
           "signer_reserved_name",
           `The name ${

@@ -107,6 +107,18 @@ export {
   RequestVerifier,
 } from "./request_proof.ts";
 export { signRail } from "./grant_names.ts";
+export {
+  AGENT_BEARER_PATH,
+  AGENT_BEARER_RAIL,
+  AGENT_BEARER_SUBJECT,
+  type AgentBearerGrant,
+  type AgentBearerHello,
+  type AgentBearerIssued,
+  type AgentBearerRequest,
+  MAX_AGENT_BEARER_BODY_BYTES,
+  proofHeadersOf,
+  proveAgentBearerRequest,
+} from "./agent_bearer_rail.ts";
 export { isSignRailToken, signRailToken } from "./sign_rail_token.ts";
 
 // For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).

@@ -82,6 +82,8 @@ export interface AgentSandboxOptions {
    * proves the creds at connect.
    */
   readonly callerKey?: GuardPolicy["callerKey"];
+  /** User mode: what its relay presents in place of its launch JWT (see `GuardPolicy`). */
+  readonly bearer?: GuardPolicy["bearer"];
   /** The stand-in seed of its relayed creds (kept, so a renewal's rewrite proves the same). */
   readonly standInSeed?: string;
   readonly workdir?: string;
@@ -190,6 +192,7 @@ export class AgentSandbox {
         boundRails: opts.boundRails ?? [],
         storedPrefixes: opts.storedPrefixes ?? [],
         ...(opts.proveKey ? { proveKey: opts.proveKey } : {}),
+        ...(opts.proveKey && opts.bearer ? { bearer: opts.bearer } : {}),
       };
       if (opts.mode === "bwrap" && opts.net === "relay") {
         const brokerPath = agentSocketPath(opts.socketDir, opts.slot, "broker");

@@ -75,6 +75,22 @@ export interface GuardPolicy {
    */
   readonly callerKey?: { verify(data: Uint8Array, sig: Uint8Array): boolean };
   /**
+   * User mode (with {@linkcode GuardPolicy.proveKey}): the broker admits the agent through the
+   * space's auth callout. Once the agent's CONNECT names its launch JWT (and, on a loopback
+   * relay, proves its caller), the relay presents in its place the callout's sentinel JWT,
+   * signs the nonce with the sentinel's key, sends the agent's current bearer as the auth token
+   * and names the connection by the agent's inbox id (the callout grants `_INBOX_<name>.>`).
+   * The agent holds none of these: its launch JWT connects nowhere by itself.
+   */
+  readonly bearer?: {
+    readonly sentinelJwt: string;
+    sign(nonce: string): string;
+    /** The agent's bearer now, or undefined while none is fresh (the connect is refused). */
+    current(): string | undefined;
+    /** The agent's inbox id (`_INBOX_<connId>`). */
+    readonly connId: string;
+  };
+  /**
    * The address the agent is told in the broker's INFO (its relay's), so that what it dials,
    * and what it could pass on, is the relay and never the broker.
    */
@@ -387,7 +403,17 @@ export class ProtocolGuard {
     }
     this.#proven = true;
     for (const k of ["nkey", "sig", "user", "pass", "auth_token"]) delete v[k];
-    v.sig = prove.sign(this.#nonce);
+    const user = this.#policy.bearer;
+    if (!user) {
+      v.sig = prove.sign(this.#nonce);
+      return JSON.stringify(v);
+    }
+    const bearer = user.current();
+    if (bearer === undefined) refuse("the agent's bearer is not ready; connect again shortly");
+    v.jwt = user.sentinelJwt;
+    v.sig = user.sign(this.#nonce);
+    v.auth_token = bearer;
+    v.name = user.connId;
     return JSON.stringify(v);
   }
 

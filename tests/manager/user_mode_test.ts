@@ -1,0 +1,185 @@
+/**
+ * Manager user mode end to end: the real auth-service daemon under its permission row, the
+ * broker's real auth callout, a Manager with `userAuth`, and an agent in its bwrap sandbox. The
+ * agent is admitted on bearers the auth service issues for its ledger row (granted by the
+ * supervisor, under the owner the service keeps for supervised agents); nothing it holds
+ * connects by itself, no agent cred is stored, and despawn removes the row.
+ */
+import assert from "node:assert/strict";
+import { connect } from "nats";
+import { CotalEndpoint } from "../../lib/endpoint/mod.ts";
+import type { CotalMessageEvent } from "../../lib/endpoint/events.ts";
+import { isCotalError } from "../../lib/errors.ts";
+import { Manager } from "../../lib/manager/manager.ts";
+import { readLaunchMaterial } from "../../lib/manager/launch.ts";
+import { supervisedOwner } from "../../lib/auth/agent_bearers.ts";
+import { decodeJwtUnverified, parseRelayedCreds, publicKeyFromSeed } from "../../lib/nats/mod.ts";
+import { credsAuthenticatorFast, mintCreds, newIdentity } from "../../lib/trust/mod.ts";
+import type { CotalMessage } from "../../lib/wire/envelope.ts";
+import { newLifecycleUid } from "../../lib/wire/names.ts";
+import { provisionAgent } from "../../lib/wire/provision.ts";
+import { waitFor } from "../_harness/broker.ts";
+import { startServiceMesh } from "../auth/_service_mesh.ts";
+import { testBwrap } from "./_agent_fixture.ts";
+
+Deno.test("manager user mode - an agent runs on auth-service bearers through the real callout, and despawn revokes its row", async () => {
+  await testBwrap();
+  const mesh = await startServiceMesh({ streams: true });
+  const closers: (() => Promise<unknown>)[] = [];
+  try {
+    const svc = await mesh.start();
+    const logs: string[] = [];
+    const manager = new Manager({
+      space: mesh.space,
+      servers: mesh.broker.url,
+      workspaceRoot: mesh.root,
+      layout: { machineHome: `${mesh.root}/home/.cotal` },
+      userAuth: { url: svc.discovery.url },
+      log: (l) => logs.push(l),
+    });
+    await manager.start();
+    closers.push(() => manager.stop());
+    assert.equal(manager.status().agentAuth, "user");
+
+    const row = await manager.spawn({
+      agent: "task-runner",
+      name: "upper",
+      role: "shout",
+      command: "/bin/sh",
+      args: ["-c", "tr a-z A-Z"],
+    });
+    // Its presence appeared: its runner connected through its relay, on a bearer.
+    assert.equal(row.present, true);
+    const owner = await supervisedOwner(mesh.ownerSecret);
+    assert.equal(row.id, `${owner}.upper`);
+    const ledgerRow = await mesh.ledger.get(owner, "upper");
+    assert.equal(ledgerRow?.lifecycleUid, row.lifecycleUid);
+    assert.equal(ledgerRow?.label, "cotal-supervise");
+    assert.deepEqual(ledgerRow?.scope, []);
+    await svc.waitEvent((e) =>
+      e.event === "callout" && e.outcome === "allow" && e.principal === `${owner}.upper`
+    );
+
+    // No agent cred in the store, and the launch file's JWT connects nowhere by itself.
+    const keys = await listKeys(`${mesh.root}`);
+    assert.equal(keys.filter((k) => k.includes("agent.upper.")).length, 0, keys.join(", "));
+    const launchFile = `${mesh.root}/agents/${mesh.space}/upper/launch.json`;
+    const launch = await readLaunchMaterial(await findLaunch(mesh.root, "upper") ?? launchFile);
+    assert.equal(launch.auth.kind, "creds");
+    const text = (launch.auth as { creds: string }).creds;
+    // Its JWT alone, and the stand-in seed its relay checks callers with: not the JWT's key.
+    const { jwt, standInSeed } = parseRelayedCreds(text);
+    const claims = decodeJwtUnverified(jwt);
+    assert.notEqual(await publicKeyFromSeed(standInSeed!), claims.sub);
+    assert.notEqual(claims.iss, mesh.auth.account.pub);
+    assert.equal(claims.exp, undefined, "nothing in the launch file expires: its bearers do");
+    assert.deepEqual((claims.nats as { sub?: { allow?: string[] } }).sub?.allow, [
+      `_INBOX_${claims.sub}.>`,
+    ]);
+    for (const authenticator of [credsAuthenticatorFast(text)]) {
+      await assert.rejects(
+        connect({ servers: mesh.broker.url, authenticator, reconnect: false, timeout: 3_000 }),
+        (e: Error) => /authorization|authentication/i.test(e.message),
+        `the launch JWT ${jwt.slice(0, 12)}… is refused by the broker`,
+      );
+    }
+
+    // A task round trip: the agent's grants come from its ledger row through the callout.
+    const client = await staticClient(mesh, "asker");
+    closers.push(() => client.ep.stop());
+    const task = await client.ep.anycast("shout", "hello in user mode");
+    await waitFor(() => client.dms.some((m) => m.replyTo === task.id), {
+      what: "the task's result DM",
+      timeoutMs: 30_000,
+    });
+    const result = client.dms.find((m) => m.replyTo === task.id)!;
+    assert.equal(result.from.id, `${owner}.upper`);
+    assert.equal((result.parts[0] as { text: string }).text.trim(), "HELLO IN USER MODE");
+
+    const gone = await manager.despawn("upper");
+    assert.ok(gone.durablesRemoved.length > 0, JSON.stringify(gone));
+    assert.equal(await mesh.ledger.get(owner, "upper"), undefined, "despawn revoked the row");
+  } finally {
+    for (const c of closers.reverse()) await c().catch(() => {});
+    await mesh.close();
+  }
+});
+
+Deno.test("manager user mode - a manager whose auth service does not answer refuses to start, naming it", async () => {
+  await testBwrap();
+  const mesh = await startServiceMesh({ streams: true });
+  try {
+    const manager = new Manager({
+      space: mesh.space,
+      servers: mesh.broker.url,
+      workspaceRoot: mesh.root,
+      layout: { machineHome: `${mesh.root}/home/.cotal` },
+      // Nothing listens here.
+      userAuth: { url: "http://127.0.0.1:9" },
+      log: () => {},
+    });
+    await assert.rejects(
+      manager.start(),
+      (e) => isCotalError(e, "agent_bearer_unavailable") && /did not answer/.test(e.message),
+    );
+  } finally {
+    await mesh.close();
+  }
+});
+
+async function staticClient(
+  mesh: Awaited<ReturnType<typeof startServiceMesh>>,
+  actor: string,
+): Promise<{ ep: CotalEndpoint; dms: CotalMessage[] }> {
+  const identity = newIdentity();
+  const lifecycleUid = newLifecycleUid();
+  const p = await provisionAgent({
+    servers: mesh.broker.url,
+    creds: await mintCreds(mesh.auth, newIdentity(), "provisioner"),
+    space: mesh.space,
+    auth: mesh.auth,
+    identity,
+    principal: { owner: "local", actor },
+    lifecycleUid,
+    allowSubscribe: [],
+  });
+  const ep = new CotalEndpoint({
+    servers: mesh.broker.url,
+    space: mesh.space,
+    card: { name: actor },
+    lifecycleUid,
+    creds: p.creds,
+  });
+  const dms: CotalMessage[] = [];
+  ep.addEventListener("message", (ev: CotalMessageEvent) => {
+    if (ev.meta.source === "dm") dms.push(ev.message);
+  });
+  await ep.start();
+  return { ep, dms };
+}
+
+async function listKeys(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (d: string) => {
+    for await (const e of Deno.readDir(d)) {
+      const p = `${d}/${e.name}`;
+      if (e.isDirectory) await walk(p);
+      else out.push(p.slice(dir.length + 1));
+    }
+  };
+  await walk(dir).catch(() => {});
+  return out.filter((k) => !k.startsWith("agents/"));
+}
+
+async function findLaunch(root: string, name: string): Promise<string | undefined> {
+  const all: string[] = [];
+  const walk = async (d: string) => {
+    for await (const e of Deno.readDir(d)) {
+      const p = `${d}/${e.name}`;
+      if (e.isDirectory) await walk(p);
+      else if (e.name === "launch.json" && p.includes(`/${name}/`)) all.push(p);
+    }
+  };
+  await walk(`${root}/agents`).catch(() => {});
+  return all[0];
+}
