@@ -493,3 +493,75 @@ Deno.test("protocol guard - a connection name, version or lang the broker would 
   const ok = feed('CONNECT {"name":"cotal:alice","version":"2.29.3","lang":"javascript"}\r\n');
   assert.equal(ok.out, 'CONNECT {"name":"cotal:alice","version":"2.29.3","lang":"javascript"}\r\n');
 });
+
+Deno.test("protocol guard - in user mode it presents the sentinel JWT, the sentinel's signature, the current bearer and the agent's inbox id, never the agent's", async () => {
+  const { newIdentity } = await import("../../lib/trust/sync_keys.ts");
+  const { nonceProver } = await import("../../lib/trust/connect_auth.ts");
+  const { verifySignature } = await import("../../lib/nats/signer.ts");
+  const { base64urlDecode } = await import("../../lib/nats/base64url.ts");
+  const me = newIdentity();
+  const sentinel = newIdentity();
+  const jwtFor = (sub: string) =>
+    `eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.${
+      btoa(JSON.stringify({ sub })).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_")
+    }.sig`;
+  let bearer: string | undefined = "bearer-1";
+  const guard = () =>
+    new ProtocolGuard({
+      inboxPrefix: `_INBOX_${me.id}`,
+      proveKey: nonceProver(me.seed),
+      bearer: {
+        sentinelJwt: "SENTINEL.JWT.x",
+        sign: nonceProver(sentinel.seed).sign,
+        current: () => bearer,
+        connId: me.id,
+      },
+    });
+  const connectOf = (g: ProtocolGuard, fields: Record<string, unknown>) => {
+    g.serverInfo('INFO {"server_id":"x","nonce":"n0nce-9","auth_required":true}');
+    const r = g.push(enc.encode(`CONNECT ${JSON.stringify(fields)}\r\n`));
+    return {
+      refused: r.refused,
+      sent: r.refused
+        ? undefined
+        : JSON.parse(/^CONNECT (.*)\r\n/.exec(r.out.map((b) => dec.decode(b)).join(""))![1]),
+    };
+  };
+
+  // The agent's own token, name and proof are all replaced.
+  const a = connectOf(guard(), {
+    verbose: false,
+    jwt: jwtFor(me.id),
+    sig: "forged",
+    auth_token: "agent-chosen-bearer",
+    name: "_INBOX_someone_else",
+    user: "u",
+    pass: "p",
+  });
+  assert.equal(a.refused, undefined);
+  assert.deepEqual(Object.keys(a.sent).sort(), ["auth_token", "jwt", "name", "sig", "verbose"]);
+  assert.equal(a.sent.jwt, "SENTINEL.JWT.x");
+  assert.equal(a.sent.auth_token, "bearer-1");
+  assert.equal(a.sent.name, me.id);
+  assert.ok(
+    await verifySignature(sentinel.id, enc.encode("n0nce-9"), base64urlDecode(a.sent.sig)!),
+    "the signature is the sentinel's key over the broker's nonce",
+  );
+
+  // Each connect presents the bearer of that moment (renewed in the supervisor's memory).
+  bearer = "bearer-2";
+  assert.equal(connectOf(guard(), { jwt: jwtFor(me.id) }).sent.auth_token, "bearer-2");
+
+  // No fresh bearer: the connect is refused, nothing is sent.
+  bearer = undefined;
+  assert.equal(
+    connectOf(guard(), { jwt: jwtFor(me.id) }).refused,
+    "the agent's bearer is not ready; connect again shortly",
+  );
+  bearer = "bearer-3";
+  // Another key's JWT (another agent's launch file) is refused before any bearer is used.
+  assert.equal(
+    connectOf(guard(), { jwt: jwtFor(sentinel.id) }).refused,
+    "CONNECT names the JWT of another key",
+  );
+});
