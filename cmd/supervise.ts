@@ -42,6 +42,12 @@ const command: CommandSpec = {
       description:
         "local (this process loads the space's signer records) or remote (the space's cotal-signer signs; no seed here); default local",
     },
+    "auth-service": {
+      type: "string",
+      value: "url",
+      description:
+        "user mode: the space's cotal-auth-service (http://127.0.0.1:<port>), which grants each agent its ledger row and bearers; its agents get no static creds",
+    },
     "agent-limits": {
       type: "string",
       value: "name=value,...",
@@ -54,6 +60,28 @@ const command: CommandSpec = {
     },
   },
 };
+
+/** `--auth-service`: an http URL of a loopback address, the only place the auth service listens. */
+function authServiceUrl(text: string): string {
+  let u: URL | undefined;
+  try {
+    u = new URL(text);
+  } catch {
+    // Refused below.
+  }
+  if (
+    !u || u.protocol !== "http:" || !["127.0.0.1", "[::1]", "localhost"].includes(u.hostname) ||
+    (u.pathname !== "/" && u.pathname !== "") || u.search || u.username
+  ) {
+    throw new CotalError(
+      "usage",
+      `--auth-service must be the auth service's loopback URL like http://127.0.0.1:8081, not ${
+        JSON.stringify(text.slice(0, 80))
+      }.`,
+    );
+  }
+  return u.origin;
+}
 
 Deno.exit(
   await daemonMain({
@@ -82,6 +110,9 @@ Deno.exit(
           ? { agentLimits: parseLimitsFlag(String(values["agent-limits"])) }
           : {}),
         ...(values["agent-ids"] ? { agentIds: parseIdRange(String(values["agent-ids"])) } : {}),
+        ...(values["auth-service"]
+          ? { userAuth: { url: authServiceUrl(String(values["auth-service"])) } }
+          : {}),
       });
       await manager.start();
       // A stop of the service (down, systemctl stop, a restart) keeps the roster: the agents

@@ -55,6 +55,11 @@ export interface DeploymentLayout {
   /** The auth-service HTTP listen address, `host:port`. */
   authListen?: string;
   /**
+   * User mode: the `host:port` of the space's auth service, which the supervisor asks for its
+   * agents' bearers (lib/manager/agent_bearers.ts).
+   */
+  authService?: string;
+  /**
    * `host:port` of the IdP the auth service pins and verifies against (OIDC discovery and its
    * JWKS): the daemon must reach it, so it is granted on top of the broker and listen address.
    */
@@ -357,6 +362,8 @@ function superviseRow(p: PermissionSet, layout: DeploymentLayout, d: Defaults): 
   // An agent on the host's network (or under Deno permissions alone) reaches its relay on
   // a loopback port: listening on an ephemeral one, which grants no dial.
   p.net.push("127.0.0.1:0");
+  // User mode: its auth service, which issues its agents' bearers.
+  if (layout.authService) p.net.push(layout.authService);
   // Each agent's control channel, broker relay and spawn channel: exact paths per slot.
   if (layout.agentSocketDir) {
     for (let slot = 0; slot < AGENT_SLOTS; slot++) {

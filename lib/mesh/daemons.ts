@@ -223,6 +223,8 @@ export async function superviseComponent(
   space: string,
   rec: MeshRecord,
   isolation: IsolationChoice = "bwrap",
+  /** User mode: the space's auth service (`host:port`), which issues the agents' bearers. */
+  opts: { authService?: string } = {},
 ): Promise<ComponentSpec> {
   const id = spaceComponentId("supervise", space);
   const from = await fileSize(componentFiles(root, id).logFile);
@@ -244,6 +246,7 @@ export async function superviseComponent(
         remoteSigner: true,
         supervisorPrograms: [Deno.execPath(), ...(bwrap ? [bwrap] : [])],
         agentSocketDir: agentSocketDir(devLayout(root, rec, space), managerInstanceId(root, space)),
+        ...(opts.authService ? { authService: opts.authService } : {}),
       },
       root,
       space,
@@ -255,6 +258,7 @@ export async function superviseComponent(
         "remote",
         ...(rec.agentLimits ? ["--agent-limits", rec.agentLimits] : []),
         ...(rec.agentIds ? ["--agent-ids", rec.agentIds] : []),
+        ...(opts.authService ? ["--auth-service", `http://${opts.authService}`] : []),
       ],
     ),
     env,

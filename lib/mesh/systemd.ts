@@ -220,7 +220,7 @@ export function renderUnits(l: SystemdLayout): Record<string, string> {
   for (const [i, space] of l.spaces.entries()) {
     deliveryUnits(l, space, units);
     signerUnit(l, space, units);
-    superviseUnit(l, space, units);
+    superviseUnit(l, space, i, units);
     if (l.userAuth) authServiceUnit(l, space, i, units);
   }
   return units;
@@ -333,8 +333,15 @@ function signerUnit(l: SystemdLayout, space: string, units: Record<string, strin
 }
 
 /** A space's supervisor, as its own user. */
-function superviseUnit(l: SystemdLayout, space: string, units: Record<string, string>): void {
+function superviseUnit(
+  l: SystemdLayout,
+  space: string,
+  i: number,
+  units: Record<string, string>,
+): void {
   const { S, url } = where(l, space);
+  // User mode: its agents' bearers come from the space's auth service.
+  const auth = l.userAuth ? `${l.userAuth.host}:${l.userAuth.port + i}` : undefined;
   units[`cotal-supervise-${space}.service`] = unit({
     Unit: [
       `Description=Cotal supervisor for space ${space} (agent lifecycle)`,
@@ -343,12 +350,17 @@ function superviseUnit(l: SystemdLayout, space: string, units: Record<string, st
       // It signs every credential through the signer; without it, spawns wait and say so.
       `Wants=cotal-signer-${space}.service`,
       `After=cotal-signer-${space}.service`,
+      ...(auth
+        ? [`Wants=cotal-auth-service-${space}.service`, `After=cotal-auth-service-${space}.service`]
+        : []),
     ],
     Service: [
       `User=${superviseUser(space)}`,
       "Group=cotal",
       `SupplementaryGroups=${STORE_GROUP} ${spaceStoreGroup(space)}`,
-      `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url} --signer remote`,
+      `ExecStart=${l.binDir}/cotal-supervise --root ${S} --space ${space} --server ${url} --signer remote${
+        auth ? ` --auth-service http://${auth}` : ""
+      }`,
       `ReadWritePaths=${S}`,
       // No seed in its mount namespace at all, and no audit trail to rewrite.
       `InaccessiblePaths=${S}/secrets/auth ${S}/audit`,

@@ -106,14 +106,49 @@ export async function ensureUserAuthSecrets(
   return out;
 }
 
+/**
+ * The loopback port the auth service of `space` listens on: chosen free once per root and
+ * space, and kept (`<root>/user-auth.ports.json`), so the supervisor's `--auth-service` and its
+ * permission row name the port the service has, whichever of them starts again.
+ */
+export async function authServicePort(root: string, space: string): Promise<number> {
+  const file = `${root}/user-auth.ports.json`;
+  let ports: Record<string, number> = {};
+  try {
+    const v = JSON.parse(await Deno.readTextFile(file));
+    if (v && typeof v.ports === "object" && !Array.isArray(v.ports)) ports = v.ports;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) {
+      throw new CotalError(
+        "user_auth_corrupt",
+        `${file} is not a Cotal port record; remove it and run up again (the auth services get new ports).`,
+      );
+    }
+  }
+  const kept = ports[space];
+  if (Number.isSafeInteger(kept) && kept > 0 && kept < 65536) return kept;
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  await writeFileAtomic(
+    file,
+    JSON.stringify({ ver: 1, ports: { ...ports, [space]: port } }) + "\n",
+    {
+      what: "The auth services' port record",
+    },
+  );
+  return port;
+}
+
 /** The auth service of one space: ready once its discovery file is written and /health answers. */
-export function authServiceComponent(
+export async function authServiceComponent(
   root: string,
   space: string,
   rec: MeshRecord,
   cfg: UserAuthConfig,
-): ComponentSpec {
+): Promise<ComponentSpec> {
   const idp = parseIdpUrl(cfg.idp);
+  const listen = `127.0.0.1:${await authServicePort(root, space)}`;
   const paths = authServicePaths(root, space);
   const id = spaceComponentId("auth-service", space);
   const { layout, env } = withHeartbeat(root, id, devLayout(root, rec, space), daemonEnv());
@@ -124,13 +159,13 @@ export function authServiceComponent(
     command: Deno.execPath(),
     args: spaceDaemonArgs(
       "cotal-auth-service",
-      { ...layout, authListen: "127.0.0.1:0", authIdp: [idp.host] },
+      { ...layout, authListen: listen, authIdp: [idp.host] },
       root,
       space,
       rec,
       [
         "--listen",
-        "127.0.0.1:0",
+        listen,
         "--idp",
         cfg.idp,
         ...(cfg.audience ? ["--audience", cfg.audience] : []),

@@ -183,3 +183,24 @@ async function findLaunch(root: string, name: string): Promise<string | undefine
   await walk(`${root}/agents`).catch(() => {});
   return all[0];
 }
+
+Deno.test("manager user mode - cotal-supervise refuses an --auth-service that is not a loopback http URL, exit 2", async () => {
+  const entry = new URL("../../cmd/supervise.ts", import.meta.url).pathname;
+  for (
+    const bad of [
+      "ftp://127.0.0.1:8081",
+      "http://203.0.113.5:8081",
+      "http://127.0.0.1:8081/exchange",
+      "not a url",
+    ]
+  ) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", entry, "--root", "/tmp/none", "--space", "s", "--auth-service", bad],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 2, err);
+    assert.match(err, /--auth-service must be the auth service's loopback URL .*\[usage\]/, bad);
+  }
+});

@@ -55,7 +55,15 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
     } else if (name.startsWith("cotal-supervise")) {
       // The supervisor: the store (agent creds), never the signer records; it signs remotely.
       assert.deepEqual(hidden, ["/var/lib/cotal/secrets/auth", "/var/lib/cotal/audit"], name);
-      assert.match(d.get("ExecStart")![0], / --signer remote$/, name);
+      // User mode: its agents' bearers come from its own space's auth service.
+      const i = name.includes("alpha") ? 0 : 1;
+      assert.match(
+        d.get("ExecStart")![0],
+        new RegExp(` --signer remote --auth-service http://127\\.0\\.0\\.1:${4280 + i}$`),
+        name,
+      );
+      const space = name.includes("alpha") ? "alpha" : "beta";
+      assert.ok(d.get("After")!.includes(`cotal-auth-service-${space}.service`), name);
     } else {
       assert.ok(hidden.includes("/var/lib/cotal/secrets"), `${name} must not see the secrets`);
     }
@@ -68,7 +76,10 @@ Deno.test("systemd - every service carries its user, the lockdown and the signer
     assert.match(signer.get("ExecStart")![0], /^\/usr\/local\/bin\/cotal-signer --root /);
     assert.deepEqual(signer.get("Before"), [`cotal-supervise-${sp}.service`]);
     const sup = directives(units[`cotal-supervise-${sp}.service`]);
-    assert.deepEqual(sup.get("Wants"), [`cotal-signer-${sp}.service`]);
+    assert.deepEqual(sup.get("Wants"), [
+      `cotal-signer-${sp}.service`,
+      `cotal-auth-service-${sp}.service`,
+    ]);
     // Each space's supervisor is a user of its own, in its space's store group alone.
     assert.deepEqual(sup.get("User"), [superviseUser(sp)]);
     for (const d of [signer, sup]) {

@@ -11,6 +11,8 @@ import { workspaceSecretStore } from "../../lib/workspace/mod.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { freePort, removeTempDir, tempDir, waitFor } from "../_harness/broker.ts";
 import { startTestIdp } from "../_harness/idp.ts";
+import { cotalIn } from "../_harness/cotal_cli.ts";
+import { supervisedOwner } from "../../lib/auth/agent_bearers.ts";
 
 Deno.test("mesh - up --user-auth: an IdP token becomes a bearer, the callout admits it, messages flow", async () => {
   const idp = await startTestIdp({ alg: "RS256" });
@@ -84,6 +86,40 @@ Deno.test("mesh - up --user-auth: an IdP token becomes a bearer, the callout adm
     await ep.stop();
     ac.abort();
     await tailer;
+
+    // The space's supervisor runs in user mode: a spawned agent is admitted on bearers the
+    // auth service issues, under the owner it keeps for supervised agents.
+    const run = cotalIn(root);
+    await run(
+      "spawn",
+      "--space",
+      "ua",
+      "--agent",
+      "program",
+      "--name",
+      "worker",
+      "--",
+      "/bin/sleep",
+      "600",
+    );
+    const rows = JSON.parse((await run("ps", "--space", "ua", "--json")).stdout).agents as {
+      name: string;
+      id: string;
+      present: boolean;
+    }[];
+    const worker = rows.find((r) => r.name === "worker");
+    const supervised = await supervisedOwner(await loadOwnerSecret(store, "ua"));
+    assert.equal(worker?.id, `${supervised}.worker`, JSON.stringify(rows));
+    assert.equal(worker?.present, true);
+    assert.ok(
+      await createActorLedger({ space: "ua", stateDir: paths.stateDir }).get(supervised, "worker"),
+      "the worker's ledger row",
+    );
+    await run("despawn", "--space", "ua", "worker");
+    assert.equal(
+      await createActorLedger({ space: "ua", stateDir: paths.stateDir }).get(supervised, "worker"),
+      undefined,
+    );
   } finally {
     await down(root);
     await removeTempDir(root);
