@@ -6,15 +6,29 @@
  * connects by itself, no agent cred is stored, and despawn removes the row.
  */
 import assert from "node:assert/strict";
-import { connect } from "nats";
+import { connect, Events } from "nats";
 import { CotalEndpoint } from "../../lib/endpoint/mod.ts";
 import type { CotalMessageEvent } from "../../lib/endpoint/events.ts";
 import { isCotalError } from "../../lib/errors.ts";
 import { Manager } from "../../lib/manager/manager.ts";
 import { readLaunchMaterial } from "../../lib/manager/launch.ts";
 import { supervisedOwner } from "../../lib/auth/agent_bearers.ts";
-import { decodeJwtUnverified, parseRelayedCreds, publicKeyFromSeed } from "../../lib/nats/mod.ts";
-import { credsAuthenticatorFast, mintCreds, newIdentity } from "../../lib/trust/mod.ts";
+import {
+  decodeJwtUnverified,
+  parseCreds,
+  parseRelayedCreds,
+  publicKeyFromSeed,
+  renderRelayedCreds,
+} from "../../lib/nats/mod.ts";
+import {
+  credsAuthenticatorFast,
+  mintCreds,
+  newIdentity,
+  nonceProver,
+  syncVerifier,
+} from "../../lib/trust/mod.ts";
+import { BrokerRelay } from "../../lib/manager/sandbox/relay.ts";
+import { agentDescriptorCreds } from "../../lib/manager/agent_bearers.ts";
 import type { CotalMessage } from "../../lib/wire/envelope.ts";
 import { newLifecycleUid } from "../../lib/wire/names.ts";
 import { provisionAgent } from "../../lib/wire/provision.ts";
@@ -202,5 +216,78 @@ Deno.test("manager user mode - cotal-supervise refuses an --auth-service that is
     const err = new TextDecoder().decode(out.stderr);
     assert.equal(out.code, 2, err);
     assert.match(err, /--auth-service must be the auth service's loopback URL .*\[usage\]/, bad);
+  }
+});
+
+Deno.test("manager user mode - when its bearer expires the broker drops the agent's connection, and its relay readmits it on the fresh one", async () => {
+  const mesh = await startServiceMesh({ streams: true });
+  const svc = await mesh.start();
+  let relay: BrokerRelay | undefined;
+  let renewal: ReturnType<typeof setInterval> | undefined;
+  try {
+    const owner = await supervisedOwner(mesh.ownerSecret);
+    const identity = newIdentity();
+    const standIn = newIdentity();
+    const lifecycleUid = newLifecycleUid();
+    const principal = { owner, actor: "shortlived" };
+    await mesh.ledger.grant({
+      ...principal,
+      subscribe: [],
+      allowSubscribe: ["general"],
+      allowPublish: ["general"],
+      lifecycleUid,
+    });
+    // Bearers of 4 s, renewed every second (the supervisor's live 900 s, renewed at half
+    // life): each connect is presented the one of that moment.
+    const issue = async () =>
+      (await mesh.issuer.issue({ space: mesh.space, ...principal, lifecycleUid, ttlSec: 4 }))
+        .token;
+    let current = await issue();
+    renewal = setInterval(async () => current = await issue(), 1_000);
+    const sentinel = await parseCreds(mesh.callout.sentinelCreds);
+    relay = BrokerRelay.listenLoopback([mesh.broker.url], {
+      inboxPrefix: `_INBOX_${identity.id}`,
+      proveKey: nonceProver(identity.seed),
+      callerKey: { verify: syncVerifier(standIn.id) },
+      bearer: {
+        sentinelJwt: sentinel.jwt,
+        sign: nonceProver(sentinel.seed).sign,
+        connId: identity.id,
+        current: () => current,
+      },
+    });
+    const plan = { identity, principal } as Parameters<typeof agentDescriptorCreds>[0];
+    const text = renderRelayedCreds(
+      (await parseCreds(await agentDescriptorCreds(plan))).jwt,
+      standIn.seed,
+    );
+    const nc = await connect({
+      servers: `nats://127.0.0.1:${relay.port}`,
+      authenticator: credsAuthenticatorFast(text),
+      inboxPrefix: `_INBOX_${identity.id}`,
+      name: "agent",
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 200,
+    });
+    const events: string[] = [];
+    (async () => {
+      for await (const s of nc.status()) events.push(String(s.type));
+    })();
+    // Past two expiries: dropped each time, back each time, and still working.
+    await waitFor(() => events.filter((e) => e === Events.Reconnect).length >= 2, {
+      what: "two reconnects past two bearer expiries",
+      timeoutMs: 20_000,
+    });
+    await nc.flush();
+    assert.equal(nc.isClosed(), false);
+    const allows = svc.events.filter((e) =>
+      e.event === "callout" && e.outcome === "allow" && e.principal === `${owner}.shortlived`
+    );
+    assert.ok(allows.length >= 3, `admitted ${allows.length} times`);
+    await nc.close();
+  } finally {
+    clearInterval(renewal);
+    relay?.close();
+    await mesh.close();
   }
 });
