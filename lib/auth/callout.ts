@@ -25,6 +25,7 @@ import {
 import {
   assertConnId,
   assertExplicitPermissions,
+  BEARER_CONNECT_RATE,
   calloutUserName,
   CONNECTION_LIMITS,
   permissionsFor,
@@ -69,7 +70,8 @@ export const CALLOUT_MAX_IN_FLIGHT = 64;
  * a client that reconnects at once was back at once (red team 21): for a bearer the callout is
  * the deny-new, so kicked connections that come straight back are refused.
  */
-export const CALLOUT_CONNECT_RATE = Object.freeze({ perSecond: 64 / 60, burst: 64 });
+export const CALLOUT_CONNECT_RATE: Readonly<{ perSecond: number; burst: number }> =
+  BEARER_CONNECT_RATE;
 
 /** What the responder concluded about one request (for audit logs; never holds a secret). */
 export interface CalloutDecision {

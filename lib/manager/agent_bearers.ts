@@ -10,11 +10,13 @@
  * @module
  */
 import { CotalError } from "../errors.ts";
+import { TokenBuckets } from "../rate.ts";
 import { createAccount, encodeJwt, parseCreds, renderCreds, seedSigner } from "../nats/mod.ts";
 import {
   AGENT_BEARER_PATH,
   type AgentBearerHello,
   type AgentBearerIssued,
+  BEARER_CONNECT_RATE,
   nonceProver,
   type Principal,
   principalTags,
@@ -147,12 +149,21 @@ export class AgentBearers {
   }
 
   /** What the agent's relay presents for it (see `GuardPolicy.bearer`). */
-  presenter(plan: AgentPlan) {
+  presenter(plan: AgentPlan): {
+    sentinelJwt: string;
+    sign(nonce: string): string;
+    current(): string | undefined;
+    admit(): boolean;
+    connId: string;
+  } {
     const actor = plan.principal.actor;
+    // Per agent lifecycle: what its connects may cost the callout.
+    const connects = new TokenBuckets(BEARER_CONNECT_RATE, { maxKeys: 1 });
     return {
       sentinelJwt: this.#sentinelJwt,
       sign: (nonce: string) => this.#sentinel.sign(nonce),
       current: () => this.current(actor),
+      admit: () => connects.take(actor),
       connId: plan.identity.id,
     };
   }

@@ -30,6 +30,17 @@ export const AGENT_BEARER_RAIL: RequestRail = Object.freeze({
 /** What the subject of the signature is for every request (HTTP carries no NATS subject). */
 export const AGENT_BEARER_SUBJECT = `POST ${AGENT_BEARER_PATH}`;
 
+/**
+ * Connects one bearer principal is admitted (frozen): 64 at once, then 64 a minute. The auth
+ * callout holds every principal to it, and a user-mode agent's relay holds its agent to it
+ * before a connect reaches the broker, so a hostile agent's reconnect loop costs the callout
+ * (which every human's login shares) nothing past it.
+ */
+export const BEARER_CONNECT_RATE: Readonly<{ perSecond: number; burst: number }> = Object.freeze({
+  perSecond: 64 / 60,
+  burst: 64,
+});
+
 /** Largest request body the auth service reads on this path, in bytes. */
 export const MAX_AGENT_BEARER_BODY_BYTES = 32 * 1024;
 

@@ -115,6 +115,7 @@ export {
   type AgentBearerHello,
   type AgentBearerIssued,
   type AgentBearerRequest,
+  BEARER_CONNECT_RATE,
   MAX_AGENT_BEARER_BODY_BYTES,
   proofHeadersOf,
   proveAgentBearerRequest,

@@ -559,6 +559,27 @@ Deno.test("protocol guard - in user mode it presents the sentinel JWT, the senti
     "the agent's bearer is not ready; connect again shortly",
   );
   bearer = "bearer-3";
+  // Past the callout's rate the relay refuses the connect itself: a reconnect loop costs the
+  // callout (which every login shares) nothing.
+  let admits = 2;
+  const limited = () =>
+    new ProtocolGuard({
+      inboxPrefix: `_INBOX_${me.id}`,
+      proveKey: nonceProver(me.seed),
+      bearer: {
+        sentinelJwt: "SENTINEL.JWT.x",
+        sign: nonceProver(sentinel.seed).sign,
+        current: () => bearer,
+        admit: () => admits-- > 0,
+        connId: me.id,
+      },
+    });
+  assert.equal(connectOf(limited(), { jwt: jwtFor(me.id) }).refused, undefined);
+  assert.equal(connectOf(limited(), { jwt: jwtFor(me.id) }).refused, undefined);
+  assert.equal(
+    connectOf(limited(), { jwt: jwtFor(me.id) }).refused,
+    "the agent connects more often than the auth callout admits; wait a minute",
+  );
   // Another key's JWT (another agent's launch file) is refused before any bearer is used.
   assert.equal(
     connectOf(guard(), { jwt: jwtFor(sentinel.id) }).refused,

@@ -87,6 +87,11 @@ export interface GuardPolicy {
     sign(nonce: string): string;
     /** The agent's bearer now, or undefined while none is fresh (the connect is refused). */
     current(): string | undefined;
+    /**
+     * Whether one more connect may be presented now: false past the rate the callout admits
+     * (the connect is refused here, and costs the callout nothing).
+     */
+    admit?(): boolean;
     /** The agent's inbox id (`_INBOX_<connId>`). */
     readonly connId: string;
   };
@@ -407,6 +412,9 @@ export class ProtocolGuard {
     if (!user) {
       v.sig = prove.sign(this.#nonce);
       return JSON.stringify(v);
+    }
+    if (user.admit && !user.admit()) {
+      refuse("the agent connects more often than the auth callout admits; wait a minute");
     }
     const bearer = user.current();
     if (bearer === undefined) refuse("the agent's bearer is not ready; connect again shortly");
