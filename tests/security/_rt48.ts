@@ -108,3 +108,25 @@ export const OPEN_GRANT = {
   allowSubscribe: ["general"],
   allowPublish: ["general"],
 } as const;
+
+/**
+ * `connected`, or `refused: <why>`. A refused connect's stray ECONNRESET/EPIPE (npm:nats's Node
+ * transport under Deno) is swallowed while it runs, as tests/_harness/refused.ts does.
+ */
+export async function tryConnect(mesh: ServiceMesh, bearer: string): Promise<string> {
+  const swallow = (e: ErrorEvent) => {
+    if (/ECONNRESET|EPIPE/.test(String(e.error))) e.preventDefault();
+  };
+  globalThis.addEventListener("error", swallow);
+  try {
+    return await mesh.connectUser(bearer).then(async (nc) => {
+      await nc.close();
+      return "connected";
+    }, async (e) => {
+      await new Promise((r) => setTimeout(r, 50));
+      return `refused: ${(e as Error).message}`;
+    });
+  } finally {
+    globalThis.removeEventListener("error", swallow);
+  }
+}

@@ -13,7 +13,7 @@ import {
   proveAgentBearerRequest,
   requestProver,
 } from "../../lib/trust/mod.ts";
-import { ask, OPEN_GRANT, post, startRt48, SUPERVISOR, uid } from "./_rt48.ts";
+import { ask, OPEN_GRANT, post, startRt48, SUPERVISOR, tryConnect, uid } from "./_rt48.ts";
 
 Deno.test("redteam48 agents rail - no cred, a member's cred, a provisioner's cred or a re-used supervisor proof gets no row and no bearer", async () => {
   const t = await startRt48();
@@ -48,26 +48,42 @@ Deno.test("redteam48 agents rail - no cred, a member's cred, a provisioner's cre
         principal: SUPERVISOR,
       }),
     );
-    const attempts: [string, () => Promise<{ status: number; body: Record<string, unknown> }>][] =
+    const attempts: [string, () => Promise<{ status: number; body: Record<string, unknown> }>][] = [
       [
-        ["no proof", () => ask(url, { op: "bearer", actor: "victim", lifecycleUid: life }, undefined)],
-        ["member cred", () =>
-          ask(url, { op: "bearer", actor: "victim", lifecycleUid: life }, member)],
-        ["provisioner cred", () =>
-          ask(url, { op: "bearer", actor: "victim", lifecycleUid: life }, provisioner)],
-        ["foreign supervisor", () =>
-          ask(url, { op: "bearer", actor: "victim", lifecycleUid: life }, foreign)],
-        ["supervisor cred, another caller named", () =>
+        "no proof",
+        () => ask(url, { op: "bearer", actor: "victim", lifecycleUid: life }, undefined),
+      ],
+      [
+        "member cred",
+        () => ask(url, { op: "bearer", actor: "victim", lifecycleUid: life }, member),
+      ],
+      [
+        "provisioner cred",
+        () => ask(url, { op: "bearer", actor: "victim", lifecycleUid: life }, provisioner),
+      ],
+      [
+        "foreign supervisor",
+        () => ask(url, { op: "bearer", actor: "victim", lifecycleUid: life }, foreign),
+      ],
+      [
+        "supervisor cred, another caller named",
+        () =>
           ask(url, { op: "bearer", actor: "victim", lifecycleUid: life }, t.supervisor, {
             caller: { owner: "local", actor: "manager_other" },
-          })],
-        ["member cred: revoke", () =>
-          ask(url, { op: "revoke", actor: "victim", lifecycleUid: life }, member)],
-        ["member cred: hello (the sentinel creds)", () => ask(url, { op: "hello" }, member)],
-      ];
+          }),
+      ],
+      [
+        "member cred: revoke",
+        () => ask(url, { op: "revoke", actor: "victim", lifecycleUid: life }, member),
+      ],
+      ["member cred: hello (the sentinel creds)", () => ask(url, { op: "hello" }, member)],
+    ];
     for (const [what, run] of attempts) {
       const r = await run();
-      assert.ok(r.status === 401 || r.status === 429, `${what}: ${r.status} ${JSON.stringify(r.body)}`);
+      assert.ok(
+        r.status === 401 || r.status === 429,
+        `${what}: ${r.status} ${JSON.stringify(r.body)}`,
+      );
       assert.equal(r.body.token, undefined, what);
       assert.equal(r.body.sentinelCreds, undefined, what);
     }
@@ -194,8 +210,12 @@ Deno.test("redteam48 agents rail - a local flood of unproven and throttled reque
     const url = svc.discovery.url;
     const life = uid();
     assert.equal(
-      (await ask(url, { op: "grant", actor: "worker", lifecycleUid: life, grant: OPEN_GRANT }, t
-        .supervisor)).status,
+      (await ask(
+        url,
+        { op: "grant", actor: "worker", lifecycleUid: life, grant: OPEN_GRANT },
+        t
+          .supervisor,
+      )).status,
       200,
     );
     // The flood: a member cred whose proofs verify up to the profile check, 32 KiB bodies, 16
@@ -226,9 +246,14 @@ Deno.test("redteam48 agents rail - a local flood of unproven and throttled reque
     const fails: string[] = [];
     await new Promise((r) => setTimeout(r, 1_000));
     while (Date.now() < stop) {
-      const r = await ask(url, { op: "bearer", actor: "worker", lifecycleUid: life }, t.supervisor, {
-        timeoutMs: 10_000,
-      }).catch((e) => ({ status: 0, body: { error: String(e) }, ms: 10_000 }));
+      const r = await ask(
+        url,
+        { op: "bearer", actor: "worker", lifecycleUid: life },
+        t.supervisor,
+        {
+          timeoutMs: 10_000,
+        },
+      ).catch((e) => ({ status: 0, body: { error: String(e) }, ms: 10_000 }));
       lat.push(r.ms);
       if (r.status !== 200) fails.push(`${r.status} ${JSON.stringify(r.body).slice(0, 120)}`);
       await new Promise((r) => setTimeout(r, 500));
@@ -242,6 +267,46 @@ Deno.test("redteam48 agents rail - a local flood of unproven and throttled reque
     assert.deepEqual(fails, [], "the supervisor was refused during the flood");
     // The supervisor's own request timeout is 10 s; a renewal must not come near it.
     assert.ok(Math.max(...lat) < 5_000, `a supervisor request took ${Math.max(...lat)} ms`);
+  } finally {
+    await t.close();
+  }
+});
+
+Deno.test("redteam48 agents rail - a bearer held before revoke connects neither after it nor under the name's next lifecycle", async () => {
+  const t = await startRt48();
+  try {
+    const { mesh, svc } = t;
+    const url = svc.discovery.url;
+    const life = uid();
+    await ask(
+      url,
+      { op: "grant", actor: "gone", lifecycleUid: life, grant: OPEN_GRANT },
+      t
+        .supervisor,
+    );
+    const old = (await ask(url, { op: "bearer", actor: "gone", lifecycleUid: life }, t.supervisor))
+      .body.token as string;
+    assert.equal(await tryConnect(mesh, old), "connected");
+    // Despawn: the supervisor revokes the row.
+    const r = await ask(url, { op: "revoke", actor: "gone", lifecycleUid: life }, t.supervisor);
+    assert.equal(r.body.revoked, true);
+    const tryOld = () => tryConnect(mesh, old);
+    assert.match(await tryOld(), /refused/, "the revoked row's bearer still connects");
+    // The same name spawned again: a new lifecycle, and the old bearer is still refused.
+    await ask(
+      url,
+      { op: "grant", actor: "gone", lifecycleUid: uid(), grant: OPEN_GRANT },
+      t
+        .supervisor,
+    );
+    assert.match(
+      await tryOld(),
+      /refused/,
+      "an earlier lifecycle's bearer connects as the new one",
+    );
+    // And a bearer for the old lifecycle is not issued any more.
+    const stale = await ask(url, { op: "bearer", actor: "gone", lifecycleUid: life }, t.supervisor);
+    assert.equal(stale.status, 409);
   } finally {
     await t.close();
   }

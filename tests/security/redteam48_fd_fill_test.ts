@@ -51,7 +51,7 @@ Deno.test({
   sanitizeResources: false,
   fn: async () => {
     const onError = (e: ErrorEvent) => {
-      if (/ECONNRESET/.test(String(e.message))) e.preventDefault();
+      if (/ECONNRESET|EPIPE/.test(String(e.error))) e.preventDefault();
     };
     globalThis.addEventListener("error", onError);
     const t = await startRt48();

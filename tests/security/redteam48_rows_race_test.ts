@@ -47,12 +47,17 @@ Deno.test("redteam48 rows race - a burst of concurrent grants cannot take the su
     const burst = AGENT_BEARER_RATE.burst - 6;
     const results = await Promise.all(
       Array.from({ length: burst }, (_, i) =>
-        ask(t.svc.discovery.url, {
-          op: "grant",
-          actor: `race${i}`,
-          lifecycleUid: uid(),
-          grant: OPEN_GRANT,
-        }, t.supervisor, { timeoutMs: 60_000 })),
+        ask(
+          t.svc.discovery.url,
+          {
+            op: "grant",
+            actor: `race${i}`,
+            lifecycleUid: uid(),
+            grant: OPEN_GRANT,
+          },
+          t.supervisor,
+          { timeoutMs: 60_000 },
+        )),
     );
     const ok = results.filter((r) => r.status === 200).length;
     const full = results.filter((r) => r.body.code === "ledger_full").length;
