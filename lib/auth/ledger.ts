@@ -74,8 +74,12 @@ export interface ActorRow {
 export interface ActorLedger {
   /** The space the ledger is for. */
   readonly space: string;
-  /** Insert or replace the row (whole-row upsert) with a fresh lifecycle uid. */
-  grant(grant: ActorGrant): Promise<ActorRow>;
+  /**
+   * Insert or replace the row (whole-row upsert) with a fresh lifecycle uid (or the grant's).
+   * With `ownerCap`, a new row is refused (`ledger_full`) once its owner holds that many,
+   * counted inside the same serialised write.
+   */
+  grant(grant: ActorGrant, opts?: { ownerCap?: number }): Promise<ActorRow>;
   /** Remove the row; `false` when there was none. */
   revoke(owner: string, actor: string): Promise<boolean>;
   /** Every row, sorted by owner then actor. */
@@ -171,15 +175,29 @@ export function createActorLedger(opts: ActorLedgerOptions): ActorLedger {
 
   return {
     space,
-    async grant(grant) {
+    async grant(grant, opts = {}) {
       const row = rowFromGrant(grant);
       return await serial(async () => {
         const rows = await read();
-        if (!rows.has(`${row.owner}.${row.actor}`) && rows.size >= MAX_ROWS) {
+        const added = !rows.has(`${row.owner}.${row.actor}`);
+        if (added && rows.size >= MAX_ROWS) {
           throw new CotalError(
             "ledger_full",
             `The actor ledger of ${JSON.stringify(space)} holds ${MAX_ROWS} rows; revoke some.`,
           );
+        }
+        const cap = opts.ownerCap;
+        if (added && cap !== undefined) {
+          let held = 0;
+          for (const r of rows.values()) if (r.owner === row.owner) held++;
+          if (held >= cap) {
+            throw new CotalError(
+              "ledger_full",
+              `Owner ${row.owner} holds ${cap} rows in the actor ledger of ${
+                JSON.stringify(space)
+              }; revoke some.`,
+            );
+          }
         }
         rows.set(`${row.owner}.${row.actor}`, row);
         await write(rows);
