@@ -7,8 +7,9 @@
  * - every row is for one owner, derived from the space's owner secret under a name no IdP
  *   login derives to, so a supervisor can never write, revoke or take a bearer of a human's row;
  * - no scope (an agent's bearer carries none), no reserved name (`manager`, `delivery`, ...);
- * - at most {@linkcode MAX_SUPERVISED_ROWS} rows, so a supervisor cannot fill the ledger the
- *   IdP users share;
+ * - at most {@linkcode MAX_SUPERVISED_ROWS} rows of at most
+ *   {@linkcode MAX_SUPERVISED_GRANT_BYTES} of grants each, so a supervisor cannot fill the
+ *   ledger the IdP users share, nor make the callout's read of it slow;
  * - bearers of the longest lifetime a bearer may have (900 s), only for the row's lifecycle;
  * - at most {@linkcode AGENT_BEARER_RATE} proven requests a second per caller, and
  *   {@linkcode UNPROVEN_PER_MIN} unproven ones a minute in all.
@@ -36,6 +37,11 @@ import { deriveOwnerToken } from "./owner.ts";
 
 /** Rows one space's supervised agents may hold in the ledger at once. */
 export const MAX_SUPERVISED_ROWS = 1_024;
+/**
+ * The largest grant (its JSON) a supervised row may hold: the callout reads the whole ledger at
+ * every connect, so the supervisor's share of it is bounded in bytes too (at most ~2 MiB).
+ */
+export const MAX_SUPERVISED_GRANT_BYTES = 2_048;
 /** Proven requests one supervisor may make: a steady rate past a burst. */
 export const AGENT_BEARER_RATE = Object.freeze({ perSecond: 20, burst: 256 });
 /** Requests whose proof fails, tolerated per minute in all before 429. */
@@ -105,6 +111,13 @@ export function createAgentBearerHandler(
         );
       }
       const grant = g as unknown as AgentBearerGrant;
+      if (JSON.stringify(grant).length > MAX_SUPERVISED_GRANT_BYTES) {
+        throw new CotalError(
+          "agent_bearer_bad_request",
+          `The agent's grant is over ${MAX_SUPERVISED_GRANT_BYTES} bytes of JSON; name fewer ` +
+            "channels (a pattern such as team.* covers many).",
+        );
+      }
       // Counted inside the ledger's serialised write: a burst of grants at once cannot each
       // count the same rows and all pass (red team 48).
       const row = await ledger.grant({

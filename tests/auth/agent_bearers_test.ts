@@ -223,6 +223,14 @@ Deno.test("agent bearers - a supervisor cannot name the mesh's own actors, add s
   }));
   assert.equal(badAcl.status, 400);
   assert.equal(badAcl.body.code, "ledger_bad_grant");
+  // A grant that would make the ledger (read at every connect) heavy.
+  const many = Array.from({ length: 200 }, (_, i) => `team${i}.updates`);
+  const heavy = await t.call(t.grantBody("worker", newLifecycleUid(), {
+    grant: { subscribe: [], allowSubscribe: many, allowPublish: [] },
+  }));
+  assert.equal(heavy.status, 400);
+  assert.equal(heavy.body.code, "agent_bearer_bad_request");
+  assert.match(heavy.body.error as string, /over 2048 bytes/);
   const badUid = await t.call(t.grantBody("worker", "not-a-uid"));
   assert.equal(badUid.body.code, "agent_bearer_bad_request");
   const unknownOp = await t.call({ op: "mint", actor: "worker", lifecycleUid: newLifecycleUid() });
