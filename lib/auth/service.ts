@@ -25,6 +25,7 @@ import { ensureIdpPin, type IdpPin, loadIdpPin } from "./idp_pin.ts";
 import { createActorLedger } from "./ledger.ts";
 import { loadIssuer, loadOwnerSecret } from "./secrets.ts";
 import { authServicePaths, removeDiscoveryFile, writeDiscoveryFile } from "./service_files.ts";
+import { type HttpServer, serveHttp } from "./http_server.ts";
 import { type AuthServiceEvent, createExchangeHandler } from "./service_http.ts";
 
 /** Extra controls for an embedding host. */
@@ -71,7 +72,7 @@ export async function runAuthService(
   const m = await loadMaterial(secrets, cfg);
   const nc = await connectCallout(cfg, m.callout.calloutCreds);
   let responder: AuthCallout | undefined;
-  let server: Deno.HttpServer<Deno.NetAddr> | undefined;
+  let server: HttpServer | undefined;
   const cap = randomHex(32);
   const stop = stopSignal(opts.signal);
   try {
@@ -314,12 +315,9 @@ async function connectCallout(cfg: Config, calloutCreds: string): Promise<NatsCo
   }
 }
 
-function listen(
-  cfg: Config,
-  handler: (req: Request) => Promise<Response>,
-): Deno.HttpServer<Deno.NetAddr> {
+function listen(cfg: Config, handler: (req: Request) => Promise<Response>): HttpServer {
   try {
-    return Deno.serve({ hostname: cfg.hostname, port: cfg.port, onListen() {} }, handler);
+    return serveHttp({ hostname: cfg.hostname, port: cfg.port }, handler);
   } catch (err) {
     throw new CotalError(
       "auth_service_listen_failed",
