@@ -19,7 +19,7 @@
  */
 
 /** Connections held at once. */
-export const HTTP_MAX_CONNECTIONS = 128;
+export const HTTP_MAX_CONNECTIONS = 512;
 /** How long a connection may take to deliver its whole request. */
 export const HTTP_REQUEST_DEADLINE_MS = 5_000;
 /** The largest request head (request line and headers). */
