@@ -260,8 +260,14 @@ export {
   serializeBrokerAuth,
   serializeSpaceAccountAuth,
 } from "./lib/trust/mod.ts";
-export { authServicePaths, findCotalRoot, userAuthStateDir } from "./lib/auth/mod.ts";
-export type { AuthServicePaths } from "./lib/auth/mod.ts";
+export {
+  AUTH_SERVICE_FILE,
+  authServicePaths,
+  findCotalRoot,
+  readDiscoveryFile,
+  userAuthStateDir,
+} from "./lib/auth/mod.ts";
+export type { AuthServiceDiscovery, AuthServicePaths } from "./lib/auth/mod.ts";
 export { registry } from "./lib/registry.ts";
 export type {
   AuthProvider,
@@ -281,8 +287,9 @@ export type { ParsedArgs } from "./lib/cli/mod.ts";
 
 // Types the contract's signatures name (so an embedder can spell them too)
 export type { CalloutConnection, CalloutMsg } from "./lib/auth/mod.ts";
-export type { IdpPin } from "./lib/auth/mod.ts";
-export type { ActorGrant, ActorLedger } from "./lib/auth/mod.ts";
+export { createActorLedger, ensureIdpPin, loadIdpPin } from "./lib/auth/mod.ts";
+export type { IdpPin, PinStore } from "./lib/auth/mod.ts";
+export type { ActorGrant, ActorLedger, ActorLedgerOptions } from "./lib/auth/mod.ts";
 export type {
   FlagSpec,
   FlagsSpec,

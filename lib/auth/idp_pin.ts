@@ -53,6 +53,15 @@ export type PinStore = SecretStore | { stateDir: string };
  * Pin `pin` for `space` if the space has none, and return the stored pin. When a pin exists,
  * it must equal `pin` exactly; otherwise `idp_pin_conflict` (remove the record deliberately to
  * migrate a space to another IdP).
+ *
+ * @example
+ * ```ts
+ * // Before runAuthService: the pin it verifies IdP tokens against.
+ * await ensureIdpPin({ stateDir: userAuthStateDir(findCotalRoot(), "team") }, "team", {
+ *   issuer: "https://idp.example", audience: "cotal",
+ *   jwksUrl: "https://idp.example/.well-known/jwks.json",
+ * });
+ * ```
  */
 export async function ensureIdpPin(where: PinStore, space: string, pin: IdpPin): Promise<IdpPin> {
   const store = toStore(where);

@@ -94,7 +94,9 @@ export interface ActorLedger {
 
 /** Options for {@linkcode createActorLedger}: exactly one of `store` and `stateDir`. */
 export interface ActorLedgerOptions {
+  /** The space the ledger is for. */
   space: string;
+  /** The store it lives in (`space.<hex>/actors.json`). */
   store?: SecretStore;
   /** Root of a filesystem store (e.g. the `.cotal` state dir resolved by the CLI). */
   stateDir?: string;

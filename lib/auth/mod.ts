@@ -34,8 +34,10 @@ export type {
   IdpExchangeResult,
 } from "./idp_bridge.ts";
 export type { VerifiedIdpToken } from "./idp_token.ts";
-export type { IdpPin } from "./idp_pin.ts";
-export type { ActorGrant, ActorLedger, ActorRow } from "./ledger.ts";
+export { ensureIdpPin, loadIdpPin } from "./idp_pin.ts";
+export type { IdpPin, PinStore } from "./idp_pin.ts";
+export { createActorLedger } from "./ledger.ts";
+export type { ActorGrant, ActorLedger, ActorLedgerOptions, ActorRow } from "./ledger.ts";
 export { ensureIssuer, ensureOwnerSecret, loadIssuer, loadOwnerSecret } from "./secrets.ts";
 export { cotalAuthProvider } from "./provider.ts";
 export type { CotalAuthSession } from "./provider.ts";
@@ -48,7 +50,7 @@ export type { AuthCallout, AuthCalloutOptions, CalloutDecision, CalloutGrant } f
 export { runAuthService } from "./service.ts";
 export type { RunAuthServiceOptions } from "./service.ts";
 export { AUTH_SERVICE_FILE, authServicePaths, readDiscoveryFile } from "./service_files.ts";
-export type { AuthServicePaths } from "./service_files.ts";
+export type { AuthServiceDiscovery, AuthServicePaths } from "./service_files.ts";
 
 // For the other areas of lib/ (not part of the embedder's contract in the root mod.ts).
 export type { CalloutConnection, CalloutMsg } from "./callout.ts";

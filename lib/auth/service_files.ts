@@ -63,10 +63,13 @@ export function findCotalRoot(cwd: string = Deno.cwd()): string {
 
 /** What a running auth service publishes to local clients. */
 export interface AuthServiceDiscovery {
+  /** Always 1. */
   ver: 1;
+  /** The space the service serves. */
   space: string;
   /** `http://127.0.0.1:<port>`: the loopback face. */
   url: string;
+  /** The service's process id. */
   pid: number;
   /** The exchange capability (`Authorization: Bearer <cap>`). Secret. */
   cap: string;
@@ -103,6 +106,12 @@ export async function removeDiscoveryFile(path: string, cap?: string): Promise<v
  * Read a discovery file; `undefined` when absent. A file that is not one (or is not a regular
  * file) is refused with `auth_service_discovery_malformed`. Existence is not readiness: probe
  * `GET <url>/health` too, since a crashed service may have left its file behind.
+ *
+ * @example
+ * ```ts
+ * const d = await readDiscoveryFile(authServicePaths(root, "team").discoveryFile);
+ * if (d) await fetch(`${d.url}/health`);
+ * ```
  */
 export async function readDiscoveryFile(path: string): Promise<AuthServiceDiscovery | undefined> {
   let text: string;
