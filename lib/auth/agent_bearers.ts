@@ -152,10 +152,9 @@ export function createAgentBearerHandler(
       return { token: issued.token, exp: issued.exp };
     }
     if (op === "revoke") {
-      const row = await ledger.get(owner, actor);
-      // A newer lifecycle's row under the same name is not this request's to remove.
-      const revoked = row?.lifecycleUid === lifecycleUid && await ledger.revoke(owner, actor);
-      return { revoked };
+      // A newer lifecycle's row under the same name is not this request's to remove (checked
+      // inside the ledger's serialised write).
+      return { revoked: await ledger.revoke(owner, actor, { lifecycleUid }) };
     }
     throw new CotalError(
       "agent_bearer_bad_request",

@@ -240,7 +240,7 @@ interface Ctx {
   dataAccount: string;
   expected?: Set<string>;
   opts: AuthCalloutOptions;
-  /** Admitted connects per principal ({@linkcode CALLOUT_CONNECT_RATE}). */
+  /** Admitted connects per principal and lifecycle ({@linkcode CALLOUT_CONNECT_RATE}). */
   connects: TokenBuckets;
 }
 
@@ -277,7 +277,9 @@ async function handle(ctx: Ctx, msg: CalloutMsg): Promise<CalloutDecision> {
       throw new CotalError("bearer_expired", "The bearer has expired; exchange for a fresh one.");
     }
     const row = await ctx.opts.ledger.authorizeBearer(bearer);
-    if (!ctx.connects.take(principal)) {
+    // Per lifecycle: a despawned agent that spent its allowance must not lock out the next
+    // agent of its name, which is the same principal under a new lifecycle (red team 49).
+    if (!ctx.connects.take(`${principal}#${bearer.lifecycleUid ?? ""}`)) {
       throw new CotalError(
         "callout_connect_rate",
         `${principal} connected more than ${CALLOUT_CONNECT_RATE.burst} times in a minute; ` +

@@ -80,8 +80,11 @@ export interface ActorLedger {
    * counted inside the same serialised write.
    */
   grant(grant: ActorGrant, opts?: { ownerCap?: number }): Promise<ActorRow>;
-  /** Remove the row; `false` when there was none. */
-  revoke(owner: string, actor: string): Promise<boolean>;
+  /**
+   * Remove the row; `false` when there was none. With `lifecycleUid`, only a row of that
+   * lifecycle is removed (checked inside the serialised write).
+   */
+  revoke(owner: string, actor: string, opts?: { lifecycleUid?: string }): Promise<boolean>;
   /** Every row, sorted by owner then actor. */
   list(): Promise<ActorRow[]>;
   /** The row, or `undefined` when the actor is not granted. */
@@ -206,11 +209,16 @@ export function createActorLedger(opts: ActorLedgerOptions): ActorLedger {
         return structuredClone(row);
       });
     },
-    async revoke(owner, actor) {
+    async revoke(owner, actor, opts = {}) {
       assertPrincipal(owner, actor);
       return await serial(async () => {
         const rows = await read();
-        if (!rows.delete(`${owner}.${actor}`)) return false;
+        const id = `${owner}.${actor}`;
+        const row = rows.get(id);
+        if (opts.lifecycleUid !== undefined && row?.lifecycleUid !== opts.lifecycleUid) {
+          return false;
+        }
+        if (!rows.delete(id)) return false;
         await write(rows);
         return true;
       });

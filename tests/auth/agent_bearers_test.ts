@@ -141,6 +141,15 @@ Deno.test("agent bearers - a supervisor gets its agents' owner, a row per lifecy
   });
   assert.deepEqual(wrongRevoke.body, { revoked: false });
   assert.ok(await t.ledger.get(t.owner, "worker"), "another lifecycle's revoke left the row");
+  // Concurrent with a grant of the name's next lifecycle, an old lifecycle's revoke never takes
+  // the new row (checked inside the ledger's write).
+  const next = newLifecycleUid();
+  const [, raced] = await Promise.all([
+    t.call(t.grantBody("racer", next)),
+    t.call({ op: "revoke", actor: "racer", lifecycleUid: uid }),
+  ]);
+  assert.deepEqual(raced.body, { revoked: false });
+  assert.equal((await t.ledger.get(t.owner, "racer"))?.lifecycleUid, next);
   const revoked = await t.call({ op: "revoke", actor: "worker", lifecycleUid: uid });
   assert.deepEqual(revoked.body, { revoked: true });
   const after = await t.call({ op: "bearer", actor: "worker", lifecycleUid: uid });

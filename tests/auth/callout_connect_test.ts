@@ -167,7 +167,8 @@ Deno.test("callout - a principal's connects past its burst are refused with a si
   const r = await startResponder(mesh);
   const open: NatsConnection[] = [];
   try {
-    const alice = await mesh.bearer(await mesh.grant("alice"), 120);
+    const aliceRow = await mesh.grant("alice");
+    const alice = await mesh.bearer(aliceRow, 120);
     // Red team 21: kicked connections that reconnect at once were back at once. The callout
     // admits a burst, then refuses until the minute refills it.
     for (let i = 0; i < CALLOUT_CONNECT_RATE.burst; i++) {
@@ -184,6 +185,10 @@ Deno.test("callout - a principal's connects past its burst are refused with a si
     // Another principal is not held by alice's rate.
     const bob = await mesh.bearer(await mesh.grant("bob"), 120);
     open.push(await connectUser(mesh, bob, { name: nonce() }));
+    // Nor is alice's next lifecycle (a supervised agent's successor of the same name, red
+    // team 49): the allowance is per principal and lifecycle.
+    const alice2 = await mesh.bearer(await mesh.grant("alice", { owner: aliceRow.owner }), 120);
+    open.push(await connectUser(mesh, alice2, { name: nonce() }));
   } finally {
     for (const nc of open) await nc.close().catch(() => {});
     await r.stop();
