@@ -13,8 +13,12 @@ Deno.test("redteam49 - a despawned agent's connect burst does not lock its succe
   const t = await startRt49();
   try {
     // The hostile agent spends its connects (the relay holds it to 20 a second, 64 at once).
-    await t.hostile("worker", [["burst", "80"]]);
+    // The first run spends the burst; the second keeps spending each token as it refills, up to
+    // the moment of the despawn.
+    await t.hostile("worker", [["burst", "80"], ["burst", "100000"]]);
     const lines = await t.done("worker", 90_000);
+    // A few refills spent by the second run.
+    await new Promise((r) => setTimeout(r, 3_000));
     const outcomes = lines.filter((l) => "first" in l).map((l) => String(l.first));
     const ok = outcomes.filter((o) => o === "PONG").length;
     console.log(`hostile connects: ${ok} PONG of ${outcomes.length}; others:`, [
