@@ -25,6 +25,7 @@ import {
 } from "../trust/mod.ts";
 import type { JsonObject } from "./control_rail.ts";
 import type { AgentPlan } from "./managed_agent.ts";
+import { spaceKeyHex } from "../workspace/mod.ts";
 
 /** How long one request to the auth service may take. */
 export const AGENT_BEARER_REQUEST_TIMEOUT_MS = 10_000;
@@ -39,6 +40,42 @@ export const AGENT_BEARER_RETRY_MS = 2_000;
 export interface ManagerUserAuth {
   /** The auth service's loopback URL (`http://127.0.0.1:<port>`). */
   readonly url: string;
+}
+
+/**
+ * The user mode a workspace root asks for when the embedder passes none: a root with the
+ * user-auth marker (`<root>/user-auth.json`, what `cotal up --user-auth` writes) runs its agents
+ * on the auth service's bearers, at the URL the space's running auth service wrote in its
+ * discovery file (`<root>/run/space.<hex>/auth-service.json`); a root without the marker,
+ * undefined (static creds). A marked root whose auth service is not running is refused: its
+ * agents must not fall back to creds the operator chose not to use.
+ */
+export async function userAuthOfRoot(
+  root: string,
+  space: string,
+): Promise<ManagerUserAuth | undefined> {
+  try {
+    await Deno.lstat(`${root}/user-auth.json`);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return undefined;
+    throw err;
+  }
+  const file = `${root}/run/space.${spaceKeyHex(space)}/auth-service.json`;
+  let url: unknown;
+  try {
+    url = JSON.parse(await Deno.readTextFile(file))?.url;
+  } catch {
+    // Reported below.
+  }
+  if (typeof url !== "string" || !/^http:\/\/(127\.0\.0\.1|\[::1\]):\d{1,5}$/.test(url)) {
+    throw new CotalError(
+      "agent_bearer_unavailable",
+      `${root} runs user auth (user-auth.json), but space ${
+        JSON.stringify(space)
+      }'s auth service is not running (no ${file}); start it (cotal up), or pass userAuth.`,
+    );
+  }
+  return { url };
 }
 
 interface Held {

@@ -24,7 +24,7 @@ import { HolderLock, workspaceSecretStore } from "../workspace/mod.ts";
 import type { SecretStore } from "../workspace/mod.ts";
 import { ControlVerifier } from "./control_auth.ts";
 import { type ManagerSigning, managerSigning } from "./manager_signer.ts";
-import { AgentBearers } from "./agent_bearers.ts";
+import { AgentBearers, userAuthOfRoot } from "./agent_bearers.ts";
 import { requestProver } from "../trust/mod.ts";
 import { AttachSessions } from "./attach.ts";
 import { CONTROL_VERSION, type JsonObject } from "./control_rail.ts";
@@ -203,9 +203,12 @@ export class Manager {
       this.#nc = await this.#connect();
       this.#signing.attach(this.#nc, () => this.#creds);
       this.#watchConnection(this.#nc);
-      if (this.#opts.userAuth) {
+      const userAuth = this.#opts.userAuth === false
+        ? undefined
+        : this.#opts.userAuth ?? await userAuthOfRoot(this.root, this.space);
+      if (userAuth) {
         this.#bearers = await AgentBearers.open({
-          ...this.#opts.userAuth,
+          ...userAuth,
           principal: this.#principal,
           prover: () => requestProver(this.#creds),
           log: this.#log,
@@ -379,7 +382,7 @@ export class Manager {
       runtime: this.#runtime?.name ?? "",
       isolation: this.#sandbox?.summary ?? "",
       ...(this.#signing ? { signing: this.#signing.where } : {}),
-      agentAuth: this.#opts.userAuth ? "user" : "creds",
+      agentAuth: this.#bearers ? "user" : "creds",
       agents: this.#fleet.size,
       sessions: this.#sessions?.size ?? 0,
       uptimeMs: this.#startedAt ? Date.now() - this.#startedAt : 0,

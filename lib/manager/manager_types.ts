@@ -72,9 +72,11 @@ export interface ManagerOptions {
    * User mode: the space's auth service (`cotal-auth-service`) grants each agent a ledger row
    * and issues its bearers, which the manager keeps in memory and its relay presents at each
    * connect (the auth callout admits the agent). No agent cred is minted or written. Absent:
-   * agents get static creds the manager mints (the default).
+   * what the root asks for (its user-auth marker, `cotal up --user-auth`: the space's running
+   * auth service, or a refusal to start without one; no marker: static creds the manager
+   * mints). `false`: static creds whatever the root says.
    */
-  readonly userAuth?: ManagerUserAuth;
+  readonly userAuth?: ManagerUserAuth | false;
   /** `bwrap` (default) or `deno-only` (the operator's explicit opt-in). */
   readonly isolation?: IsolationMode;
   /**

@@ -291,3 +291,50 @@ Deno.test("manager user mode - when its bearer expires the broker drops the agen
     await mesh.close();
   }
 });
+
+Deno.test("manager user mode - a root with the user-auth marker runs user mode on its running auth service, refuses without one, and userAuth: false opts out", async () => {
+  await testBwrap();
+  const mesh = await startServiceMesh({ streams: true });
+  const make = (userAuth?: false) =>
+    new Manager({
+      space: mesh.space,
+      servers: mesh.broker.url,
+      workspaceRoot: mesh.root,
+      layout: { machineHome: `${mesh.root}/home/.cotal` },
+      ...(userAuth === false ? { userAuth } : {}),
+      log: () => {},
+    });
+  try {
+    await Deno.writeTextFile(
+      `${mesh.root}/user-auth.json`,
+      JSON.stringify({ idp: mesh.idp.issuer }),
+    );
+    // The marker, and no auth service running: refused, not static creds.
+    await assert.rejects(
+      make().start(),
+      (e) =>
+        isCotalError(e, "agent_bearer_unavailable") &&
+        /runs user auth \(user-auth\.json\), but space .* auth service is not running/.test(
+          e.message,
+        ),
+    );
+    const svc = await mesh.start();
+    void svc;
+    const m = make();
+    await m.start();
+    try {
+      assert.equal(m.status().agentAuth, "user");
+    } finally {
+      await m.stop();
+    }
+    const plain = make(false);
+    await plain.start();
+    try {
+      assert.equal(plain.status().agentAuth, "creds");
+    } finally {
+      await plain.stop();
+    }
+  } finally {
+    await mesh.close();
+  }
+});
