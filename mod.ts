@@ -33,7 +33,7 @@ export type {
 
 // Daemon runners and lifecycle
 export { runAuthService } from "./lib/auth/mod.ts";
-export type { RunAuthServiceOptions } from "./lib/auth/mod.ts";
+export type { AuthServiceDaemon, RunAuthServiceOptions } from "./lib/auth/mod.ts";
 export { runDelivery } from "./lib/delivery/mod.ts";
 export type { DeliveryDaemon, DeliveryExit, DeliveryStatus } from "./lib/delivery/mod.ts";
 export {

@@ -52,16 +52,9 @@ Deno.exit(
     // Help and usage name the daemon as the CLI verb it is also reachable by.
     helpProgram: "cotal",
     command: AUTH_SERVICE_COMMAND,
-    start(args) {
-      const stop = new AbortController();
-      const served = runAuthService(args, undefined, { signal: stop.signal });
-      return Promise.resolve({
-        stop() {
-          stop.abort();
-          return served.catch(() => {});
-        },
-        ended: served.then(() => 0),
-      });
+    async start(args) {
+      const svc = await runAuthService(args);
+      return { stop: () => svc.stop(), ended: svc.closed.then(() => 0) };
     },
     // Every refusal but a lost broker is of its inputs (flags, the IdP pin, missing material).
     refusesInput: (err) => err.code !== "auth_service_broker_lost",

@@ -48,7 +48,7 @@ export type { CalloutProvisionAuth, ServiceKeys } from "./callout_store.ts";
 export { startAuthCallout } from "./callout.ts";
 export type { AuthCallout, AuthCalloutOptions, CalloutDecision, CalloutGrant } from "./callout.ts";
 export { runAuthService } from "./service.ts";
-export type { RunAuthServiceOptions } from "./service.ts";
+export type { AuthServiceDaemon, RunAuthServiceOptions } from "./service.ts";
 export { AUTH_SERVICE_FILE, authServicePaths, readDiscoveryFile } from "./service_files.ts";
 export type { AuthServiceDiscovery, AuthServicePaths } from "./service_files.ts";
 

@@ -2,8 +2,9 @@
  * `runAuthService`: the auth-service daemon of one space. It loads its secrets through the
  * SecretStore (callout account, data-signer projection, bearer issuer, owner secret) and its
  * trust state from the state dir (IdP pin, actor ledger), connects and flushes the callout,
- * then serves the loopback HTTP face, and only then writes `auth-service.json`. It returns
- * on SIGTERM or SIGINT (the daemon exits 0) and rejects when the broker connection dies.
+ * then serves the loopback HTTP face, and only then writes `auth-service.json` and resolves
+ * with the running service (like `runDelivery`). Its `closed` resolves on a stop (SIGTERM,
+ * SIGINT, the host's signal or `stop()`) and rejects when the broker connection dies.
  *
  * @module
  */
@@ -46,23 +47,42 @@ interface Config {
   discoveryFile: string;
 }
 
+/** A running auth service, as {@linkcode runAuthService} returns it once it serves. */
+export interface AuthServiceDaemon {
+  /** The space it serves. */
+  readonly space: string;
+  /** Its loopback HTTP face (`http://127.0.0.1:<port>`). */
+  readonly url: string;
+  /** Stops it: the callout and the HTTP face end, the discovery file is removed. */
+  stop(): Promise<void>;
+  /**
+   * Settles once it has stopped: resolves after a stop (SIGTERM, SIGINT, `opts.signal`,
+   * `stop()`), rejects with `auth_service_broker_lost` when the broker connection dies.
+   */
+  readonly closed: Promise<void>;
+}
+
 /**
- * Run the auth service until SIGTERM, SIGINT or `opts.signal`. Secrets come from `store`
- * (default the workspace store under `--root`); the IdP pin and the ledger from the state dir.
+ * Start the auth service and resolve once it serves: the callout answers, the HTTP face
+ * listens, the discovery file is written. It runs until `stop()`, SIGTERM, SIGINT or
+ * `opts.signal`. Secrets come from `store` (default the workspace store under `--root`); the
+ * IdP pin and the ledger from the state dir.
  *
  * @example
  * ```ts
- * await runAuthService(
+ * const svc = await runAuthService(
  *   { values: { root, space, server: brokerUrl, listen: "127.0.0.1:0" }, positionals: [], raw: [] },
  *   store,
  * );
+ * console.log(svc.url); // a Manager's userAuth: { url: svc.url }
+ * await svc.stop();
  * ```
  */
 export async function runAuthService(
   args: ParsedArgs,
   store?: SecretStore,
   opts: RunAuthServiceOptions = {},
-): Promise<void> {
+): Promise<AuthServiceDaemon> {
   const cfg = readConfig(args);
   const secrets = store ?? workspaceSecretStore(cfg.root);
   const log = (event: AuthServiceEvent) =>
@@ -75,6 +95,14 @@ export async function runAuthService(
   let server: HttpServer | undefined;
   const cap = randomHex(32);
   const stop = stopSignal(opts.signal);
+  const cleanup = async () => {
+    stop.dispose();
+    await removeDiscoveryFile(cfg.discoveryFile, cap).catch(() => {});
+    await server?.shutdown().catch(() => {});
+    await responder?.stop().catch(() => {});
+    await nc.close().catch(() => {});
+  };
+  let url: string;
   try {
     const ledger = createActorLedger({
       space: cfg.space,
@@ -131,7 +159,7 @@ export async function runAuthService(
     const host = server.addr.hostname.includes(":")
       ? `[${server.addr.hostname}]`
       : server.addr.hostname;
-    const url = `http://${host}:${server.addr.port}`;
+    url = `http://${host}:${server.addr.port}`;
     await writeDiscoveryFile(cfg.discoveryFile, {
       ver: 1,
       space: cfg.space,
@@ -140,33 +168,47 @@ export async function runAuthService(
       cap,
     });
     log({ event: "ready", url, pid: Deno.pid, issuer: m.issuer.issuer, idp: m.pin.issuer });
-    const why = await Promise.race([
-      stop.promise.then(() => "signal" as const),
-      nc.closed().then((err) => err ?? new Error("the broker connection closed")),
-    ]);
-    if (why !== "signal") {
-      log({ event: "fatal", error: why.message.slice(0, 200) });
-      throw new CotalError(
-        "auth_service_broker_lost",
-        `The auth service lost its broker connection (${why.message.slice(0, 120)}); ` +
-          "check the broker and restart the service.",
-        { cause: why },
-      );
-    }
-    const mem = Deno.memoryUsage();
-    log({
-      event: "stopping",
-      rssMb: Math.round(mem.rss / 2 ** 20),
-      heapMb: Math.round(mem.heapTotal / 2 ** 20),
-      externalMb: Math.round(mem.external / 2 ** 20),
-    });
-  } finally {
-    stop.dispose();
-    await removeDiscoveryFile(cfg.discoveryFile, cap).catch(() => {});
-    await server?.shutdown().catch(() => {});
-    await responder?.stop().catch(() => {});
-    await nc.close().catch(() => {});
+  } catch (err) {
+    await cleanup();
+    throw err;
   }
+  const closed = (async () => {
+    try {
+      const why = await Promise.race([
+        stop.promise.then(() => "signal" as const),
+        nc.closed().then((err) => err ?? new Error("the broker connection closed")),
+      ]);
+      if (why !== "signal") {
+        log({ event: "fatal", error: why.message.slice(0, 200) });
+        throw new CotalError(
+          "auth_service_broker_lost",
+          `The auth service lost its broker connection (${why.message.slice(0, 120)}); ` +
+            "check the broker and restart the service.",
+          { cause: why },
+        );
+      }
+      const mem = Deno.memoryUsage();
+      log({
+        event: "stopping",
+        rssMb: Math.round(mem.rss / 2 ** 20),
+        heapMb: Math.round(mem.heapTotal / 2 ** 20),
+        externalMb: Math.round(mem.external / 2 ** 20),
+      });
+    } finally {
+      await cleanup();
+    }
+  })();
+  // A host that only awaits stop() must not meet an unhandled rejection.
+  closed.catch(() => {});
+  return {
+    space: cfg.space,
+    url,
+    stop() {
+      stop.trigger();
+      return closed.catch(() => {});
+    },
+    closed,
+  };
 }
 
 function readConfig(args: ParsedArgs): Config {
@@ -340,7 +382,9 @@ function decisionEvent(d: CalloutDecision): AuthServiceEvent {
   };
 }
 
-function stopSignal(signal?: AbortSignal): { promise: Promise<void>; dispose(): void } {
+function stopSignal(
+  signal?: AbortSignal,
+): { promise: Promise<void>; trigger(): void; dispose(): void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
   const sigs = ["SIGTERM", "SIGINT"] as const;
@@ -349,6 +393,7 @@ function stopSignal(signal?: AbortSignal): { promise: Promise<void>; dispose(): 
   signal?.addEventListener("abort", () => resolve(), { once: true });
   return {
     promise,
+    trigger: () => resolve(),
     dispose() {
       for (const s of sigs) Deno.removeSignalListener(s, resolve);
     },

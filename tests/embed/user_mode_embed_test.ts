@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { connect, credsAuthenticator } from "nats";
 import {
+  type AuthServiceDaemon,
   authServicePaths,
   composeSpaceAuth,
   createActorLedger,
@@ -26,7 +27,7 @@ import {
   userAuthStateDir,
 } from "../../mod.ts";
 import { deriveOwnerForIdpSubject } from "../../lib/auth/owner.ts";
-import { startTestBroker, tempDir, uniqueSpace, waitFor } from "../_harness/broker.ts";
+import { startTestBroker, tempDir, uniqueSpace } from "../_harness/broker.ts";
 import { startTestIdp } from "../_harness/idp.ts";
 import { MapStore } from "../_harness/map_store.ts";
 import { testBwrap } from "../manager/_agent_fixture.ts";
@@ -49,9 +50,8 @@ Deno.test("embed - user mode from mod.ts alone: a provisioned pin and ledger, th
     config: ({ port, storeDir }) =>
       serverConfig(auth, [auth], { storeDir, port, extraAccounts: [callout.account] }),
   });
-  const stop = new AbortController();
   let manager: Manager | undefined;
-  let service: Promise<void> | undefined;
+  let service: AuthServiceDaemon | undefined;
   try {
     const { setupSpaceStreams, mintCreds, newIdentity } = await import("../../mod.ts");
     await setupSpaceStreams({
@@ -80,21 +80,17 @@ Deno.test("embed - user mode from mod.ts alone: a provisioned pin and ledger, th
     });
     assert.ok(row.lifecycleUid);
 
-    service = runAuthService(
+    // As the specification's snippet has it: awaited, it resolves once the service serves.
+    service = await runAuthService(
       {
         values: { root, space, server: broker.url, listen: "127.0.0.1:0" },
         positionals: [],
         raw: [],
       },
       store,
-      { signal: stop.signal },
     );
-    const discoveryFile = authServicePaths(root, space).discoveryFile;
-    let discovery: Awaited<ReturnType<typeof readDiscoveryFile>>;
-    await waitFor(async () => {
-      discovery = await readDiscoveryFile(discoveryFile).catch(() => undefined);
-      return discovery !== undefined;
-    }, { what: "the auth service's discovery file", timeoutMs: 20_000 });
+    const discovery = await readDiscoveryFile(authServicePaths(root, space).discoveryFile);
+    assert.equal(discovery?.url, service.url);
     const { url, cap } = discovery!;
 
     // A human: an IdP token exchanged for a bearer, admitted by the callout.
@@ -140,8 +136,7 @@ Deno.test("embed - user mode from mod.ts alone: a provisioned pin and ledger, th
     await manager.despawn("helper");
   } finally {
     await manager?.stop().catch(() => {});
-    stop.abort();
-    await service?.catch(() => {});
+    await service?.stop();
     await broker.stop();
     await idp.close();
   }
