@@ -58,6 +58,10 @@ export function parseIdRange(text: string): AgentIdRange {
   return Object.freeze({ first, count: last - first + 1 });
 }
 
+/** Scans of the range before it counts as exhausted, and the pause between them. */
+const ACQUIRE_ATTEMPTS = 4;
+const ACQUIRE_RETRY_MS = 25;
+
 /** Hands out agent uids from a range, one lock file each. */
 export class AgentIdPool {
   readonly range: AgentIdRange;
@@ -96,13 +100,20 @@ export class AgentIdPool {
     };
     const inRange = prefer !== undefined && Number.isSafeInteger(prefer) &&
       prefer > this.range.first && prefer < this.range.first + this.range.count;
-    const preferred = inRange ? take(prefer) : undefined;
-    if (preferred) return preferred;
-    // A random start spreads supervisors over the range, so a scan rarely meets a held lock.
-    const start = Math.floor(Math.random() * uids);
-    for (let i = 0; i < Math.min(uids, 4096); i++) {
-      const got = take(this.range.first + 1 + ((start + i) % uids));
-      if (got) return got;
+    // A lock just released can still be held for an instant by a child this process is
+    // starting (fork copies the descriptor; exec closes it, O_CLOEXEC): a scan that finds
+    // nothing free is tried again a few times before the range counts as exhausted (CI met
+    // it: a uid released by one pool was refused to the next acquire).
+    for (let attempt = 0; attempt < ACQUIRE_ATTEMPTS; attempt++) {
+      if (attempt > 0) await new Promise((r) => setTimeout(r, ACQUIRE_RETRY_MS));
+      const preferred = inRange ? take(prefer) : undefined;
+      if (preferred) return preferred;
+      // A random start spreads supervisors over the range, so a scan rarely meets a held lock.
+      const start = Math.floor(Math.random() * uids);
+      for (let i = 0; i < Math.min(uids, 4096); i++) {
+        const got = take(this.range.first + 1 + ((start + i) % uids));
+        if (got) return got;
+      }
     }
     throw new CotalError(
       "agent_ids_exhausted",
