@@ -174,10 +174,15 @@ export class AgentBearers {
     }
   }
 
-  /** The agent's bearer now, or undefined while none is fresh (a renewal is then under way). */
-  current(actor: string): string | undefined {
+  /**
+   * The agent's bearer now, or undefined while none is fresh (a renewal is then under way);
+   * with `lifecycleUid`, only that lifecycle's (a relay never presents its name's next one).
+   */
+  current(actor: string, lifecycleUid?: string): string | undefined {
     const held = this.#held.get(actor);
-    if (!held) return undefined;
+    if (!held || (lifecycleUid !== undefined && held.lifecycleUid !== lifecycleUid)) {
+      return undefined;
+    }
     if (held.token !== undefined && held.exp - Date.now() > AGENT_BEARER_MIN_LEFT_MS) {
       return held.token;
     }
@@ -199,7 +204,7 @@ export class AgentBearers {
     return {
       sentinelJwt: this.#sentinelJwt,
       sign: (nonce: string) => this.#sentinel.sign(nonce),
-      current: () => this.current(actor),
+      current: () => this.current(actor, plan.lifecycleUid),
       admit: () => connects.take(actor),
       connId: plan.identity.id,
     };

@@ -25,10 +25,11 @@ import {
   mintCreds,
   newIdentity,
   nonceProver,
+  requestProver,
   syncVerifier,
 } from "../../lib/trust/mod.ts";
 import { BrokerRelay } from "../../lib/manager/sandbox/relay.ts";
-import { agentDescriptorCreds } from "../../lib/manager/agent_bearers.ts";
+import { AgentBearers, agentDescriptorCreds } from "../../lib/manager/agent_bearers.ts";
 import type { CotalMessage } from "../../lib/wire/envelope.ts";
 import { newLifecycleUid } from "../../lib/wire/names.ts";
 import { provisionAgent } from "../../lib/wire/provision.ts";
@@ -334,6 +335,39 @@ Deno.test("manager user mode - a root with the user-auth marker runs user mode o
     } finally {
       await plain.stop();
     }
+  } finally {
+    await mesh.close();
+  }
+});
+
+Deno.test("manager user mode - a relay presents only its own lifecycle's bearer, never its name's next one", async () => {
+  const mesh = await startServiceMesh({ streams: true });
+  try {
+    const svc = await mesh.start();
+    const principal = { owner: "local", actor: "manager_lifecycles" };
+    const creds = await mintCreds(mesh.auth, newIdentity(), "supervisor", { principal });
+    const bearers = await AgentBearers.open({
+      url: svc.discovery.url,
+      principal,
+      prover: () => requestProver(creds),
+      log: () => {},
+    });
+    const plan = (lifecycleUid: string) =>
+      ({
+        principal: { owner: bearers.owner, actor: "worker" },
+        lifecycleUid,
+        identity: newIdentity(),
+        channels: { subscribe: [], allowSubscribe: [], allowPublish: [] },
+      }) as unknown as Parameters<AgentBearers["grant"]>[0];
+    const first = plan(newLifecycleUid());
+    await bearers.grant(first);
+    const old = bearers.presenter(first);
+    assert.equal(typeof old.current(), "string");
+    const next = plan(newLifecycleUid());
+    await bearers.grant(next);
+    assert.equal(old.current(), undefined, "the old lifecycle's relay gets no bearer");
+    assert.equal(typeof bearers.presenter(next).current(), "string");
+    bearers.close();
   } finally {
     await mesh.close();
   }
