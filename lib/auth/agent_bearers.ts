@@ -34,6 +34,7 @@ import type { UserTokenIssuer } from "./issuer.ts";
 import { isPlainObject } from "./jwks.ts";
 import type { ActorLedger } from "./ledger.ts";
 import { deriveOwnerToken } from "./owner.ts";
+import { jsonAnswer, MinuteWindow, readCapped } from "./http_answers.ts";
 
 /** Rows one space's supervised agents may hold in the ledger at once. */
 export const MAX_SUPERVISED_ROWS = 1_024;
@@ -83,7 +84,7 @@ export function createAgentBearerHandler(
     ...(opts.now ? { now: opts.now } : {}),
   });
   const rate = new TokenBuckets(AGENT_BEARER_RATE, opts.now ? { now: opts.now } : {});
-  const unproven = new MinuteCount(UNPROVEN_PER_MIN, opts.now ?? Date.now);
+  const unproven = new MinuteWindow(UNPROVEN_PER_MIN, opts.now ?? Date.now);
   const log = opts.log ?? (() => {});
   const { ledger, owner } = opts;
 
@@ -164,7 +165,7 @@ export function createAgentBearerHandler(
 
   return async (req) => {
     if (req.headers.has("origin")) {
-      return json(403, {
+      return jsonAnswer(403, {
         error: "Browsers may not call the auth service.",
         code: "origin_refused",
       });
@@ -172,14 +173,14 @@ export function createAgentBearerHandler(
     const type = (req.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
     if (type !== "application/json") {
       await req.body?.cancel().catch(() => {});
-      return json(415, {
+      return jsonAnswer(415, {
         error: "Supervisor requests are application/json.",
         code: "unsupported_media_type",
       });
     }
     const body = await readCapped(req, MAX_AGENT_BEARER_BODY_BYTES);
     if (body === undefined) {
-      return json(413, {
+      return jsonAnswer(413, {
         error: `The request body is over ${MAX_AGENT_BEARER_BODY_BYTES} bytes.`,
         code: "body_too_large",
       });
@@ -188,7 +189,7 @@ export function createAgentBearerHandler(
     try {
       doc = JSON.parse(TD.decode(body));
     } catch {
-      return json(400, { error: "The request body is not JSON.", code: "bad_json" });
+      return jsonAnswer(400, { error: "The request body is not JSON.", code: "bad_json" });
     }
     const caller = isPlainObject(doc) && isPlainObject(doc.caller) ? doc.caller : undefined;
     const nonce = isPlainObject(doc) ? doc.nonce : undefined;
@@ -197,7 +198,7 @@ export function createAgentBearerHandler(
       typeof caller?.actor !== "string" || typeof nonce !== "string" || nonce.length < 8 ||
       nonce.length > 64
     ) {
-      return json(400, {
+      return jsonAnswer(400, {
         error: "The request must be {op, caller: {owner, actor}, nonce, ...}.",
         code: "agent_bearer_bad_request",
       });
@@ -217,15 +218,15 @@ export function createAgentBearerHandler(
       const refusal = isCotalError(err) ? err.message : "The request's proof could not be read.";
       log({ event: "agents", outcome: "refused", code: AGENT_BEARER_RAIL.code });
       if (!unproven.take()) {
-        return json(429, {
+        return jsonAnswer(429, {
           error: "Too many unproven requests; wait a minute.",
           code: "throttled",
         });
       }
-      return json(401, { error: refusal, code: AGENT_BEARER_RAIL.code });
+      return jsonAnswer(401, { error: refusal, code: AGENT_BEARER_RAIL.code });
     }
     if (!rate.take(`${who.owner}.${who.actor}`)) {
-      return json(429, {
+      return jsonAnswer(429, {
         error: `Over ${AGENT_BEARER_RATE.perSecond} requests a second; ask again shortly.`,
         code: "throttled",
       });
@@ -233,11 +234,11 @@ export function createAgentBearerHandler(
     try {
       const out = await answer(doc);
       log({ event: "agents", op: String(doc.op), outcome: "allow", actor: stringOr(doc.actor) });
-      return json(200, out);
+      return jsonAnswer(200, out);
     } catch (err) {
       if (!isCotalError(err)) {
         log({ event: "agents", op: String(doc.op).slice(0, 16), outcome: "error" });
-        return json(500, {
+        return jsonAnswer(500, {
           error: "The request failed inside the auth service.",
           code: "internal",
         });
@@ -250,7 +251,7 @@ export function createAgentBearerHandler(
         : err.code === "ledger_unreadable"
         ? 503
         : 400;
-      return json(status, { error: err.message, code: err.code });
+      return jsonAnswer(status, { error: err.message, code: err.code });
     }
   };
 }
@@ -264,63 +265,4 @@ function verifierReplay(): CotalError {
 
 function stringOr(v: unknown): string | undefined {
   return typeof v === "string" ? v.slice(0, 64) : undefined;
-}
-
-function json(status: number, body: unknown): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: {
-      "content-type": "application/json",
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-    },
-  });
-}
-
-/** The body, or `undefined` once it passes `max` bytes (declared or actual). */
-async function readCapped(req: Request, max: number): Promise<Uint8Array | undefined> {
-  if (Number(req.headers.get("content-length") ?? "0") > max) {
-    await req.body?.cancel().catch(() => {});
-    return undefined;
-  }
-  if (!req.body) return new Uint8Array();
-  const reader = req.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > max) {
-        await reader.cancel().catch(() => {});
-        return undefined;
-      }
-      chunks.push(value);
-    }
-  } finally {
-    reader.releaseLock();
-  }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
-}
-
-/** A fixed one-minute window: `take()` is false once `limit` events happened in it. */
-class MinuteCount {
-  #start = 0;
-  #count = 0;
-  constructor(readonly limit: number, readonly now: () => number) {}
-  take(): boolean {
-    const t = this.now();
-    if (t - this.#start >= 60_000) {
-      this.#start = t;
-      this.#count = 0;
-    }
-    return ++this.#count <= this.limit;
-  }
 }

@@ -18,6 +18,8 @@
  * @module
  */
 
+import { jsonAnswer } from "./http_answers.ts";
+
 /** Connections held at once. */
 export const HTTP_MAX_CONNECTIONS = 512;
 /** How long a connection may take to deliver its whole request. */
@@ -138,7 +140,7 @@ async function serveOne(
     clearTimeout(deadline);
   }
   if ("status" in parsed) {
-    await write(h.conn, json(parsed.status, { error: parsed.error, code: parsed.code }));
+    await write(h.conn, jsonAnswer(parsed.status, { error: parsed.error, code: parsed.code }));
     return;
   }
   h.complete = true;
@@ -148,7 +150,10 @@ async function serveOne(
     if (parsed.body.byteLength > 0) init.body = parsed.body as Uint8Array<ArrayBuffer>;
     res = await handler(new Request(`${origin}${parsed.target}`, init));
   } catch {
-    res = json(500, { error: "The request failed inside the auth service.", code: "internal" });
+    res = jsonAnswer(500, {
+      error: "The request failed inside the auth service.",
+      code: "internal",
+    });
   }
   await write(h.conn, res);
 }
@@ -258,17 +263,6 @@ async function write(conn: Deno.Conn, res: Response): Promise<void> {
   } finally {
     clearTimeout(timer);
   }
-}
-
-function json(status: number, body: unknown): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: {
-      "content-type": "application/json",
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-    },
-  });
 }
 
 /** A control character other than tab (a header value may not carry one). */

@@ -8,8 +8,8 @@
  * @module
  */
 
-import { concatBytes } from "../bytes.ts";
 import { isCotalError } from "../errors.ts";
+import { jsonAnswer, MinuteWindow, readCapped } from "./http_answers.ts";
 import type { IdpBridge } from "./idp_bridge.ts";
 import type { UserTokenIssuer } from "./issuer.ts";
 import { isPlainObject } from "./jwks.ts";
@@ -60,7 +60,7 @@ export function createExchangeHandler(
   const failed = new MinuteWindow(FAILED_EXCHANGE_PER_MIN);
   const jwks = (): Promise<Response> =>
     Promise.resolve(
-      json(200, opts.issuer.jwks(), { "cache-control": `max-age=${JWKS_MAX_AGE_SEC}` }),
+      jsonAnswer(200, opts.issuer.jwks(), { "cache-control": `max-age=${JWKS_MAX_AGE_SEC}` }),
     );
   const routes = new Map<string, Map<string, Route>>([
     ["/health", new Map([["GET", health]])],
@@ -72,7 +72,7 @@ export function createExchangeHandler(
   function health(): Promise<Response> {
     const up = opts.calloutUp?.() ?? true;
     return Promise.resolve(
-      json(up ? 200 : 503, {
+      jsonAnswer(up ? 200 : 503, {
         ok: up,
         space: opts.space,
         issuer: opts.issuer.issuer,
@@ -119,11 +119,16 @@ export function createExchangeHandler(
         principal: `${out.owner}.${out.actor}`,
         exp: out.exp,
       });
-      return json(200, { token: out.token, owner: out.owner, actor: out.actor, exp: out.exp });
+      return jsonAnswer(200, {
+        token: out.token,
+        owner: out.owner,
+        actor: out.actor,
+        exp: out.exp,
+      });
     } catch (err) {
       if (!isCotalError(err)) {
         log({ event: "exchange", outcome: "error", code: "internal" });
-        return json(500, {
+        return jsonAnswer(500, {
           error: "The exchange failed inside the auth service.",
           code: "internal",
         });
@@ -144,17 +149,17 @@ export function createExchangeHandler(
       method: req.method,
       path: new URL(req.url).pathname.slice(0, 64),
     });
-    return json(status, { error, code });
+    return jsonAnswer(status, { error, code });
   }
 
   return async (req) => {
     const path = new URL(req.url).pathname;
     const methods = routes.get(path);
-    if (!methods) return json(404, { error: "Not found.", code: "not_found" });
+    if (!methods) return jsonAnswer(404, { error: "Not found.", code: "not_found" });
     const route = methods.get(req.method);
     if (!route) {
       await req.body?.cancel().catch(() => {});
-      return json(405, {
+      return jsonAnswer(405, {
         error: `Use ${[...methods.keys()].join(", ")} on ${path}.`,
         code: "method_not_allowed",
       }, {
@@ -210,60 +215,8 @@ async function readExchangeBody(
   return { doc: doc as { idpToken: string; actor?: unknown; ttlSec?: number } };
 }
 
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: {
-      "content-type": "application/json",
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-      ...headers,
-    },
-  });
-}
-
-/** The body, or `undefined` once it passes `max` bytes (declared or actual). */
-async function readCapped(req: Request, max: number): Promise<Uint8Array | undefined> {
-  const declared = Number(req.headers.get("content-length") ?? "0");
-  if (!req.body) return new Uint8Array();
-  const reader = req.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    // Read (and discard) an oversized body rather than drop the socket, so the client sees
-    // the 413 instead of a connection reset.
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total <= max && declared <= max) chunks.push(value);
-      if (total > 4 * max) break;
-    }
-  } finally {
-    reader.releaseLock();
-  }
-  if (total > max || declared > max) return undefined;
-  return concatBytes(chunks);
-}
-
 function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
   let diff = a.length ^ b.length;
   for (let i = 0; i < b.length; i++) diff |= (a[i] ?? 0) ^ b[i];
   return diff === 0;
-}
-
-/** A fixed one-minute window: `take()` is false once `limit` events happened in it. */
-class MinuteWindow {
-  #start = 0;
-  #count = 0;
-  constructor(readonly limit: number) {}
-  take(): boolean {
-    const now = Date.now();
-    if (now - this.#start >= 60_000) {
-      this.#start = now;
-      this.#count = 0;
-    }
-    this.#count++;
-    return this.#count <= this.limit;
-  }
 }

@@ -32,10 +32,16 @@ async function raw(port: number, text: string | Uint8Array): Promise<string> {
     for (let at = 0; at < bytes.length;) at += await conn.write(bytes.subarray(at));
     let out = "";
     const buf = new Uint8Array(4096);
-    for (;;) {
-      const n = await conn.read(buf).catch(() => null);
-      if (n === null) return out;
-      out += dec.decode(buf.subarray(0, n));
+    // The server closes after its answer; a server that did not would fail here, not hang.
+    const deadline = setTimeout(() => conn.close(), 10_000);
+    try {
+      for (;;) {
+        const n = await conn.read(buf).catch(() => null);
+        if (n === null) return out;
+        out += dec.decode(buf.subarray(0, n));
+      }
+    } finally {
+      clearTimeout(deadline);
     }
   } finally {
     try {
@@ -115,7 +121,12 @@ Deno.test("auth http - it holds at most its cap of connections: the oldest idle 
     assert.equal(res.status, 200);
     await res.body?.cancel();
     // The first ones were closed by the server (a read ends), the last ones are held.
-    const first = await idle[0].read(new Uint8Array(16)).catch(() => null);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const first = await Promise.race([
+      idle[0].read(new Uint8Array(16)).catch(() => null),
+      new Promise<"open">((ok) => timer = setTimeout(() => ok("open"), 5_000)),
+    ]);
+    clearTimeout(timer);
     assert.equal(first, null, "the oldest idle connection was closed");
     let open = 0;
     await Promise.all(idle.map(async (c) => {
@@ -145,7 +156,9 @@ Deno.test("auth http - a connection that does not deliver its request in time is
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: s.addr.port });
     await conn.write(enc.encode("POST /slow HTTP/1.1\r\ncontent-length: 10\r\n\r\nabc"));
     const started = Date.now();
+    const cut = setTimeout(() => conn.close(), HTTP_REQUEST_DEADLINE_MS + 10_000);
     const got = await conn.read(new Uint8Array(64)).catch(() => null);
+    clearTimeout(cut);
     assert.equal(got, null);
     const waited = Date.now() - started;
     assert.ok(waited >= HTTP_REQUEST_DEADLINE_MS - 200, `closed after ${waited} ms`);

@@ -10,6 +10,13 @@ const INBOX = "_INBOX_UAGENT";
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
+/** A user JWT shape naming `sub` (the guard reads its subject; nothing checks its signature). */
+function jwtFor(sub: string): string {
+  return `eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.${
+    btoa(JSON.stringify({ sub })).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_")
+  }.sig`;
+}
+
 /** Feeds `text` in chunks of `step` bytes; returns what went on and the refusal. */
 function feed(text: string | Uint8Array, step = Infinity): { out: string; refused?: string } {
   const g = new ProtocolGuard({ inboxPrefix: INBOX });
@@ -378,10 +385,6 @@ Deno.test("protocol guard - holding the agent's key, it signs the broker's nonce
   const { base64urlDecode } = await import("../../lib/nats/base64url.ts");
   const me = newIdentity();
   const other = newIdentity();
-  const jwtFor = (sub: string) =>
-    `eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.${
-      btoa(JSON.stringify({ sub })).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_")
-    }.sig`;
   const guard = () => new ProtocolGuard({ inboxPrefix: INBOX, proveKey: nonceProver(me.seed) });
 
   // Before the broker's INFO there is nothing to sign: the CONNECT ends the connection.
@@ -501,10 +504,6 @@ Deno.test("protocol guard - in user mode it presents the sentinel JWT, the senti
   const { base64urlDecode } = await import("../../lib/nats/base64url.ts");
   const me = newIdentity();
   const sentinel = newIdentity();
-  const jwtFor = (sub: string) =>
-    `eyJhbGciOiJlZDI1NTE5LW5rZXkifQ.${
-      btoa(JSON.stringify({ sub })).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_")
-    }.sig`;
   let bearer: string | undefined = "bearer-1";
   const guard = () =>
     new ProtocolGuard({
